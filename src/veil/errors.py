@@ -1,0 +1,83 @@
+"""Typed errors and warnings used across veil.
+
+Every user-facing failure raises a subclass of :class:`VeilError` whose message
+says what to do instead. Errors about values are also ``ValueError`` subclasses
+and errors about types are ``TypeError`` subclasses, so generic handlers still
+work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "VeilError",
+    "UnknownNameError",
+    "ResourceMissingError",
+    "InvalidParameterError",
+    "InvalidTypeError",
+    "DataFormatError",
+    "ChecksumError",
+    "PullError",
+    "PrivacyLeakWarning",
+    "DataWarning",
+]
+
+
+class VeilError(Exception):
+    """Base class of all errors veil raises on purpose."""
+
+
+class UnknownNameError(VeilError, KeyError):
+    """A name (corpus, encoder, defense, attack) is not registered."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]):
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(
+            f"unknown {kind} {name!r}; valid {kind} names: {', '.join(self.valid) or '(none)'}"
+        )
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return self.args[0]
+
+
+class ResourceMissingError(VeilError, FileNotFoundError):
+    """A resource (corpus, model, cache entry) is not available locally."""
+
+    def __init__(self, what: str, fix: str):
+        self.what = what
+        self.fix = fix
+        super().__init__(f"{what} is not available; run `{fix}` to fetch it")
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class InvalidParameterError(VeilError, ValueError):
+    """A parameter has a value outside its valid range."""
+
+
+class InvalidTypeError(VeilError, TypeError):
+    """A parameter has the wrong type."""
+
+
+class DataFormatError(VeilError, ValueError):
+    """Input data cannot be read as the expected format (encoding, columns, labels)."""
+
+
+class ChecksumError(VeilError):
+    """A downloaded file does not match its pinned sha256."""
+
+
+class PullError(VeilError):
+    """Fetching a corpus from its registry package failed."""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A setting weakens a privacy guarantee (seeded secrets, tiny mask pools, ...)."""
+
+
+class DataWarning(UserWarning):
+    """Input data was changed on the way in (rows dropped, texts truncated, ...)."""
