@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from veil import __version__
@@ -121,13 +120,13 @@ def encode(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the embedding cache.")] = False,
 ) -> None:
     """Encode a corpus split into a float32 .npy matrix (one row per text)."""
-    from veil.encoders.run import EncodeJob, run_encode
+    from veil.experiments.encode import EncodeJob, run_encode
 
     job = EncodeJob(source=source, out=out, split=split, model=model, pooling=pooling, batch_size=batch_size,
                     text=text, cache=not no_cache)
     result = run_encode(job)
     typer.echo(f"wrote {result['shape'][0]} x {result['shape'][1]} float32 to {result['out']}"
-               f" ({'cache hit' if result['cache_hit'] else 'encoded'} in {result['seconds']:.1f} s)")
+               f" in {result['seconds']:.1f} s")
 
 
 @app.command("demo")
@@ -165,12 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     try:
         app(args=args, prog_name="veil", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
-    except click.exceptions.Abort:
+    except typer.TyperException as exc:  # typer's own click: usage errors, bad parameters
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"veil: error: {exc}", err=True)
+        return int(getattr(exc, "exit_code", 2) or 2)
+    except typer.Abort:
         typer.echo("veil: aborted", err=True)
         return 130
     except KeyboardInterrupt:

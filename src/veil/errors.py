@@ -46,10 +46,10 @@ class UnknownNameError(VeilError, KeyError):
 class ResourceMissingError(VeilError, FileNotFoundError):
     """A resource (corpus, model, cache entry) is not available locally."""
 
-    def __init__(self, what: str, fix: str):
+    def __init__(self, what: str, fix: str, *, message: str | None = None):
         self.what = what
         self.fix = fix
-        super().__init__(f"{what} is not available; run `{fix}` to fetch it")
+        super().__init__(message or f"{what} is not available; run `{fix}` to fetch it")
 
     def __str__(self) -> str:
         return self.args[0]

@@ -81,3 +81,14 @@ def test_corpus_validation_and_select(tmp_path):
         Corpus(name="x", texts=["a"], splits=["train", "dev"])
     with pytest.raises(InvalidParameterError, match="regression"):
         assemble("t", TEXTS[:2], labels=["a", "b"]).binary_view()
+
+
+def test_integer_labels_written_two_ways_are_one_class():
+    c = assemble("x", ["a", "b", "c", "d"], labels=["1", "1.0", 0, 0.0])
+    assert c.label_names == ("0", "1") and list(c.labels) == [1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("bad", [None, "", float("nan"), "nan"])
+def test_missing_labels_refused_even_with_explicit_task(bad):
+    with pytest.raises(DataFormatError, match="missing"):
+        assemble("x", ["a", "b"], labels=["pos", bad], task="classification")

@@ -48,14 +48,11 @@ def load(name_or_path: str | os.PathLike, *, view: str | None = None, pull_missi
                 raise ResourceMissingError(what, f"veil corpora pull {key}")
             pull(key)
         corpus = Corpus.load_folder(corpus_dir(key))
-    elif Path(key).exists():
+    elif Path(key).exists() or os.sep in key or "." in Path(key).name:
         from veil.corpora.files import load_file
 
-        corpus = load_file(key, **file_options)
+        corpus = load_file(key, **file_options)  # a missing path gets load_file's own message
     else:
-        looks_like_path = os.sep in key or "." in Path(key).name
-        if looks_like_path:
-            raise ResourceMissingError(f"file {key!r}", "ls " + str(Path(key).parent or "."))
         raise UnknownNameError("corpus", key, names())
     return corpus.binary_view() if view == "binary" else corpus
 

@@ -28,15 +28,32 @@ def _is_number(value: Any) -> bool:
     return False
 
 
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)) and math.isnan(value):
+        return True
+    return isinstance(value, str) and value.strip().lower() in ("", "nan")
+
+
+def _class_key(value: Any) -> str:
+    """One string per class: integer-valued numbers written as 1, "1", 1.0 or "1.0" are one class."""
+    if _is_number(value):
+        number = float(value)
+        if number.is_integer():
+            return str(int(number))
+    return str(value)
+
+
 def infer_task(labels: Sequence[Any]) -> Task:
     """``regression`` when every label is a non-integer-looking number, else ``classification``.
 
     Labels mixing numbers and non-numeric strings are an error (they usually
     mean a broken column), as are missing labels.
     """
-    kinds = {"num" if _is_number(v) else "str" for v in labels}
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) or v == "" for v in labels):
+    if any(_is_missing(v) for v in labels):
         raise DataFormatError("some labels are missing (empty, None or NaN); fill or remove those rows")
+    kinds = {"num" if _is_number(v) else "str" for v in labels}
     if kinds == {"num", "str"}:
         bad = next(v for v in labels if not _is_number(v))
         good = next(v for v in labels if _is_number(v))
@@ -93,7 +110,7 @@ def assemble(
             if j is None:
                 first[text] = i
                 keep.append(i)
-            elif labels is not None and labels[j] != labels[i]:
+            elif labels is not None and _class_key(labels[j]) != _class_key(labels[i]):
                 conflicts += 1
     else:
         keep = list(range(n))
@@ -105,6 +122,10 @@ def assemble(
     names: tuple[str, ...] | None = None
     if labels is not None:
         raw = [labels[i] for i in keep]
+        missing = [i for i, v in zip(keep, raw) if _is_missing(v)]
+        if missing:
+            raise DataFormatError(f"{name}: {len(missing)} labels are missing (empty, None or NaN), first at row "
+                                  f"{missing[0]}; fill or remove those rows")
         if task is None:
             task = infer_task(raw)
         if task == "regression":
@@ -115,12 +136,12 @@ def assemble(
             if not np.all(np.isfinite(coded)):
                 raise DataFormatError(f"{name}: regression labels contain NaN or infinity")
         else:
-            as_str = [str(v) for v in raw]
+            as_str = [_class_key(v) for v in raw]
             if label_names is None:
                 uniq = sorted(set(as_str), key=lambda s: (not _is_number(s), float(s) if _is_number(s) else 0, s))
                 names = tuple(uniq)
             else:
-                names = tuple(str(x) for x in label_names)
+                names = tuple(_class_key(x) for x in label_names)
                 unknown = sorted(set(as_str) - set(names))
                 if unknown:
                     raise DataFormatError(f"{name}: labels {unknown[:5]} are not among label_names {list(names)}")

