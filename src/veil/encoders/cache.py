@@ -1,0 +1,183 @@
+"""On-disk cache of corpus embeddings under ``veil_home()/embeddings/``.
+
+An entry is one ``.npy`` file (float32, shape ``(n, dim)``) keyed by the model
+id (a fingerprint of the weights), pooling, max_length, normalisation, the
+corpus name, the split and the sha256 of the texts in order. Files are written
+atomically (temporary file + rename). A file that cannot be read, or whose
+shape, dtype or values are wrong, is reported with a :class:`CacheWarning`,
+deleted and recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from veil._io import atomic_write, veil_home
+from veil.encoders._inputs import check_bool, check_texts
+from veil.errors import DataWarning, InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.corpora.base import Corpus
+    from veil.encoders.text import TextEncoder
+
+__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "encode_corpus", "texts_sha256"]
+
+ALL_SPLITS = "all"  # the split name of a whole-corpus entry
+
+
+class CacheWarning(DataWarning):
+    """A cached embedding file was unreadable or inconsistent and is recomputed."""
+
+
+def texts_sha256(texts: Iterable[str]) -> str:
+    """sha256 of the texts in order (each length-prefixed, so boundaries matter)."""
+    h = hashlib.sha256()
+    for text in texts:
+        data = text.encode("utf-8")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Everything that determines a corpus' embeddings.
+
+    ``n`` and ``dim`` are the expected array shape, checked on every read.
+    """
+
+    model_id: str
+    pooling: str
+    max_length: int
+    normalize: bool
+    corpus: str
+    split: str
+    texts_sha256: str
+    n: int
+    dim: int
+
+    def digest(self) -> str:
+        """sha256 of the whole key (the file name's last part)."""
+        return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("._") or "_"
+
+
+class EmbeddingCache:
+    """Embeddings on disk, one ``.npy`` per :class:`CacheKey`.
+
+    ``root`` defaults to ``veil_home()/embeddings`` (read when the cache is
+    created, so ``VEIL_HOME`` set before then is respected).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None) -> None:
+        if root is not None and not isinstance(root, (str, os.PathLike)):
+            raise InvalidTypeError(f"root must be a folder path or None, not {type(root).__name__}")
+        self.root = Path(root).expanduser() if root is not None else veil_home() / "embeddings"
+
+    def __repr__(self) -> str:
+        return f"EmbeddingCache(root={str(self.root)!r})"
+
+    def path(self, key: CacheKey) -> Path:
+        """Where the entry for ``key`` lives (it may not exist)."""
+        norm = "norm" if key.normalize else "raw"
+        name = f"{_safe(key.split)}-{_safe(key.pooling)}-{key.max_length}-{norm}-{key.digest()[:16]}.npy"
+        return self.root / _safe(key.model_id) / _safe(key.corpus) / name
+
+    def get(self, key: CacheKey) -> np.ndarray | None:
+        """The cached array, or None on a miss (a damaged file warns, is deleted and counts as a miss)."""
+        path = self.path(key)
+        if not path.is_file():
+            return None
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            return self._discard(path, f"unreadable ({type(exc).__name__}: {exc})")
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != (key.n, key.dim):
+            found = f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}"
+            return self._discard(path, f"holds {found}, expected float32 ({key.n}, {key.dim})")
+        if not np.isfinite(arr).all():
+            return self._discard(path, "holds NaN or infinite values")
+        return arr
+
+    def put(self, key: CacheKey, embeddings: np.ndarray) -> Path:
+        """Store ``embeddings`` (float32, shape ``(key.n, key.dim)``) atomically; returns the file."""
+        if not isinstance(embeddings, np.ndarray):
+            raise InvalidTypeError(f"embeddings must be a numpy array, not {type(embeddings).__name__}")
+        if embeddings.dtype != np.float32 or embeddings.shape != (key.n, key.dim):
+            raise InvalidParameterError(f"embeddings are {embeddings.dtype} {embeddings.shape}, but the key expects "
+                                        f"float32 ({key.n}, {key.dim}); cast with .astype(np.float32) or fix the key")
+        path = self.path(key)
+        with atomic_write(path, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(embeddings), allow_pickle=False)
+        return path
+
+    def clear(self, model_id: str | None = None) -> int:
+        """Delete every entry (or those of one model id); returns the number of files removed."""
+        base = self.root if model_id is None else self.root / _safe(model_id)
+        if not base.is_dir():
+            return 0
+        removed = 0
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and (path.suffix == ".npy" or path.name.endswith(".tmp")):
+                path.unlink()
+                removed += path.suffix == ".npy"
+        for folder in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+        return removed
+
+    @staticmethod
+    def _discard(path: Path, problem: str) -> None:
+        warnings.warn(f"cached embeddings {path} are {problem}; deleting the file and recomputing",
+                      CacheWarning, stacklevel=3)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def encode_corpus(encoder: TextEncoder, corpus: Corpus, split: str | None = None, *,
+                  cache: bool | EmbeddingCache = True, batch_size: int = 64, normalize: bool | None = None,
+                  progress: bool = True) -> np.ndarray:
+    """Embeddings of ``corpus`` (``split=None``: every text) in corpus order.
+
+    ``cache=True`` uses :class:`EmbeddingCache` at its default root, an
+    :class:`EmbeddingCache` uses that cache, ``False`` always runs the model. A
+    hit does not run the model. The key includes ``encoder.model_id``, which
+    changes when the encoder's weights are fine-tuned in place.
+    """
+    from veil.corpora.base import Corpus
+
+    if not isinstance(corpus, Corpus):
+        raise InvalidTypeError(f"corpus must be a veil Corpus (veil.corpora.load(...)), not {type(corpus).__name__}; "
+                               f"use encoder.encode(texts) for a plain list")
+    if not isinstance(cache, (bool, EmbeddingCache)):
+        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
+    if split is not None and not isinstance(split, str):
+        raise InvalidTypeError(f"split must be a split name or None, not {type(split).__name__}")
+    texts = check_texts(corpus.texts if split is None else [corpus.texts[i] for i in corpus.indices(split)])
+    normalize = encoder.normalize if normalize is None else check_bool("normalize", normalize)
+    if cache is False:
+        return encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)
+    store = EmbeddingCache() if cache is True else cache
+    key = CacheKey(model_id=encoder.model_id, pooling=encoder.pooling, max_length=encoder.max_length,
+                   normalize=bool(normalize), corpus=corpus.name, split=split or ALL_SPLITS,
+                   texts_sha256=texts_sha256(texts), n=len(texts), dim=encoder.dim)
+    hit = store.get(key)
+    if hit is not None:
+        return hit
+    embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)
+    store.put(key, embeddings)
+    return embeddings

@@ -1,0 +1,282 @@
+"""The text encoder: a transformers model plus pooling, for inference and fine-tuning.
+
+``TextEncoder("minilm")`` (mean pooling, L2 normalisation, 256 tokens)
+reproduces ``SentenceTransformer(path).encode(texts, normalize_embeddings=True)``
+for all-MiniLM-L6-v2. :meth:`TextEncoder.encode` runs under
+``torch.inference_mode`` with length-sorted batches, each padded to its
+longest text; :meth:`TextEncoder.tokenize` + :meth:`TextEncoder.forward_tokens`
+are the differentiable path used for fine-tuning.
+
+torch and transformers are imported when an encoder is built, not when this
+module is imported. The library never changes torch's thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from veil.encoders._inputs import check_bool, check_int, check_texts, progress_bar
+from veil.encoders.registry import resolve_model
+from veil.errors import DataFormatError, DataWarning, InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from transformers import BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+
+    from veil.corpora.base import Corpus
+    from veil.encoders.cache import EmbeddingCache
+
+__all__ = ["TextEncoder", "POOLINGS"]
+
+POOLINGS = ("mean", "cls")  # the keys of veil.encoders.pooling.POOLERS (kept here to avoid importing torch)
+
+
+def _load(folder: os.PathLike, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load model and tokenizer offline, without transformers' weight-loading progress bar."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    try:
+        torch_device = torch.device(device)
+    except RuntimeError as exc:
+        raise InvalidParameterError(f"device {device!r} is not a torch device ({exc}); use 'cpu' or 'cuda'") from None
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModel.from_pretrained(folder, local_files_only=True)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    pooler = getattr(model, "pooler", None)  # BERT's [CLS] dense+tanh head: veil's pooling never uses it
+    if isinstance(pooler, torch.nn.Module):
+        pooler.requires_grad_(False)  # so optimizers and DP-SGD only see weights that get gradients
+    try:
+        model = model.to(torch_device)
+    except (RuntimeError, AssertionError) as exc:
+        raise InvalidParameterError(f"device {device!r} is not usable here ({exc}); use device='cpu'") from None
+    return model.eval(), tokenizer
+
+
+class TextEncoder:
+    """Encode texts into fixed-size vectors with a (fine-tunable) transformer.
+
+    Parameters
+    ----------
+    model: a registered name (see :func:`veil.encoders.encoder_names`) or the
+        path of a local transformers / sentence-transformers model folder.
+    pooling: ``"mean"`` (attention-mask-weighted mean of the last hidden
+        states) or ``"cls"`` (first token).
+    max_length: tokens per text, special tokens included; longer texts are
+        truncated with a :class:`~veil.errors.DataWarning`. None uses the
+        folder's sentence-transformers ``max_seq_length`` (256 for minilm), else
+        the model's position limit.
+    normalize: L2-normalise the output vectors (the default of :meth:`encode`
+        and :meth:`forward_tokens`).
+    device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
+    """
+
+    def __init__(self, model: str | os.PathLike = "minilm", *, pooling: str = "mean", max_length: int | None = None,
+                 normalize: bool = True, device: str = "cpu") -> None:
+        if not isinstance(pooling, str):
+            raise InvalidTypeError(f"pooling must be a str ({', '.join(POOLINGS)}), not {type(pooling).__name__}")
+        if pooling not in POOLINGS:
+            raise InvalidParameterError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
+        if max_length is not None:
+            check_int("max_length", max_length, low=2)
+        self._normalize = check_bool("normalize", normalize)
+        if not isinstance(device, str):
+            raise InvalidTypeError(f"device must be a str such as 'cpu', not {type(device).__name__}")
+        resolved = resolve_model(model)
+        self._module, self._tokenizer = _load(resolved.folder, device)
+        limit = self._position_limit()
+        if max_length is None:
+            max_length = min(resolved.st_max_seq_length or limit, limit)
+        elif max_length > limit:
+            raise InvalidParameterError(f"max_length={max_length} exceeds this model's limit of {limit} tokens; "
+                                        f"use max_length <= {limit}")
+        self._resolved = resolved
+        self._pooling = pooling
+        self._max_length = int(max_length)
+        self._device = device
+        self._dim = int(self._module.config.hidden_size)
+        self._n_special = int(self._tokenizer.num_special_tokens_to_add(pair=False))
+        self._loaded_state = self._weights_state()
+        self._tuned_id: tuple[tuple, str] | None = None
+
+    # ------------------------------------------------------------ properties
+    @property
+    def model_name(self) -> str:
+        """The registry name, or the model folder's name."""
+        return self._resolved.name
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the current weights (the cache key's model part).
+
+        While the weights are as loaded this is ``name-<fingerprint of the
+        folder's files>``. Once they change in place (fine-tuning, an optimizer
+        step, ``load_state_dict``) it becomes ``name-<...>-tuned-<sha256 of the
+        weights>``, so cached embeddings of the old weights are never reused.
+        """
+        state = self._weights_state()
+        if state == self._loaded_state:
+            return self._resolved.model_id
+        if self._tuned_id is None or self._tuned_id[0] != state:
+            import torch
+
+            h = hashlib.sha256()
+            for name, tensor in sorted(self._module.state_dict().items()):
+                flat = tensor.detach().cpu().contiguous().reshape(-1)
+                h.update(f"{name}\0{flat.dtype}\0{tuple(tensor.shape)}\n".encode())
+                h.update(flat.view(torch.uint8).numpy())
+            self._tuned_id = (state, f"{self._resolved.model_id}-tuned-{h.hexdigest()[:12]}")
+        return self._tuned_id[1]
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def pooling(self) -> str:
+        return self._pooling
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @property
+    def normalize(self) -> bool:
+        return self._normalize
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The trainable transformer (``AutoModel``); pooling has no parameters.
+
+        A model's own pooler head (BERT's ``pooler``), which veil's pooling does
+        not use, is frozen (``requires_grad=False``), so every trainable
+        parameter receives a gradient from :meth:`forward_tokens`.
+        """
+        return self._module
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    def __repr__(self) -> str:
+        return (f"TextEncoder(model={self.model_name!r}, pooling={self._pooling!r}, max_length={self._max_length}, "
+                f"normalize={self._normalize}, device={self._device!r}, dim={self._dim})")
+
+    # ------------------------------------------------------------- inference
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, normalize: bool | None = None,
+               progress: bool = True) -> np.ndarray:
+        """Encode ``texts`` into a float32 array of shape ``(len(texts), dim)``.
+
+        Texts are sorted by token count (longest first), batched, each batch
+        padded to its longest text, and the rows are returned in input order.
+        ``normalize=None`` uses the encoder's setting. ``progress`` draws a bar on
+        stderr when there is more than one batch.
+        """
+        import torch
+
+        texts = check_texts(texts)
+        batch_size = check_int("batch_size", batch_size, low=1)
+        normalize = self._normalize if normalize is None else check_bool("normalize", normalize)
+        progress = check_bool("progress", progress)
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        order = np.argsort(-self._token_lengths(texts), kind="stable")
+        n_batches = -(-len(texts) // batch_size)
+        was_training = self._module.training
+        self._module.eval()
+        try:
+            with torch.inference_mode(), progress_bar(n_batches, "encoding", progress and n_batches > 1) as advance:
+                for start in range(0, len(texts), batch_size):
+                    idx = order[start:start + batch_size]
+                    batch = self._batch([texts[i] for i in idx])
+                    out[idx] = self._pooled(batch, normalize).float().cpu().numpy()
+                    advance(1)
+        finally:
+            self._module.train(was_training)
+        return out
+
+    def encode_corpus(self, corpus: Corpus, split: str | None = None, *, cache: bool | EmbeddingCache = True,
+                      batch_size: int = 64, normalize: bool | None = None, progress: bool = True) -> np.ndarray:
+        """Encode a corpus (or one split, in corpus order), through the on-disk cache.
+
+        See :func:`veil.encoders.cache.encode_corpus`.
+        """
+        from veil.encoders.cache import encode_corpus
+
+        return encode_corpus(self, corpus, split, cache=cache, batch_size=batch_size, normalize=normalize,
+                             progress=progress)
+
+    # -------------------------------------------------------- differentiable
+    def tokenize(self, texts: Sequence[str]) -> BatchEncoding:
+        """Tokenize ``texts`` into one padded batch of tensors (truncation warns)."""
+        texts = check_texts(texts)
+        if not texts:
+            raise DataFormatError("texts is empty; tokenize needs at least one text")
+        self._token_lengths(texts)
+        return self._batch(texts)
+
+    def forward_tokens(self, batch: Mapping[str, Any], *, normalize: bool | None = None) -> torch.Tensor:
+        """Pooled vectors ``(b, dim)`` of a tokenized batch, with autograd.
+
+        Runs the module in its current mode (call ``encoder.module.train()`` for
+        dropout), so ``loss.backward()`` reaches the encoder's weights.
+        """
+        if not isinstance(batch, Mapping):
+            raise InvalidTypeError(f"batch must be the mapping returned by tokenize(), not {type(batch).__name__}")
+        missing = {"input_ids", "attention_mask"} - set(batch)
+        if missing:
+            raise DataFormatError(f"batch lacks {sorted(missing)}; build it with encoder.tokenize(texts)")
+        normalize = self._normalize if normalize is None else check_bool("normalize", normalize)
+        return self._pooled(batch, normalize)
+
+    # --------------------------------------------------------------- helpers
+    def _batch(self, texts: list[str]) -> BatchEncoding:
+        return self._tokenizer(texts, padding=True, truncation=True, max_length=self._max_length,
+                               return_tensors="pt")
+
+    def _pooled(self, batch: Mapping[str, Any], normalize: bool) -> torch.Tensor:
+        from veil.encoders.pooling import pool
+
+        device = self._module.device
+        inputs = {k: v.to(device) for k, v in batch.items()}
+        hidden = self._module(**inputs).last_hidden_state
+        return pool(self._pooling, hidden, inputs["attention_mask"], normalize=normalize)
+
+    def _token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text after truncation; warns once per call about truncated texts."""
+        ids = self._tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
+                              return_token_type_ids=False, verbose=False)["input_ids"]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(texts)) + self._n_special
+        truncated = int((lengths > self._max_length).sum())
+        if truncated:
+            warnings.warn(f"{truncated} of {len(texts)} texts are longer than max_length={self._max_length} tokens "
+                          f"and were truncated; split long texts into sentences or raise max_length (this model "
+                          f"allows up to {self._position_limit()})", DataWarning, stacklevel=3)
+        return np.minimum(lengths, self._max_length)
+
+    def _position_limit(self) -> int:
+        limits = [int(getattr(self._module.config, "max_position_embeddings", 0) or 0),
+                  int(min(self._tokenizer.model_max_length, 1 << 30))]
+        return min(x for x in limits if x > 0) if any(x > 0 for x in limits) else 512
+
+    def _weights_state(self) -> tuple[tuple[int, int], ...]:
+        """(storage address, in-place version counter) of every parameter: changes when weights do."""
+        return tuple((p.data_ptr(), p._version) for p in self._module.parameters())
+
