@@ -11,7 +11,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"corpora", "encoders", "errors", "random", "experiments", "report"}
+_SUBMODULES = {"corpora", "defenses", "encoders", "errors", "experiments", "metrics", "models", "random", "report",
+               "training"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,39 @@
+"""Defenses (privacy mechanisms) behind one contract (see :mod:`veil.defenses.base`).
+
+>>> from veil.defenses import defense_names, get_defense
+>>> defense_names()
+['texthide']
+>>> from veil.defenses.texthide import MaskPool, TextHide
+>>> th = TextHide(k=4, pool=MaskPool(256, 384))      # secret masks from the OS CSPRNG
+>>> e_t, y_t = th.encrypt(e, y, num_classes=2)        # e: (b, 384) encoder output with grad
+>>> str(th.guarantee)
+'none: heuristic (no formal guarantee): ...'
+
+Importing this package does not import torch; the implementing modules are
+loaded on first use (``get_defense`` or attribute access).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from veil.defenses.base import (NO_GUARANTEE, Defense, Guarantee, InsecureKeyFileError, defense_names, get_defense,
+                                register_defense)
+
+_LAZY = {
+    "TextHide": "veil.defenses.texthide",
+    "Encrypted": "veil.defenses.texthide",
+    "MaskPool": "veil.defenses.texthide_masks",
+    "TextHideDetails": "veil.defenses.texthide_mix",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'veil.defenses' has no attribute {name!r}")
+
+
+__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+           "register_defense", *sorted(_LAZY)]

@@ -1,0 +1,166 @@
+"""The shared contract of veil's defenses (mechanisms).
+
+Every defense
+
+* is constructed with keyword-only parameters, validated on the way in
+  (wrong type -> :class:`~veil.errors.InvalidTypeError`, value out of range ->
+  :class:`~veil.errors.InvalidParameterError`, each message saying what to do);
+* states what it guarantees as data: :attr:`Defense.guarantee` is a
+  :class:`Guarantee` (``str(g)`` reads e.g. ``"none: heuristic (no formal
+  guarantee)"``, and DP-style defenses fill ``epsilon``/``delta``);
+* takes ``rng`` (None = OS CSPRNG, the default wherever privacy depends on the
+  randomness; an int seed or a ``numpy.random.Generator`` = reproducible, for
+  experiments and tests only);
+* reports its public, non-secret configuration with :meth:`Defense.config`
+  (JSON-ready; never keys, masks or per-example randomness).
+
+Defenses are found by name through a registry (:func:`defense_names`,
+:func:`get_defense`) that imports the implementing module only when asked, so
+``import veil.defenses`` does not import torch.
+
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError, VeilError
+
+__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+           "register_defense", "check_int", "check_real", "check_choice", "check_rng"]
+
+
+class InsecureKeyFileError(VeilError, PermissionError):
+    """A file holding a secret key is readable or writable by group/others."""
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a defense guarantees, as data.
+
+    ``kind`` is a short machine-readable tag (``"none"``, ``"epsilon-dp"``,
+    ``"epsilon-delta-dp"``, ``"sentdp"``, ...), ``statement`` says in words what
+    holds (or that nothing formal does), and ``epsilon``/``delta`` carry the
+    numbers for DP-style guarantees.
+    """
+
+    kind: str
+    statement: str
+    epsilon: float | None = None
+    delta: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.statement}"
+
+    @property
+    def formal(self) -> bool:
+        """True unless the defense is a heuristic without a formal guarantee."""
+        return self.kind != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "statement": self.statement, "epsilon": self.epsilon, "delta": self.delta}
+
+
+NO_GUARANTEE = Guarantee("none", "heuristic (no formal guarantee)")
+
+
+class Defense:
+    """Base class of veil's defenses.
+
+    Subclasses set the class attribute ``name`` (their registry name) and
+    ``guarantee`` (class or instance attribute), and override :meth:`config`.
+    """
+
+    name: ClassVar[str] = ""
+    guarantee: Guarantee = NO_GUARANTEE
+
+    def config(self) -> dict[str, Any]:
+        """Public, JSON-ready configuration (no secrets); subclasses extend it."""
+        return {"defense": self.name, "guarantee": self.guarantee.to_dict()}
+
+
+# ---------------------------------------------------------------- registry
+# name -> "module:attribute"; the module is imported on first use only.
+_REGISTRY: dict[str, str] = {
+    "texthide": "veil.defenses.texthide:TextHide",
+}
+
+
+def register_defense(name: str, target: str) -> None:
+    """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily)."""
+    if not isinstance(name, str) or not name or not isinstance(target, str) or ":" not in target:
+        raise InvalidTypeError("register_defense(name, target) takes a non-empty name and a 'module:attribute' "
+                               f"string, got {name!r}, {target!r}")
+    if name in _REGISTRY and _REGISTRY[name] != target:
+        raise InvalidParameterError(f"defense {name!r} is already registered to {_REGISTRY[name]}; "
+                                    "pick another name")
+    _REGISTRY[name] = target
+
+
+def defense_names() -> list[str]:
+    """The registered defense names."""
+    return sorted(_REGISTRY)
+
+
+def get_defense(name: str) -> type[Defense]:
+    """The defense class registered as ``name`` (raises UnknownNameError listing the valid names)."""
+    if name not in _REGISTRY:
+        raise UnknownNameError("defense", str(name), _REGISTRY)
+    module, _, attr = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+# ---------------------------------------------------------------- validation helpers
+def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None,
+              hint: str = "") -> int:
+    """``value`` as an int (bools refused), within [minimum, maximum]."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__} {value!r}{hint}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        lo = "-inf" if minimum is None else minimum
+        hi = "inf" if maximum is None else maximum
+        raise InvalidParameterError(f"{name} must be in [{lo}, {hi}], got {value}{hint}")
+    return value
+
+
+def check_real(name: str, value: Any, *, low: float, high: float, low_open: bool = False, high_open: bool = False,
+               hint: str = "") -> float:
+    """``value`` as a finite float within the interval (bools refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}{hint}")
+    value = float(value)
+    ok = np.isfinite(value) and (value > low if low_open else value >= low) and \
+        (value < high if high_open else value <= high)
+    if not ok:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}{hint}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
+    """``value`` must be one of ``choices`` (strings)."""
+    choices = list(choices)
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{name} must be one of {', '.join(map(repr, choices))}, got {type(value).__name__}")
+    if value not in choices:
+        raise InvalidParameterError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def check_rng(rng: Any) -> None:
+    """``rng`` must be None (OS entropy), a non-negative int seed or a numpy Generator."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
+        raise InvalidTypeError("rng must be None (OS entropy), an int seed or a numpy.random.Generator, "
+                               f"got {type(rng).__name__}")
+    if rng < 0:
+        raise InvalidParameterError(f"rng seed must be >= 0, got {rng}")
