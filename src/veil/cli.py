@@ -20,6 +20,9 @@ app = typer.Typer(help="veil: privacy-preserving NLP defenses and the attacks th
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 corpora_app = typer.Typer(help="List, pull and inspect the built-in offline corpora.", no_args_is_help=True)
 app.add_typer(corpora_app, name="corpora")
+texthide_app = typer.Typer(help="TextHide (Huang et al. 2020): train and evaluate on encrypted representations.",
+                           no_args_is_help=True)
+app.add_typer(texthide_app, name="texthide")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
@@ -144,6 +147,75 @@ def demo(
         typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
     else:
         print_demo(result, _console())
+
+
+def _parse_m(value: str) -> int | None:
+    if value.lower() in ("inf", "none", "infinite"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise typer.BadParameter(f"--m must be an integer >= 0 or 'inf', got {value!r}") from None
+
+
+def _parse_seeds(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in value.split(",") if s.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {value!r}") from None
+
+
+@texthide_app.command("eval")
+def texthide_eval(
+    corpus: Annotated[str, typer.Option(help="Labelled corpus to train and test on.")] = "rt-polarity",
+    m: Annotated[str, typer.Option("--m", help="Mask pool size: 0 (no mask), an integer, or inf.")] = "256",
+    k: Annotated[int, typer.Option("--k", help="Representations mixed per encryption (1 = no mixing).")] = 4,
+    mode: Annotated[str, typer.Option(help="intra (private only) or inter (half public).")] = "intra",
+    finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (default: frozen encoder, MLP head).")] = False,
+    seeds: Annotated[str, typer.Option(help="Experiment seeds (head init, data order), comma-separated.")] = "0,1,2",
+    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 60 frozen, 4 fine-tuned).")] = None,
+    max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
+    public: Annotated[str, typer.Option(help="Public corpus for inter mode.")] = "health-tweets",
+    out: Annotated[Optional[Path], typer.Option(help="Result JSON (default results/texthide/<name>.json).")] = None,
+) -> None:
+    """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
+    from veil.experiments.texthide import TextHideEval, result_path, run_texthide_eval
+
+    cfg = TextHideEval(corpus=corpus, m=_parse_m(m), k=k, mode=mode, finetune=finetune, seeds=_parse_seeds(seeds),
+                       epochs=epochs, max_train=max_train, public=public)
+    console = _console()
+    record = run_texthide_eval(cfg, log=lambda line: console.print(line, highlight=False))
+    path = record.write(out or result_path(cfg))
+    for key, metric in record.metrics.items():
+        if key.startswith("test_"):
+            console.print(f"{cfg.name}: {key.removeprefix('test_')} = {metric}", highlight=False)
+    console.print(f"wrote {path}")
+
+
+@texthide_app.command("sweep")
+def texthide_sweep(
+    which: Annotated[str, typer.Argument(help="table1 (baseline/intra/inter on 4 tasks) or grid ((m,k) on rt-polarity).")],
+    finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (table1 only).")] = False,
+    seeds: Annotated[Optional[str], typer.Option(help="Seeds (default 0,1,2 for table1, 0,1 for grid).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Training epochs.")] = None,
+    max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-run configurations whose result file exists.")] = False,
+    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/texthide"),
+) -> None:
+    """Run a whole TextHide experiment; one JSON per configuration under results/texthide/."""
+    from veil.experiments.texthide import grid_configs, run_sweep, table1_configs
+
+    opts = {"epochs": epochs, "max_train": max_train}
+    if which == "table1":
+        configs = table1_configs(finetune=finetune, **({"seeds": _parse_seeds(seeds)} if seeds else {}), **opts)
+    elif which == "grid":
+        if finetune:
+            raise typer.BadParameter("the grid runs with the frozen encoder only")
+        configs = grid_configs(**({"seeds": _parse_seeds(seeds)} if seeds else {}), **opts)
+    else:
+        raise typer.BadParameter(f"unknown sweep {which!r}; use table1 or grid")
+    console = _console()
+    run_sweep(configs, results, skip_existing=not force, log=lambda line: console.print(line, highlight=False))
 
 
 @app.command("report")

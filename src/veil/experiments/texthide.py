@@ -1,0 +1,223 @@
+"""TextHide utility experiments: the paper's Table 1 and Fig. 2 on veil's offline corpora.
+
+One run = one (corpus, m, k, mode, setting) cell, trained and tested over
+several seeds. The seeds control head initialisation and data order; every
+seed gets a fresh secret mask pool and mixing randomness from the OS CSPRNG
+(never from the seed), so the reported spread includes the key's randomness.
+
+* ``m=0, k=1`` is the baseline (no defense), ``m=None`` an infinite pool.
+* ``finetune=False``: the frozen-encoder fast path (MLP head on cached
+  MiniLM embeddings). ``finetune=True``: encoder + head fine-tuned with
+  TextHide in between (the paper's headline setting), optionally on a subset
+  of the training split (``max_train``) to fit a CPU budget.
+* Inter mode draws its public vectors from ``public`` (default health-tweets,
+  train split, first ``public_size`` texts), encoded by the same encoder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+from veil.experiments.records import Metric, ResultRecord
+
+__all__ = ["TextHideEval", "run_texthide_eval", "result_path", "TABLE1_TASKS", "GRID_M", "GRID_K"]
+
+TABLE1_TASKS = ("rt-polarity", "trec-questions", "sms-spam", "hutto-tweets")
+GRID_M: tuple[int | None, ...] = (0, 1, 16, 64, 256, 1024, None)
+GRID_K = (1, 2, 4, 8)
+
+
+def m_label(m: int | None) -> str:
+    return "inf" if m is None else str(m)
+
+
+@dataclass(frozen=True)
+class TextHideEval:
+    corpus: str = "rt-polarity"
+    m: int | None = 256
+    k: int = 4
+    mode: str = "intra"
+    finetune: bool = False
+    seeds: tuple[int, ...] = (0, 1, 2)
+    public: str = "health-tweets"
+    public_size: int = 20000
+    epochs: int | None = None  # default: 60 frozen, 4 fine-tuned
+    patience: int | None = None  # default: 15 frozen, 2 fine-tuned
+    max_train: int | None = None
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("intra", "inter"):
+            raise InvalidParameterError(f"mode must be 'intra' or 'inter', got {self.mode!r}")
+        if self.m is not None and self.m < 0:
+            raise InvalidParameterError(f"m must be >= 0 or None (infinite pool), got {self.m}")
+        if self.k < 1:
+            raise InvalidParameterError(f"k must be >= 1, got {self.k}")
+        if not self.seeds:
+            raise InvalidParameterError("give at least one seed")
+        if self.mode == "inter" and self.k < 2:
+            raise InvalidParameterError("inter mode needs k >= 2 (floor(k/2) public slots)")
+
+    @property
+    def setting(self) -> str:
+        return "finetuned" if self.finetune else "frozen"
+
+    @property
+    def name(self) -> str:
+        base = "baseline" if (self.m == 0 and self.k == 1) else f"{self.mode}-m{m_label(self.m)}-k{self.k}"
+        return f"{self.corpus}-{base}-{self.setting}"
+
+    def train_config(self, seed: int):
+        from veil.training import TrainConfig
+
+        epochs = self.epochs or (4 if self.finetune else 60)
+        patience = self.patience or (2 if self.finetune else 15)
+        return TrainConfig(epochs=epochs, patience=patience, seed=seed, batch_size=self.batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["m"] = m_label(self.m)
+        d["seeds"] = list(self.seeds)
+        d["setting"] = self.setting
+        return d
+
+
+def result_path(cfg: TextHideEval, root: str | Path = "results/texthide") -> Path:
+    return Path(root) / f"{cfg.name}.json"
+
+
+def _subsample(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    if limit is None or len(idx) <= limit:
+        return idx
+    # a fixed, seed-free choice (every k-th example) so all configurations share the subset
+    return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
+
+
+def _hook_factory(cfg: TextHideEval, task: str, num_classes: int | None, dim: int, public: Any, scale: float):
+    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.training import PlainHook, TextHideHook
+
+    if cfg.m == 0 and cfg.k == 1:
+        return lambda: PlainHook(task, num_classes)
+
+    def make():
+        pool = MaskPool(cfg.m, dim)  # secret: OS CSPRNG, fresh for every seed
+        pub = None if cfg.mode == "intra" else public * scale
+        return TextHideHook(TextHide(k=cfg.k, pool=pool, public=pub), task, num_classes)
+
+    return make
+
+
+def _public_vectors(cfg: TextHideEval, encoder: Any) -> np.ndarray | None:
+    if cfg.mode != "inter":
+        return None
+    import veil.corpora as vc
+
+    pub = vc.load(cfg.public)
+    idx = pub.indices("train")[: cfg.public_size]
+    return encoder.encode_corpus(pub.select(idx, name=f"{cfg.public}-train{len(idx)}"), None, progress=True)
+
+
+def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = None) -> ResultRecord:
+    """Train and test one configuration over ``cfg.seeds``; returns a result record (not written)."""
+    import torch
+
+    import veil.corpora as vc
+    from veil.encoders import TextEncoder
+    from veil.metrics.utility import utility_metrics
+    from veil.training import finetune, train_head
+
+    start = time.perf_counter()
+    corpus = vc.load(cfg.corpus)
+    if corpus.task is None:
+        raise InvalidParameterError(f"corpus {cfg.corpus!r} is unlabelled; TextHide utility needs a labelled task")
+    task, num_classes = corpus.task, corpus.num_classes
+    tr, dv, te = (corpus.indices(s) for s in ("train", "dev", "test"))
+    tr = _subsample(tr, cfg.max_train)
+    encoder = TextEncoder("minilm")
+    public = _public_vectors(cfg, encoder)
+    scale = float(np.sqrt(encoder.dim))
+    per_seed: list[dict[str, float]] = []
+    extra: dict[str, Any] = {"best_epochs": [], "n_train": int(len(tr)), "n_dev": int(len(dv)), "n_test": int(len(te))}
+    if not cfg.finetune:
+        X = {name: encoder.encode_corpus(corpus.select(idx, name=f"{cfg.corpus}-{name}{len(idx)}"), None,
+                                         progress=progress)
+             for name, idx in (("train", tr), ("dev", dv), ("test", te))}
+    for seed in cfg.seeds:
+        once = _Once(_hook_factory(cfg, task, num_classes, encoder.dim, public, scale))
+        tc = cfg.train_config(seed)
+        if cfg.finetune:
+            enc = TextEncoder("minilm")  # fresh pretrained weights for every seed
+            res = finetune(enc, [corpus.texts[i] for i in tr], corpus.labels[tr], [corpus.texts[i] for i in dv],
+                           corpus.labels[dv], task=task, num_classes=num_classes, hook_factory=once,
+                           config=tc, progress=progress)
+            with torch.no_grad():
+                X_test = torch.cat([enc.forward_tokens(enc.tokenize([corpus.texts[i] for i in te[j:j + 128]]))
+                                    for j in range(0, len(te), 128)])
+        else:
+            res = train_head(X["train"], corpus.labels[tr], X["dev"], corpus.labels[dv], task=task,
+                             num_classes=num_classes, hook_factory=once, config=tc, progress=progress)
+            X_test = X["test"]
+        hook = once.last  # the hook trained with: same secret pool at test time
+        test = utility_metrics(task, corpus.labels[te], res.predict(X_test, hook))
+        per_seed.append({**{f"test_{k}": v for k, v in test.items()}, **{f"dev_{k}": v for k, v in res.dev_metrics.items()}})
+        extra["best_epochs"].append(res.best_epoch)
+        if log is not None:
+            log(f"{cfg.name} seed {seed}: " + ", ".join(f"{k}={v:.4f}" for k, v in per_seed[-1].items()))
+    metrics = {key: Metric.from_values([r[key] for r in per_seed]) for key in per_seed[0]}
+    config = {**cfg.to_dict(), "task": task, "encoder": "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised",
+              "train": cfg.train_config(0).to_dict() | {"seed": "per run"},
+              "secret_randomness": "OS CSPRNG per seed (mask pool and mixing); seeds set head init and data order"}
+    return ResultRecord(method="texthide", experiment=cfg.name, config=config, metrics=metrics,
+                        wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+class _Once:
+    """Wrap a hook factory so the runner can reuse the hook (same secret pool) at test time."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+        self.last: Any = None
+
+    def __call__(self) -> Any:
+        self.last = self.factory()
+        return self.last
+
+
+def table1_configs(*, finetune: bool = False, seeds: Sequence[int] = (0, 1, 2), smallest: str = "hutto-tweets",
+                   **overrides: Any) -> list[TextHideEval]:
+    """Table 1 analogue: baseline, intra (256,4), inter (256,4) on every task, plus (16,4) on the smallest task."""
+    out = []
+    for corpus in TABLE1_TASKS:
+        base = TextHideEval(corpus=corpus, finetune=finetune, seeds=tuple(seeds), **overrides)
+        out += [replace(base, m=0, k=1), replace(base, m=256, k=4, mode="intra"), replace(base, m=256, k=4, mode="inter")]
+        if corpus == smallest:
+            out += [replace(base, m=16, k=4, mode="intra"), replace(base, m=16, k=4, mode="inter")]
+    return out
+
+
+def grid_configs(*, corpus: str = "rt-polarity", seeds: Sequence[int] = (0, 1), **overrides: Any) -> list[TextHideEval]:
+    """Fig. 2 analogue: every (m, k) in GRID_M x GRID_K, intra mode, frozen encoder."""
+    return [TextHideEval(corpus=corpus, m=m, k=k, seeds=tuple(seeds), **overrides) for m in GRID_M for k in GRID_K]
+
+
+def run_sweep(configs: Sequence[TextHideEval], root: str | Path = "results/texthide", *, skip_existing: bool = True,
+              log: Any = print) -> list[Path]:
+    """Run and write every configuration (each result file written atomically as soon as it is done)."""
+    paths = []
+    for cfg in configs:
+        path = result_path(cfg, root)
+        if skip_existing and path.exists():
+            log(f"skip {cfg.name}: {path} exists")
+        else:
+            run_texthide_eval(cfg, progress=False, log=log).write(path)
+            log(f"wrote {path}")
+        paths.append(path)
+    return paths

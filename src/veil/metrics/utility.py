@@ -1,0 +1,37 @@
+"""Utility metrics fitting the task: accuracy, macro-F1, MCC; Pearson, Spearman, MSE."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from veil.errors import DataFormatError, InvalidParameterError
+
+__all__ = ["TASK_METRICS", "utility_metrics"]
+
+TASK_METRICS = {
+    "classification": ("accuracy", "macro_f1", "mcc"),
+    "regression": ("pearson", "spearman", "mse"),
+}
+
+
+def utility_metrics(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+    """Metrics of predictions ``y_pred`` (class ids, or real values) against ``y_true``."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    if y_true.shape != y_pred.shape:
+        raise DataFormatError(f"y_true has shape {y_true.shape} but y_pred has {y_pred.shape}")
+    if len(y_true) == 0:
+        raise DataFormatError("no predictions to score")
+    if task == "classification":
+        from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+        return {"accuracy": float(accuracy_score(y_true, y_pred)),
+                "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+                "mcc": float(matthews_corrcoef(y_true, y_pred))}
+    if task == "regression":
+        from scipy.stats import pearsonr, spearmanr
+
+        constant = np.all(y_pred == y_pred[0]) or np.all(y_true == y_true[0])
+        return {"pearson": 0.0 if constant else float(pearsonr(y_true, y_pred).statistic),
+                "spearman": 0.0 if constant else float(spearmanr(y_true, y_pred).statistic),
+                "mse": float(np.mean((y_true - y_pred) ** 2))}
+    raise InvalidParameterError(f"unknown task {task!r}; use one of {', '.join(TASK_METRICS)}")

@@ -1,0 +1,5 @@
+"""Small shared networks."""
+
+from veil.models.heads import MLPHead
+
+__all__ = ["MLPHead"]

@@ -1,0 +1,35 @@
+"""The TextHide experiment runner on a tiny real configuration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from veil.errors import InvalidParameterError
+from veil.experiments.texthide import TextHideEval, grid_configs, result_path, run_texthide_eval, table1_configs
+
+
+def test_names_and_sweeps():
+    assert TextHideEval(m=0, k=1).name == "rt-polarity-baseline-frozen"
+    assert TextHideEval(m=None, k=8, finetune=True).name == "rt-polarity-intra-minf-k8-finetuned"
+    assert len(grid_configs()) == 7 * 4
+    t1 = table1_configs()
+    assert len(t1) == 4 * 3 + 2 and {c.corpus for c in t1} == {"rt-polarity", "trec-questions", "sms-spam", "hutto-tweets"}
+    with pytest.raises(InvalidParameterError):
+        TextHideEval(mode="both")
+    with pytest.raises(InvalidParameterError):
+        TextHideEval(mode="inter", k=1)
+
+
+def test_run_writes_a_record_without_key_material(builtin, tmp_path):
+    builtin("trec-questions")
+    cfg = TextHideEval(corpus="trec-questions", m=16, k=2, seeds=(0, 1), epochs=2, max_train=400)
+    rec = run_texthide_eval(cfg, progress=False)
+    assert set(rec.metrics) >= {"test_accuracy", "test_macro_f1", "test_mcc", "dev_accuracy"}
+    assert rec.metrics["test_accuracy"].n == 2 and rec.extra["n_train"] == 400
+    path = rec.write(result_path(cfg, tmp_path))
+    text = path.read_text()
+    data = json.loads(text)
+    assert data["config"]["m"] == "16" and data["config"]["setting"] == "frozen"
+    assert "mask" not in json.dumps(data["extra"]).lower()
