@@ -37,6 +37,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/encode.py
+	$(BIN)/python benchmarks/texthide.py
 
 report: setup
 	$(BIN)/veil report

@@ -65,7 +65,7 @@ def render_method(method_dir: Path, out_dir: Path) -> Path:
     renderer = RENDERERS.get(method, generic_page)
     body = renderer(method, records, out_dir)
     out = out_dir / f"{method}.md"
-    atomic_write_text(out, HEADER.format(src=f"{method_dir.as_posix()}/*.json") + body.rstrip() + "\n")
+    atomic_write_text(out, HEADER.format(src=f"results/{method}/*.json") + body.rstrip() + "\n")
     return out
 
 

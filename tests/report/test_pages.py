@@ -1,0 +1,46 @@
+"""Result pages are rendered from result records, and the committed pages match the committed records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veil.experiments.records import Metric, ResultRecord
+from veil.report import render_all
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _record(corpus, m, k, mode, acc, setting="frozen"):
+    cfg = {"corpus": corpus, "m": m, "k": k, "mode": mode, "setting": setting, "task": "classification",
+           "seeds": [0, 1]}
+    name = "baseline" if (m == "0" and k == 1) else f"{mode}-m{m}-k{k}"
+    return ResultRecord(method="texthide", experiment=f"{corpus}-{name}-{setting}", config=cfg,
+                        metrics={"test_accuracy": Metric.from_values(acc)}, wall_time_s=1.0,
+                        extra={"n_train": 10, "n_dev": 2, "n_test": 2, "best_epochs": [3, 4]})
+
+
+def test_texthide_page_tables_and_heatmap(tmp_path):
+    res = tmp_path / "results" / "texthide"
+    for rec in [_record("rt-polarity", "0", 1, "intra", [0.80, 0.82]),
+                _record("rt-polarity", "256", 4, "intra", [0.70, 0.72]),
+                _record("rt-polarity", "256", 4, "inter", [0.60, 0.62]),
+                _record("rt-polarity", "inf", 8, "intra", [0.55, 0.55])]:
+        rec.write(res / f"{rec.experiment}.json")
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "texthide.md").read_text()
+    assert "| rt-polarity | accuracy | 81.0 ± 1.4 | 71.0 ± 1.4 | 61.0 ± 1.4 | – | – | SST-2 acc.: 92.4 / 91.7 / 91.3 |" in page
+    assert "intra (256,4) -10.0, inter (256,4) -20.0" in page
+    assert "| inf | – | – | – | 55.0 |" in page
+    png = tmp_path / "docs" / "texthide_grid.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_committed_pages_match_committed_results(tmp_path):
+    """docs/results/*.md must be exactly what `veil report` renders from results/ (never edited by hand)."""
+    if not any((ROOT / "results").glob("*/*.json")):
+        return  # nothing committed yet: nothing to compare
+    render_all(ROOT / "results", tmp_path)
+    for page in sorted(tmp_path.glob("*.md")):
+        committed = ROOT / "docs" / "results" / page.name
+        assert committed.exists(), f"{committed} missing: run `veil report`"
+        assert committed.read_text() == page.read_text(), f"{committed} is stale: run `veil report`"
