@@ -46,3 +46,23 @@ def test_error_messages_say_what_to_do():
     assert str(e) == "unknown corpus 'sst2'; valid corpus names: a, b" and isinstance(e, (VeilError, KeyError))
     m = ResourceMissingError("corpus 'x'", "veil corpora pull x")
     assert "run `veil corpora pull x`" in str(m) and isinstance(m, FileNotFoundError)
+
+
+def test_atomic_write_modes(tmp_path):
+    import os
+    import stat
+
+    from veil._io import atomic_write, atomic_write_text
+
+    atomic_write_text(tmp_path / "out.txt", "hello")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "out.txt").stat().st_mode) == 0o666 & ~mask
+    with atomic_write(tmp_path / "secret.bin", "wb", perms=0o600) as fh:
+        fh.write(b"k")
+    assert stat.S_IMODE((tmp_path / "secret.bin").stat().st_mode) == 0o600
+    with pytest.raises(RuntimeError):
+        with atomic_write(tmp_path / "out.txt") as fh:
+            fh.write("partial")
+            raise RuntimeError("crash mid-write")
+    assert (tmp_path / "out.txt").read_text() == "hello" and len(list(tmp_path.iterdir())) == 2

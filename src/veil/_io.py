@@ -20,6 +20,12 @@ def veil_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "veil"
 
 
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
                  perms: int | None = None) -> Iterator[IO[Any]]:
@@ -33,8 +39,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        if perms is not None:
-            os.fchmod(fd, perms)
+        # mkstemp creates 0o600 files; ordinary outputs get the usual umask-based mode
+        os.fchmod(fd, _default_mode() if perms is None else perms)
         binary = "b" in mode
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
             yield fh
