@@ -1,0 +1,48 @@
+"""Attacks that measure what leaks from protected text representations (see :mod:`veil.attacks.base`).
+
+>>> from veil.attacks import attack_names, get_attack
+>>> attack_names()
+['random-guess', 'reprecon', 'rss']
+>>> from veil.attacks.retrieval import SimilaritySearch, RSS, evaluate_retrieval, protect_with_texthide
+>>> index = SimilaritySearch(texts, X, labels=y)             # exact cosine index (torch or faiss)
+>>> obs = protect_with_texthide(X[q], m=256, k=4)            # what the attacker sees
+>>> evaluate_retrieval(RSS(index), obs, q).metrics["identity"]
+
+Importing this package does not import torch, faiss or sklearn; the
+implementing modules are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from veil.attacks.base import (Attack, AttackResult, Observation, ThreatModel, attack_names, get_attack,
+                               register_attack)
+
+_LAZY = {
+    "SimilaritySearch": "veil.attacks.retrieval_index",
+    "Retrieved": "veil.attacks.retrieval_index",
+    "RSS": "veil.attacks.retrieval",
+    "RepRecon": "veil.attacks.retrieval_reprecon",
+    "RandomGuess": "veil.attacks.retrieval",
+    "RetrievalResult": "veil.attacks.retrieval",
+    "evaluate_retrieval": "veil.attacks.retrieval",
+    "rss_table": "veil.attacks.retrieval",
+    "reprecon_table": "veil.attacks.retrieval",
+    "observe": "veil.attacks.retrieval_observe",
+    "observe_original": "veil.attacks.retrieval_observe",
+    "protect": "veil.attacks.retrieval_observe",
+    "protect_with_texthide": "veil.attacks.retrieval_observe",
+    "sample_queries": "veil.attacks.retrieval_observe",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'veil.attacks' has no attribute {name!r}")
+
+
+__all__ = ["Attack", "AttackResult", "Observation", "ThreatModel", "attack_names", "get_attack", "register_attack",
+           *sorted(_LAZY)]

@@ -1,0 +1,254 @@
+"""The shared contract of veil's attacks.
+
+An attack is built from parts (STYLE.md, practice 4):
+
+* a threat model (:class:`ThreatModel`): what the attacker observes and what
+  else it needs (public data, an index, the encoder, training pairs) and
+  whether it knows the defense's secret key;
+* an :class:`Observation`: the data the attacker actually sees (e.g. the
+  protected query vectors) plus the public description of the defense that
+  produced it. The ground truth used for scoring (which example each query
+  came from) is never part of the observation;
+* a search or training procedure (the attack class itself);
+* scoring, which returns a frozen, typed :class:`AttackResult`: metrics with
+  confidence intervals, the configuration (attack, defense, seeds), wall time
+  and a few example rows, exportable with :meth:`AttackResult.to_dict` (JSON)
+  and :meth:`AttackResult.to_rows` (one flat row per metric, for CSV/tables).
+
+Attacks are found by name through a registry (:func:`attack_names`,
+:func:`get_attack`) that imports the implementing module only when asked.
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, UnknownNameError
+from veil.experiments.records import Metric, ResultRecord
+
+__all__ = ["Attack", "ThreatModel", "Observation", "AttackResult", "attack_names", "get_attack", "register_attack",
+           "rng_description", "as_vectors"]
+
+
+@dataclass(frozen=True)
+class ThreatModel:
+    """What an attacker observes and what it needs besides, as data.
+
+    ``observes``: what it sees of the private data (e.g. "protected query
+    representations"); ``needs``: other resources; ``knows_key``: whether it
+    knows the defense's secret (TextHide's mask pool); ``trains``: whether it
+    fits a model before attacking.
+    """
+
+    observes: str
+    needs: tuple[str, ...] = ()
+    knows_key: bool = False
+    trains: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"observes": self.observes, "needs": list(self.needs), "knows_key": self.knows_key,
+                "trains": self.trains}
+
+
+def as_vectors(name: str, x: Any, *, dim: int | None = None, allow_empty: bool = False) -> np.ndarray:
+    """``x`` as a finite 2-D float array (torch tensors are detached to numpy), or a typed error."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray):
+        raise InvalidTypeError(f"{name} must be a numpy array (or torch tensor) of shape (n, d), "
+                               f"not {type(x).__name__}")
+    if x.dtype.kind not in "iuf":
+        raise InvalidTypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    if x.ndim != 2:
+        raise DataFormatError(f"{name} must have shape (n, d), got {x.shape}; reshape one vector with x[None, :]")
+    if x.shape[0] == 0 and not allow_empty:
+        raise DataFormatError(f"{name} is empty; pass at least one vector")
+    if x.shape[1] == 0:
+        raise DataFormatError(f"{name} has dimension 0")
+    if dim is not None and x.shape[1] != dim:
+        raise DataFormatError(f"{name} has dimension {x.shape[1]} but {dim} is expected; encode both sides with "
+                              "the same encoder")
+    if not np.isfinite(x).all():
+        bad = int((~np.isfinite(x)).any(axis=1).sum())
+        raise DataFormatError(f"{name} contains NaN or inf in {bad} row(s); drop or recompute those vectors")
+    return x
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the attacker sees: vectors (n, d), one per query, and the defense's public config.
+
+    ``vectors`` is a read-only float32 copy. ``defense`` is public configuration
+    only (e.g. ``TextHide.config()``; never keys). ``source`` says how the
+    vectors were made: ``"original"`` (no defense, the paper's baseline),
+    ``"defense"`` (a veil defense applied by :func:`veil.attacks.retrieval_observe.protect`)
+    or ``"precomputed"`` (any array the caller supplies).
+    """
+
+    vectors: np.ndarray
+    defense: Mapping[str, Any] = field(default_factory=lambda: {"defense": "none"})
+    source: str = "precomputed"
+
+    def __post_init__(self) -> None:
+        v = np.array(as_vectors("vectors", self.vectors), dtype=np.float32, copy=True)
+        v.flags.writeable = False
+        object.__setattr__(self, "vectors", v)
+        if not isinstance(self.defense, Mapping):
+            raise InvalidTypeError("defense must be a mapping of public configuration, "
+                                   f"not {type(self.defense).__name__}")
+        object.__setattr__(self, "defense", MappingProxyType(dict(self.defense)))
+        if self.source not in ("original", "defense", "precomputed"):
+            raise InvalidParameterError(f"source must be 'original', 'defense' or 'precomputed', got {self.source!r}")
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description (no vectors)."""
+        return {"source": self.source, "n": len(self), "dim": self.dim, "defense": _jsonable(dict(self.defense))}
+
+
+class Attack:
+    """Base class of veil's attacks.
+
+    Subclasses set ``name`` (registry name), ``citation`` (paper and section),
+    ``threat`` (a :class:`ThreatModel`) and override :meth:`config`.
+    """
+
+    name: ClassVar[str] = ""
+    citation: ClassVar[str] = ""
+    threat: ClassVar[ThreatModel] = ThreatModel("nothing")
+
+    def config(self) -> dict[str, Any]:
+        """Public, JSON-ready configuration; subclasses extend it."""
+        return {"attack": self.name, "citation": self.citation, "threat": self.threat.to_dict()}
+
+
+def rng_description(rng: Any) -> str:
+    """How ``rng`` was given, for records: ``"os-entropy"``, ``"seed <n>"`` or ``"generator"``."""
+    if rng is None:
+        return "os-entropy"
+    if isinstance(rng, np.random.Generator):
+        return "generator"
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)):
+        return f"seed {int(rng)}"
+    raise InvalidTypeError(f"rng must be None (OS entropy), an int seed or a numpy.random.Generator, "
+                           f"not {type(rng).__name__}")
+
+
+def _jsonable(x: Any) -> Any:
+    """Convert numpy scalars/arrays, tuples and mapping proxies to JSON types; NaN/inf -> None."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_jsonable(v) for v in x.tolist()]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    if hasattr(x, "to_dict"):
+        return _jsonable(x.to_dict())
+    return str(x)
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """A frozen attack result: metrics with CIs over ``n_queries`` queries, configuration, timing, examples.
+
+    ``config`` holds the attack's public configuration (seeds as
+    :func:`rng_description` strings); ``defense`` the observation's public
+    defense configuration; ``examples`` a few JSON-ready example rows.
+    """
+
+    attack: str
+    defense: Mapping[str, Any]
+    n_queries: int
+    metrics: Mapping[str, Metric]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+    examples: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("defense", "metrics", "config"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise InvalidTypeError(f"{name} must be a mapping, not {type(value).__name__}")
+            object.__setattr__(self, name, MappingProxyType(dict(value)))
+        for key, m in self.metrics.items():
+            if not isinstance(m, Metric):
+                raise InvalidTypeError(f"metrics[{key!r}] must be a veil Metric, not {type(m).__name__}")
+        object.__setattr__(self, "examples", tuple(MappingProxyType(dict(e)) for e in self.examples))
+
+    @property
+    def defense_name(self) -> str:
+        return str(self.defense.get("defense", "none"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole result as JSON-ready data."""
+        return {"attack": self.attack, "defense": _jsonable(self.defense), "n_queries": self.n_queries,
+                "metrics": {k: m.to_dict() for k, m in self.metrics.items()}, "config": _jsonable(self.config),
+                "wall_time_s": self.wall_time_s, "examples": [_jsonable(e) for e in self.examples]}
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One flat row per metric (attack, defense settings, metric, mean, std, n, CI) for CSV and tables."""
+        d = self.defense
+        base = {"attack": self.attack, "defense": self.defense_name, "m": _jsonable(d.get("m")),
+                "k": _jsonable(d.get("k")), "n_queries": self.n_queries}
+        return [{**base, "metric": name, "mean": m.mean, "std": m.std, "n": m.n, "ci_low": m.ci_low,
+                 "ci_high": m.ci_high, "ci_level": m.ci_level} for name, m in self.metrics.items()]
+
+    def to_record(self, method: str, experiment: str) -> ResultRecord:
+        """A :class:`~veil.experiments.records.ResultRecord` (config = attack config + defense; examples in extra)."""
+        return ResultRecord(method=method, experiment=experiment,
+                            config={"attack": _jsonable(self.config), "defense": _jsonable(self.defense),
+                                    "n_queries": self.n_queries},
+                            metrics=dict(self.metrics), wall_time_s=self.wall_time_s,
+                            extra={"examples": [_jsonable(e) for e in self.examples]})
+
+
+# ---------------------------------------------------------------- registry
+_REGISTRY: dict[str, str] = {
+    "rss": "veil.attacks.retrieval:RSS",
+    "reprecon": "veil.attacks.retrieval:RepRecon",
+    "random-guess": "veil.attacks.retrieval:RandomGuess",
+}
+
+
+def register_attack(name: str, target: str) -> None:
+    """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily)."""
+    if not isinstance(name, str) or not name or not isinstance(target, str) or ":" not in target:
+        raise InvalidTypeError("register_attack(name, target) takes a non-empty name and a 'module:attribute' "
+                               f"string, got {name!r}, {target!r}")
+    if name in _REGISTRY and _REGISTRY[name] != target:
+        raise InvalidParameterError(f"attack {name!r} is already registered to {_REGISTRY[name]}; pick another name")
+    _REGISTRY[name] = target
+
+
+def attack_names() -> list[str]:
+    """The registered attack names."""
+    return sorted(_REGISTRY)
+
+
+def get_attack(name: str) -> type[Attack]:
+    """The attack class registered as ``name`` (raises UnknownNameError listing the valid names)."""
+    if name not in _REGISTRY:
+        raise UnknownNameError("attack", str(name), _REGISTRY)
+    module, _, attr = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,291 @@
+"""Retrieval attacks on protected representations: RSS, RepRecon and a random-guess floor.
+
+TextHide (Huang, Song, Chen, Li, Arora; Findings of EMNLP 2020):
+
+* RSS, Representation-based Similarity Search (Sec. 4.4, Tables 3-4, App. C.2):
+  the attacker holds an index of (sentence, original representation) pairs of
+  the corpus and answers a protected query e~ with the sentence whose
+  representation is MOST cosine-similar to e~ (the paper's ``argmin`` is an
+  erratum). :class:`RSS`.
+* RepRecon (App. C.3, Tables 7-8): an MLP (1024, 1024) trained for 20 epochs
+  on (protected, original) pairs of the train split reconstructs e from e~,
+  then RSS maps the reconstruction to a sentence. :class:`RepRecon`.
+* Rand: each query answered with a uniformly random index entry, so every
+  table has its floor. :class:`RandomGuess`.
+
+Scoring (:func:`evaluate_retrieval`) uses the five leakage metrics of
+:mod:`veil.metrics.leakage` with confidence intervals and returns a frozen
+:class:`RetrievalResult`. :func:`rss_table` and :func:`reprecon_table` run the
+paper's settings (baseline (0, 1), mix-only (0, 4), TextHide (256, 4), Rand).
+
+Departures from the paper:
+
+* the index holds MiniLM (all-MiniLM-L6-v2, mean pooled, L2-normalised)
+  sentence embeddings, not BERT [CLS] vectors, and corpora are the offline
+  ones (no CoLA/SST-2 here); search is exact (torch or faiss, identical
+  answers, ties to the lowest index; see :mod:`veil.attacks.retrieval_index`);
+* SBERT similarity is scored with MiniLM too (see :mod:`veil.metrics.leakage`);
+* TextHide masks come from the OS CSPRNG (fresh pool per setting); the query
+  of RSS is the training-time encryption (mixed with k-1 other queries of its
+  batch of 64);
+* RepRecon training details the paper leaves open are listed in
+  :mod:`veil.attacks.retrieval_reprecon`.
+
+>>> from veil.attacks.retrieval import SimilaritySearch, RSS, evaluate_retrieval, sample_queries
+>>> from veil.attacks.retrieval import protect_with_texthide
+>>> index = SimilaritySearch(corpus.texts, X, labels=corpus.labels)      # X: MiniLM embeddings
+>>> q = sample_queries(len(index), 1000, rng=0)
+>>> obs = protect_with_texthide(X[q], m=256, k=4)
+>>> res = evaluate_retrieval(RSS(index), obs, q, text_embeddings=index.vectors)
+>>> res.metrics["identity"], res.to_rows()
+
+Importing this module does not import torch, faiss or sklearn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from veil.attacks.base import Attack, AttackResult, Observation, ThreatModel, as_vectors, rng_description
+from veil.attacks.retrieval_index import Retrieved, SimilaritySearch
+from veil.attacks.retrieval_observe import (observe, observe_original, protect, protect_with_texthide,
+                                            sample_queries)
+from veil.attacks.retrieval_reprecon import RepRecon
+from veil.defenses.base import check_int, check_rng
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.random import RngLike, as_generator
+
+__all__ = ["RSS", "RepRecon", "RandomGuess", "RetrievalResult", "SimilaritySearch", "Retrieved",
+           "evaluate_retrieval", "rss_table", "reprecon_table", "PAPER_SETTINGS", "observe", "observe_original",
+           "protect", "protect_with_texthide", "sample_queries"]
+
+# (label, m, k) of the paper's Tables 3 and 8; (0, 1) is the undefended baseline
+PAPER_SETTINGS: tuple[tuple[str, int, int], ...] = (("baseline", 0, 1), ("mix-only", 0, 4), ("texthide", 256, 4))
+
+
+def _check_index(index: Any) -> SimilaritySearch:
+    if not isinstance(index, SimilaritySearch):
+        raise InvalidTypeError(f"index must be a SimilaritySearch, not {type(index).__name__}")
+    return index
+
+
+def _check_observation(observation: Any) -> Observation:
+    if not isinstance(observation, Observation):
+        raise InvalidTypeError(f"observation must be an Observation (observe_original, protect_with_texthide, "
+                               f"observe), not {type(observation).__name__}")
+    return observation
+
+
+class RSS(Attack):
+    """Representation-based Similarity Search: answer each protected query with the most similar index entry.
+
+    Deterministic (exact search, ties to the lowest index), so it takes no rng.
+
+    >>> RSS(index).retrieve(observation, top_k=1).top1     # (n,) index positions
+    """
+
+    name = "rss"
+    citation = "Huang et al. 2020, TextHide, Sec. 4.4 (RSS, Tables 3-4), App. C.2"
+    threat = ThreatModel(observes="protected query representations",
+                         needs=("a search index of (text, original representation) pairs of the corpus",))
+
+    def __init__(self, index: SimilaritySearch) -> None:
+        self.index = _check_index(index)
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "index": self.index.config()}
+
+    def retrieve(self, observation: Observation, top_k: int = 1) -> Retrieved:
+        return Retrieved(*self.index.query(_check_observation(observation).vectors, top_k=top_k))
+
+
+class RandomGuess(Attack):
+    """The floor: every query gets uniformly random index entries (distinct within a query when top_k > 1).
+
+    Queries are answered independently (with replacement across queries).
+    ``rng``: None = OS entropy; an int seed or numpy Generator makes the
+    guesses reproducible (experiments and tests). Scores are NaN.
+    """
+
+    name = "random-guess"
+    citation = "Huang et al. 2020, TextHide, Sec. 4.4 ('Rand' column of Tables 3 and 8)"
+    threat = ThreatModel(observes="nothing but the number of queries", needs=("the index's entries",))
+
+    def __init__(self, index: SimilaritySearch, *, rng: RngLike = None) -> None:
+        self.index = _check_index(index)
+        check_rng(rng)
+        self._rng_desc = rng_description(rng)
+        self._gen = as_generator(rng)
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "index": self.index.config(), "rng": self._rng_desc}
+
+    def retrieve(self, observation: Observation, top_k: int = 1) -> Retrieved:
+        m, n = len(_check_observation(observation)), len(self.index)
+        top_k = check_int("top_k", top_k, minimum=1, maximum=n)
+        if top_k == 1:
+            idx = self._gen.integers(0, n, size=(m, 1), dtype=np.int64)
+        else:
+            idx = np.stack([self._gen.choice(n, size=top_k, replace=False) for _ in range(m)]).astype(np.int64)
+        return Retrieved(idx.reshape(m, top_k), np.full((m, top_k), np.nan))
+
+
+@dataclass(frozen=True)
+class RetrievalResult(AttackResult):
+    """A retrieval attack's result; ``setting`` names the paper column (baseline, mix-only, texthide, random)."""
+
+    setting: str = ""
+    index: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "index", MappingProxyType(dict(self.index)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "setting": self.setting, "index": dict(self.index)}
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        return [{"setting": self.setting, **row} for row in super().to_rows()]
+
+
+def evaluate_retrieval(attack: Any, observation: Observation, query_ids: Any, *, tfidf: Any = None,
+                       text_embeddings: Any = None, n_examples: int = 5, ci_level: float = 0.95,
+                       setting: str = "") -> RetrievalResult:
+    """Run ``attack.retrieve(observation)`` and score its top answer against the true query examples.
+
+    ``query_ids``: the index position of the example behind each observed
+    vector (ground truth, never shown to the attacker). ``tfidf``: a fitted
+    :class:`~veil.metrics.leakage.TfidfScorer` (default: fit on the index's
+    texts, as the paper). ``text_embeddings``: (len(index), d) sentence
+    embeddings of the index texts for the SBERT metric (pass ``index.vectors``
+    when the index holds MiniLM embeddings); None leaves the metric out. The
+    Label metric is included when the index has labels.
+    """
+    from veil.metrics.leakage import TfidfScorer, leakage_metrics
+
+    observation = _check_observation(observation)
+    index = _check_index(getattr(attack, "index", None))
+    q = np.asarray(query_ids)
+    if q.ndim != 1 or q.dtype.kind not in "iu":
+        raise InvalidTypeError(f"query_ids must be a 1-D integer array of index positions, got {q.dtype} {q.shape}")
+    if len(q) != len(observation):
+        raise DataFormatError(f"{len(q)} query ids for {len(observation)} observed vectors; pass one id per vector")
+    if len(q) and (q.min() < 0 or q.max() >= len(index)):
+        raise InvalidParameterError(f"query ids must be index positions in [0, {len(index) - 1}]")
+    n_examples = check_int("n_examples", n_examples, minimum=0)
+    start = time.perf_counter()
+    answers = attack.retrieve(observation, top_k=1)
+    attack_seconds = time.perf_counter() - start
+    returned = answers.top1
+    q_texts, r_texts = index.texts_at(q), index.texts_at(returned)
+    if tfidf is None:
+        tfidf = TfidfScorer(index.texts)
+    kwargs: dict[str, Any] = {}
+    if index.labels is not None:
+        kwargs.update(query_labels=index.labels[q], returned_labels=index.labels[returned])
+    if text_embeddings is not None:
+        emb = as_vectors("text_embeddings", text_embeddings)
+        if emb.shape[0] != len(index):
+            raise DataFormatError(f"text_embeddings has {emb.shape[0]} rows but the index has {len(index)} entries; "
+                                  "pass one embedding per index text, in index order")
+        kwargs.update(query_emb=emb[q], returned_emb=emb[returned])
+    metrics = leakage_metrics(q_texts, r_texts, tfidf=tfidf, ci_level=ci_level, **kwargs)
+    examples = []
+    for i in range(min(n_examples, len(q))):
+        row = {"query_id": int(q[i]), "query": q_texts[i], "returned_id": int(returned[i]), "returned": r_texts[i],
+               "score": float(answers.scores[i, 0])}
+        if index.labels is not None:
+            row.update(query_label=index.labels[q[i]].item(), returned_label=index.labels[returned[i]].item())
+        examples.append(row)
+    config = {**attack.config(), "observation": {k: v for k, v in observation.describe().items() if k != "defense"},
+              "sbert_embeddings": "given" if text_embeddings is not None else "not scored",
+              "tfidf": f"fit on {tfidf.n_documents} texts", "attack_seconds": attack_seconds, "ci_level": ci_level}
+    config.pop("index", None)
+    return RetrievalResult(attack=attack.name, defense=dict(observation.defense), n_queries=int(len(q)),
+                           metrics=metrics, config=config, wall_time_s=time.perf_counter() - start,
+                           examples=tuple(examples), setting=setting, index=index.config())
+
+
+def _setting_observation(vectors: np.ndarray, m: int, k: int, rng: np.random.Generator, batch_size: int,
+                         texthide: Any = None) -> Observation:
+    if m == 0 and k == 1:
+        return observe_original(vectors)
+    return protect_with_texthide(vectors, m, k, rng=rng, batch_size=batch_size, texthide=texthide)
+
+
+def rss_table(index: SimilaritySearch, query_ids: Any, *, settings: Sequence[tuple[str, int, int]] = PAPER_SETTINGS,
+              rng: RngLike = None, text_embeddings: Any = None, batch_size: int = 64, random_guess: bool = True,
+              n_examples: int = 5) -> list[RetrievalResult]:
+    """The paper's Table 3 on one corpus: RSS per (label, m, k) setting, plus the random-guess floor.
+
+    The queries are the index's own vectors at ``query_ids`` (the original
+    representations), protected per setting; ``rng`` seeds the mixing and the
+    random guesses (masks always come from the OS CSPRNG).
+    """
+    index = _check_index(index)
+    gen = as_generator(rng)
+    q = np.asarray(query_ids, dtype=np.int64)
+    tfidf = _tfidf(index)
+    out: list[RetrievalResult] = []
+    for label, m, k in settings:
+        obs = _setting_observation(index.vectors[q], m, k, gen, batch_size)
+        out.append(evaluate_retrieval(RSS(index), obs, q, tfidf=tfidf, text_embeddings=text_embeddings,
+                                      n_examples=n_examples, setting=label))
+    if random_guess:
+        out.append(evaluate_retrieval(RandomGuess(index, rng=gen), _no_view(index.vectors[q]), q, tfidf=tfidf,
+                                      text_embeddings=text_embeddings, n_examples=n_examples, setting="random"))
+    return _with_table_rng(out, rng)
+
+
+def reprecon_table(index: SimilaritySearch, train_ids: Any, query_ids: Any, *,
+                   settings: Sequence[tuple[str, int, int]] = PAPER_SETTINGS, rng: RngLike = None,
+                   text_embeddings: Any = None, batch_size: int = 64, random_guess: bool = True,
+                   n_examples: int = 5, progress: bool = False, **reprecon_kwargs: Any) -> list[RetrievalResult]:
+    """The paper's Table 8 on one corpus: RepRecon per setting (train pairs from ``train_ids``, queries from
+    ``query_ids``, e.g. the dev split), plus the random-guess floor.
+
+    Each setting draws one secret TextHide pool (OS CSPRNG) shared by its
+    training pairs and its queries (one client's key); ``rng`` seeds the
+    mixing, the MLP's initialisation and shuffling, and the random guesses.
+    """
+    from veil.defenses.texthide import MaskPool, TextHide
+
+    index = _check_index(index)
+    gen = as_generator(rng)
+    tr, q = np.asarray(train_ids, dtype=np.int64), np.asarray(query_ids, dtype=np.int64)
+    tfidf = _tfidf(index)
+    out: list[RetrievalResult] = []
+    for label, m, k in settings:
+        th = None if (m == 0 and k == 1) else TextHide(k=k, pool=MaskPool(m, index.dim), rng=gen)
+        train_obs = _setting_observation(index.vectors[tr], m, k, gen, batch_size, th)
+        attack = RepRecon(index, rng=gen, progress=progress, **reprecon_kwargs).fit(train_obs.vectors,
+                                                                                   index.vectors[tr])
+        obs = _setting_observation(index.vectors[q], m, k, gen, batch_size, th)
+        out.append(evaluate_retrieval(attack, obs, q, tfidf=tfidf, text_embeddings=text_embeddings,
+                                      n_examples=n_examples, setting=label))
+    if random_guess:
+        out.append(evaluate_retrieval(RandomGuess(index, rng=gen), _no_view(index.vectors[q]), q, tfidf=tfidf,
+                                      text_embeddings=text_embeddings, n_examples=n_examples, setting="random"))
+    return _with_table_rng(out, rng)
+
+
+def _with_table_rng(results: list[RetrievalResult], rng: RngLike) -> list[RetrievalResult]:
+    """Record the table's rng (the one experiment seed behind mixing, training and guesses) in each config."""
+    desc = rng_description(rng)
+    return [replace(r, config={**r.config, "table_rng": desc}) for r in results]
+
+
+def _no_view(vectors: np.ndarray) -> Observation:
+    return observe(vectors, defense={"defense": "n/a (random guess ignores the queries)"})
+
+
+def _tfidf(index: SimilaritySearch) -> Any:
+    from veil.metrics.leakage import TfidfScorer
+
+    return TfidfScorer(index.texts)
