@@ -23,6 +23,8 @@ app.add_typer(corpora_app, name="corpora")
 texthide_app = typer.Typer(help="TextHide (Huang et al. 2020): train and evaluate on encrypted representations.",
                            no_args_is_help=True)
 app.add_typer(texthide_app, name="texthide")
+attack_app = typer.Typer(help="Attacks that measure what protected representations leak.", no_args_is_help=True)
+app.add_typer(attack_app, name="attack")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
@@ -216,6 +218,56 @@ def texthide_sweep(
         raise typer.BadParameter(f"unknown sweep {which!r}; use table1 or grid")
     console = _console()
     run_sweep(configs, results, skip_existing=not force, log=lambda line: console.print(line, highlight=False))
+
+
+def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Optional[int], seed: int,
+            results: Path) -> None:
+    from veil.experiments.retrieval import run_retrieval, write_records
+
+    records = run_retrieval(corpus, attack, defense=defense, m=_parse_m(m), k=k, queries=queries, seed=seed)
+    console = _console()
+    from rich.table import Table
+
+    table = Table(title=f"{attack} on {corpus}: mean [95% CI] over {records[0].config['n_queries']} queries")
+    table.add_column("metric")
+    for rec in records:
+        table.add_column(rec.config["setting"])
+    for metric in records[0].metrics:
+        table.add_row(metric, *[str(rec.metrics[metric]) if metric in rec.metrics else "-" for rec in records])
+    console.print(table)
+    for path in write_records(records, results):
+        console.print(f"wrote {path}")
+
+
+_DEFENSE_HELP = "all (baseline, mix-only, TextHide (256,4)), none, or texthide with --m/--k."
+
+
+@attack_app.command("rss")
+def attack_rss(
+    corpus: Annotated[str, typer.Option(help="Corpus whose texts form the attacker's index.")] = "rt-polarity",
+    defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
+    m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
+    k: Annotated[int, typer.Option("--k", help="TextHide k (with --defense texthide).")] = 4,
+    queries: Annotated[Optional[int], typer.Option(help="Number of queries (default 1000).")] = None,
+    seed: Annotated[int, typer.Option(help="Experiment seed (queries, mixing, random guesses; never masks).")] = 0,
+    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/retrieval"),
+) -> None:
+    """Similarity search: return the index text whose representation is most similar to the protected query."""
+    _attack("rss", corpus, defense, m, k, queries, seed, results)
+
+
+@attack_app.command("reprecon")
+def attack_reprecon(
+    corpus: Annotated[str, typer.Option(help="Corpus whose texts form the attacker's index.")] = "rt-polarity",
+    defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
+    m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
+    k: Annotated[int, typer.Option("--k", help="TextHide k (with --defense texthide).")] = 4,
+    queries: Annotated[Optional[int], typer.Option(help="Number of dev queries (default 500).")] = None,
+    seed: Annotated[int, typer.Option(help="Experiment seed (queries, mixing, MLP init; never masks).")] = 0,
+    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/retrieval"),
+) -> None:
+    """Reconstruction: an MLP maps protected vectors back to originals (trained on train), then RSS on dev queries."""
+    _attack("reprecon", corpus, defense, m, k, queries, seed, results)
 
 
 @app.command("report")

@@ -1,0 +1,108 @@
+"""Result page for the retrieval attacks: Tables 3 (RSS) and 8 (RepRecon) analogues with the paper's numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veil.experiments.records import ResultRecord
+from veil.report.markdown import register_renderer
+
+SETTINGS = ("baseline", "mix-only", "texthide", "random")
+METRICS = ("identity", "jaccard", "tfidf_cosine", "label", "sbert_cosine")
+NAMES = {"identity": "Identity", "jaccard": "JCdist", "tfidf_cosine": "TF-IDFsim", "label": "Label",
+         "sbert_cosine": "SBERTsim"}
+# The paper's Tables 3 and 8 (BERT-base): Baseline, Mix-only, TextHide (256,4), Rand.
+PAPER = {
+    ("rss", "SST-2"): {"identity": (0.992, 0.064, 0.000, 0.000), "jaccard": (0.999, 0.168, 0.100, 0.096),
+                       "tfidf_cosine": (1.000, 0.080, 0.007, 0.008), "label": (1.000, 0.714, 0.503, 0.501),
+                       "sbert_cosine": (1.000, 0.275, 0.202, 0.209)},
+    ("rss", "CoLA"): {"identity": (0.993, 0.111, 0.000, 0.000), "jaccard": (0.999, 0.184, 0.023, 0.024),
+                      "tfidf_cosine": (1.000, 0.194, 0.015, 0.015), "label": (0.998, 0.759, 0.494, 0.542),
+                      "sbert_cosine": (0.991, 0.280, 0.102, 0.101)},
+    ("reprecon", "SST-2"): {"identity": (0.948, 0.000, 0.000, 0.000), "jaccard": (0.953, 0.065, 0.064, 0.080),
+                            "tfidf_cosine": (0.949, 0.019, 0.013, 0.014), "label": (0.968, 0.464, 0.472, 0.452),
+                            "sbert_cosine": (0.959, 0.268, 0.266, 0.211)},
+    ("reprecon", "CoLA"): {"identity": (0.982, 0.002, 0.000, 0.000), "jaccard": (0.992, 0.033, 0.029, 0.028),
+                           "tfidf_cosine": (0.993, 0.018, 0.014, 0.018), "label": (0.998, 0.818, 0.638, 0.620),
+                           "sbert_cosine": (0.994, 0.111, 0.051, 0.104)},
+}
+ANALOGUE = {"rt-polarity": "SST-2"}  # every other corpus is shown beside CoLA, the paper's other single-sentence task
+
+
+def _cell(rec: ResultRecord | None, metric: str) -> str:
+    if rec is None or metric not in rec.metrics:
+        return "–"
+    m = rec.metrics[metric]
+    return f"{m.mean:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]" if m.ci_low is not None else f"{m.mean:.3f}"
+
+
+def _verdicts(recs: dict[str, ResultRecord]) -> list[str]:
+    out = []
+    th, rnd, base, mix = (recs.get(s) for s in ("texthide", "random", "baseline", "mix-only"))
+    if th is not None and rnd is not None:
+        for metric in METRICS:
+            if metric in th.metrics and metric in rnd.metrics:
+                a, b = th.metrics[metric], rnd.metrics[metric]
+                inside = b.ci_low <= a.mean <= b.ci_high
+                overlap = a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
+                verdict = "inside Rand's 95% CI" if inside else (
+                    "CIs overlap, mean outside Rand's CI" if overlap else "**differs from Rand (CIs disjoint)**")
+                out.append(f"  - TextHide {NAMES[metric]}: {a.mean:.3f} vs Rand {b.mean:.3f}: {verdict}")
+    if base is not None and mix is not None and rnd is not None:
+        between = [NAMES[m] for m in ("identity", "jaccard", "tfidf_cosine")
+                   if m in mix.metrics and rnd.metrics[m].mean < mix.metrics[m].mean < base.metrics[m].mean]
+        out.append(f"  - Mix-only strictly between Rand and Baseline on: {', '.join(between) or 'none'} "
+                   "(of Identity, JCdist, TF-IDFsim)")
+    return out
+
+
+def _table(attack: str, corpus: str, recs: dict[str, ResultRecord]) -> list[str]:
+    paper_task = ANALOGUE.get(corpus, "CoLA")
+    paper = PAPER[(attack, paper_task)]
+    any_rec = next(iter(recs.values()))
+    n = any_rec.config.get("n_queries")
+    lines = [f"### {corpus} ({n} queries; index of {any_rec.config.get('index_size')} texts)", "",
+             "| metric | " + " | ".join(s.capitalize() if s != "texthide" else "TextHide (256,4)" for s in SETTINGS)
+             + f" | paper, {paper_task}: Baseline / Mix-only / TextHide / Rand |",
+             "|---" * (len(SETTINGS) + 2) + "|"]
+    for metric in METRICS:
+        if not any(metric in r.metrics for r in recs.values()):
+            continue
+        p = " / ".join(f"{v:.3f}" for v in paper[metric])
+        lines.append(f"| {NAMES[metric]} | " + " | ".join(_cell(recs.get(s), metric) for s in SETTINGS) + f" | {p} |")
+    lines += ["", "Against the targets:", *_verdicts(recs), ""]
+    examples = []
+    for s in ("baseline", "mix-only", "texthide"):
+        rec = recs.get(s)
+        if rec is not None and rec.extra.get("examples"):
+            ex = rec.extra["examples"][0]
+            examples.append(f"| {s} | {ex['query']} | {ex['returned']} |")
+    if examples:
+        lines += ["Example (the first query of each setting):", "", "| setting | query | returned |", "|---|---|---|",
+                  *[e.replace("\n", " ") for e in examples], ""]
+    return lines
+
+
+@register_renderer("retrieval")
+def retrieval_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
+    by: dict[tuple[str, str], dict[str, ResultRecord]] = {}
+    for _, rec in records:
+        c = rec.config
+        by.setdefault((c["attack_name"], c["corpus"]), {})[c["setting"]] = rec
+    lines = ["# Representation leakage: RSS and RepRecon",
+             "",
+             "Huang et al. 2020, Tables 3 and 8, re-run with all-MiniLM-L6-v2 on veil's corpora. Each cell is the mean "
+             "over queries with a 95% CI (Wilson for Identity and Label, normal approximation otherwise). Metrics: "
+             "Identity (returned text == query), JCdist (Jaccard of word sets), TF-IDFsim (cosine, vectoriser fit on "
+             "the corpus), Label (same label), SBERTsim (MiniLM cosine; the paper used another SBERT model). "
+             "Reproduce with `veil attack rss --corpus NAME` and `veil attack reprecon --corpus NAME`, then "
+             "`veil report`.", ""]
+    for attack, title in (("rss", "Table 3 analogue: similarity search (RSS)"),
+                          ("reprecon", "Table 8 analogue: reconstruction (RepRecon), dev queries")):
+        lines += [f"## {title}", ""]
+        corpora = sorted(c for (a, c) in by if a == attack)
+        if not corpora:
+            lines += [f"No {attack} runs yet.", ""]
+        for corpus in corpora:
+            lines += _table(attack, corpus, by[(attack, corpus)])
+    return "\n".join(lines)
