@@ -70,16 +70,27 @@ def _table(attack: str, corpus: str, recs: dict[str, ResultRecord]) -> list[str]
             continue
         p = " / ".join(f"{v:.3f}" for v in paper[metric])
         lines.append(f"| {NAMES[metric]} | " + " | ".join(_cell(recs.get(s), metric) for s in SETTINGS) + f" | {p} |")
-    lines += ["", "Against the targets:", *_verdicts(recs), ""]
+    lines += ["", "Against the targets:", *_verdicts(recs)]
+    size, th = any_rec.config.get("index_size"), recs.get("texthide")
+    if size and th is not None and "identity" in th.metrics:
+        hits = round(th.metrics["identity"].mean * n)
+        lines.append(f"  - Random guessing's expected Identity is 1/{size} = {1 / size:.5f} per query, i.e. "
+                     f"{n / size:.2f} hits in {n} queries; TextHide's answers contained {hits}.")
+    extra = sorted(s for s in recs if s not in SETTINGS)
+    if extra:
+        lines += ["", "Other settings (same queries):", "", "| setting | " + " | ".join(NAMES[m] for m in METRICS) + " |",
+                  "|---" * (len(METRICS) + 1) + "|"]
+        lines += [f"| {s} | " + " | ".join(_cell(recs[s], m) for m in METRICS) + " |" for s in extra]
+    lines.append("")
     examples = []
-    for s in ("baseline", "mix-only", "texthide"):
+    for s in ("baseline", "mix-only", "texthide", "random"):
         rec = recs.get(s)
-        if rec is not None and rec.extra.get("examples"):
-            ex = rec.extra["examples"][0]
-            examples.append(f"| {s} | {ex['query']} | {ex['returned']} |")
+        for ex in (rec.extra.get("examples") or [])[:2] if rec is not None else []:
+            row = f"| {s} | {ex['query']} | {ex['returned']} |"
+            examples.append(row.replace("\n", " "))
     if examples:
-        lines += ["Example (the first query of each setting):", "", "| setting | query | returned |", "|---|---|---|",
-                  *[e.replace("\n", " ") for e in examples], ""]
+        lines += ["Examples (Table 4/7 style; the first two queries of each setting; the settings share the query "
+                  "sample):", "", "| setting | query | returned |", "|---|---|---|", *examples, ""]
     return lines
 
 
