@@ -9,14 +9,14 @@ cosine similarity (the paper's ``argmin`` is an erratum, see
 * ``"torch"``: chunked float32 matmul (queries x index) + ``torch.topk``;
 * ``"faiss"``: ``faiss.IndexFlatIP`` (exact inner product; faiss imported lazily).
 
-``backend="auto"`` follows a fixed rule (no timing probe): torch when torch
-runs multi-threaded (``torch.get_num_threads() > 1``), faiss when it runs on
-one thread; whichever is importable if only one is. Measured on the 2-core CPU
-veil targets, 1,000 queries over 50-60k x 384 vectors: with 2 threads the torch
-matmul was ~3x faster than IndexFlatIP unloaded (RESOURCES.md) and ~2x faster
-under background load (faiss's OpenMP threads suffer most when the cores are
-busy); with 1 thread faiss's blocked sgemm was ~1.5x faster. Both backends
-give identical answers (below), so the rule only affects speed.
+``backend="auto"`` follows a fixed rule (no timing probe): faiss when it is
+importable, else torch. Measured through this class on the 2-core CPU veil
+targets (``benchmarks/retrieval.py``, quiet machine, 1,000 queries over 10k and
+60k x 384 vectors, random and real MiniLM): faiss answered 1.4-1.5x more
+queries per second than the chunked torch matmul at both 1 and 2 threads.
+(RESOURCES.md's "torch ~3x faster" compared raw matmul + topk with raw faiss;
+an earlier run here under heavy background load favoured torch at 2 threads.)
+Both backends give identical answers (below), so the rule only affects speed.
 ``benchmarks/retrieval.py`` re-measures it (``benchmarks/RESULTS.md``).
 
 Exactness and ties (both backends give identical answers)
@@ -78,18 +78,16 @@ class Retrieved(NamedTuple):
 
 
 def resolve_backend(backend: str) -> str:
-    """``"torch"`` or ``"faiss"`` for a backend name; ``"auto"``: torch if it runs multi-threaded, else faiss."""
+    """``"torch"`` or ``"faiss"`` for a backend name; ``"auto"``: faiss if importable, else torch."""
     check_choice("backend", backend, BACKENDS)
     if backend != "auto":
         return backend
     has_torch = importlib.util.find_spec("torch") is not None
     has_faiss = importlib.util.find_spec("faiss") is not None
-    if has_torch and has_faiss:
-        import torch
-
-        return "torch" if torch.get_num_threads() > 1 else "faiss"
-    if has_torch or has_faiss:
-        return "torch" if has_torch else "faiss"
+    if has_faiss:
+        return "faiss"
+    if has_torch:
+        return "torch"
     raise ResourceMissingError("a search backend (torch or faiss-cpu)", "pip install faiss-cpu")
 
 
@@ -130,7 +128,7 @@ class SimilaritySearch:
     ----------
     texts: the index's texts (duplicates allowed), one per vector.
     vectors: (n, d) real array or torch tensor of the original representations.
-    backend: ``"auto"`` (torch when multi-threaded, else faiss; see the module docstring), ``"torch"``
+    backend: ``"auto"`` (faiss when importable, else torch; see the module docstring), ``"torch"``
         or ``"faiss"``. Answers are identical either way.
     normalize: L2-normalise index and queries (cosine similarity); False = inner product.
     labels: optional (n,) labels of the entries (for the Label metric).
