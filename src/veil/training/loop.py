@@ -152,6 +152,37 @@ def predict_head(head: MLPHead, X: np.ndarray | torch.Tensor, hook: Any, task: s
     return np.concatenate(outs) if outs else np.zeros(0)
 
 
+class _EarlyStopping:
+    """Per-epoch dev history, the best epoch's weights (deep copies) and the patience counter."""
+
+    def __init__(self, key: str, patience: int | None) -> None:
+        self.key, self.patience = key, patience
+        self.best, self.best_epoch, self.best_state, self.stale = -math.inf, 0, None, 0
+        self.history: list[dict[str, float]] = []
+
+    def update(self, epoch: int, losses: list[float], dev: dict[str, float], state: Callable[[], Any]) -> bool:
+        """Record an epoch; returns True when training should stop."""
+        self.history.append({"epoch": epoch, "train_loss": float(np.mean(losses)),
+                             **{f"dev_{k}": v for k, v in dev.items()}})
+        if dev[self.key] > self.best:
+            self.best, self.best_epoch, self.best_state, self.stale = dev[self.key], epoch, copy.deepcopy(state()), 0
+            return False
+        self.stale += 1
+        return self.patience is not None and self.stale >= self.patience
+
+    def best_dev(self) -> dict[str, float]:
+        row = self.history[self.best_epoch - 1]
+        return {k.removeprefix("dev_"): v for k, v in row.items() if k.startswith("dev_")}
+
+
+def _step(opt: torch.optim.Optimizer, sched: Any, loss: torch.Tensor) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    sched.step()
+    return loss.item()
+
+
 def _progress(enabled: bool, total: int, description: str):
     if not enabled:
         return None
@@ -187,34 +218,24 @@ def train_head(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_de
     steps = len(_batches(len(Xtr), config.batch_size, hook.min_batch_size, torch.Generator().manual_seed(0)))
     sched = _schedule(opt, steps * config.epochs, config.warmup)
     key = primary_metric(task)
-    best, best_state, best_epoch, history, stale = -math.inf, None, 0, [], 0
+    stopper = _EarlyStopping(key, config.patience)
     bar = _progress(progress, config.epochs, "training head")
     for epoch in range(1, config.epochs + 1):
         head.train()
         losses = []
         for idx in _batches(len(Xtr), config.batch_size, hook.min_batch_size, gen):
             e_t, y_t = hook.train(Xtr[idx], ytr[idx])
-            loss = _loss(task, head(e_t), y_t)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(_step(opt, sched, _loss(task, head(e_t), y_t)))
         dev = utility_metrics(task, y_dev, predict_head(head, Xdv, hook, task, scale))
-        history.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **{f"dev_{k}": v for k, v in dev.items()}})
         if bar is not None:
             bar.advance(bar.task_ids[0])
-        if dev[key] > best:
-            best, best_state, best_epoch, stale = dev[key], copy.deepcopy(head.state_dict()), epoch, 0
-        else:
-            stale += 1
-            if config.patience is not None and stale >= config.patience:
-                break
+        if stopper.update(epoch, losses, dev, head.state_dict):
+            break
     if bar is not None:
         bar.stop()
-    head.load_state_dict(best_state)
-    dev_final = {k.removeprefix("dev_"): v for k, v in history[best_epoch - 1].items() if k.startswith("dev_")}
-    return TrainResult(head=head, task=task, best_epoch=best_epoch, dev_metrics=dev_final, history=history,
+    head.load_state_dict(stopper.best_state)
+    return TrainResult(head=head, task=task, best_epoch=stopper.best_epoch, dev_metrics=stopper.best_dev(),
+                       history=stopper.history,
                        seconds=time.perf_counter() - start, label_scale=scale, rep_scale=rep_scale)
 
 
@@ -250,8 +271,7 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
     opt = torch.optim.AdamW(params, weight_decay=config.weight_decay)
     n_batches = len(_batches(len(texts_train), config.batch_size, hook.min_batch_size, torch.Generator().manual_seed(0)))
     sched = _schedule(opt, n_batches * config.epochs, config.warmup)
-    key = primary_metric(task)
-    best, best_state, best_epoch, history, stale = -math.inf, None, 0, [], 0
+    stopper = _EarlyStopping(primary_metric(task), config.patience)
     bar = _progress(progress, config.epochs * n_batches, "fine-tuning")
     for epoch in range(1, config.epochs + 1):
         module.train()
@@ -260,30 +280,19 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
         for idx in _batches(len(texts_train), config.batch_size, hook.min_batch_size, gen):
             e = encoder.forward_tokens(encoder.tokenize([texts_train[i] for i in idx.tolist()])) * rep_scale
             e_t, y_t = hook.train(e, ytr[idx])
-            loss = _loss(task, head(e_t), y_t)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(_step(opt, sched, _loss(task, head(e_t), y_t)))
             if bar is not None:
                 bar.advance(bar.task_ids[0])
         module.eval()
         dev = utility_metrics(task, y_dev, predict_head(head, _encode_batches(encoder, texts_dev, 128) * rep_scale,
                                                           hook, task, scale))
-        history.append({"epoch": epoch, "train_loss": float(np.mean(losses)), **{f"dev_{k}": v for k, v in dev.items()}})
-        if dev[key] > best:
-            best, best_epoch, stale = dev[key], epoch, 0
-            best_state = (copy.deepcopy(module.state_dict()), copy.deepcopy(head.state_dict()))
-        else:
-            stale += 1
-            if config.patience is not None and stale >= config.patience:
-                break
+        if stopper.update(epoch, losses, dev, lambda: (module.state_dict(), head.state_dict())):
+            break
     if bar is not None:
         bar.stop()
-    module.load_state_dict(best_state[0])
-    head.load_state_dict(best_state[1])
+    module.load_state_dict(stopper.best_state[0])
+    head.load_state_dict(stopper.best_state[1])
     module.eval()
-    dev_final = {k.removeprefix("dev_"): v for k, v in history[best_epoch - 1].items() if k.startswith("dev_")}
-    return TrainResult(head=head, task=task, best_epoch=best_epoch, dev_metrics=dev_final, history=history,
+    return TrainResult(head=head, task=task, best_epoch=stopper.best_epoch, dev_metrics=stopper.best_dev(),
+                       history=stopper.history,
                        seconds=time.perf_counter() - start, label_scale=scale, rep_scale=rep_scale)
