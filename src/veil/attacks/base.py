@@ -22,7 +22,6 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 from collections.abc import Mapping
@@ -32,7 +31,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, UnknownNameError
+from veil._registry import LazyRegistry
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.experiments.records import Metric, ResultRecord
 
 __all__ = ["Attack", "ThreatModel", "Observation", "AttackResult", "attack_names", "get_attack", "register_attack",
@@ -224,31 +224,23 @@ class AttackResult:
 
 
 # ---------------------------------------------------------------- registry
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("attack", {
     "rss": "veil.attacks.retrieval:RSS",
     "reprecon": "veil.attacks.retrieval:RepRecon",
     "random-guess": "veil.attacks.retrieval:RandomGuess",
-}
+})
 
 
 def register_attack(name: str, target: str) -> None:
     """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily)."""
-    if not isinstance(name, str) or not name or not isinstance(target, str) or ":" not in target:
-        raise InvalidTypeError("register_attack(name, target) takes a non-empty name and a 'module:attribute' "
-                               f"string, got {name!r}, {target!r}")
-    if name in _REGISTRY and _REGISTRY[name] != target:
-        raise InvalidParameterError(f"attack {name!r} is already registered to {_REGISTRY[name]}; pick another name")
-    _REGISTRY[name] = target
+    _REGISTRY.register(name, target)
 
 
 def attack_names() -> list[str]:
     """The registered attack names."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_attack(name: str) -> type[Attack]:
     """The attack class registered as ``name`` (raises UnknownNameError listing the valid names)."""
-    if name not in _REGISTRY:
-        raise UnknownNameError("attack", str(name), _REGISTRY)
-    module, _, attr = _REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return _REGISTRY.get(name)

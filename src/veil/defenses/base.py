@@ -23,7 +23,6 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
-import importlib
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError, VeilError
+from veil._registry import LazyRegistry
+from veil.errors import InvalidParameterError, InvalidTypeError, VeilError
 
 __all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
            "register_defense", "check_int", "check_real", "check_choice", "check_rng"]
@@ -88,33 +88,24 @@ class Defense:
 
 # ---------------------------------------------------------------- registry
 # name -> "module:attribute"; the module is imported on first use only.
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("defense", {
     "texthide": "veil.defenses.texthide:TextHide",
-}
+})
 
 
 def register_defense(name: str, target: str) -> None:
     """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily)."""
-    if not isinstance(name, str) or not name or not isinstance(target, str) or ":" not in target:
-        raise InvalidTypeError("register_defense(name, target) takes a non-empty name and a 'module:attribute' "
-                               f"string, got {name!r}, {target!r}")
-    if name in _REGISTRY and _REGISTRY[name] != target:
-        raise InvalidParameterError(f"defense {name!r} is already registered to {_REGISTRY[name]}; "
-                                    "pick another name")
-    _REGISTRY[name] = target
+    _REGISTRY.register(name, target)
 
 
 def defense_names() -> list[str]:
     """The registered defense names."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_defense(name: str) -> type[Defense]:
     """The defense class registered as ``name`` (raises UnknownNameError listing the valid names)."""
-    if name not in _REGISTRY:
-        raise UnknownNameError("defense", str(name), _REGISTRY)
-    module, _, attr = _REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return _REGISTRY.get(name)
 
 
 # ---------------------------------------------------------------- validation helpers
