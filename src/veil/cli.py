@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from veil import __version__
+from veil.cli_sentdp import audit_app, sentdp_app
 from veil.errors import VeilError
 
 app = typer.Typer(help="veil: privacy-preserving NLP defenses and the attacks that measure them.",
@@ -25,6 +26,8 @@ texthide_app = typer.Typer(help="TextHide (Huang et al. 2020): train and evaluat
 app.add_typer(texthide_app, name="texthide")
 attack_app = typer.Typer(help="Attacks that measure what protected representations leak.", no_args_is_help=True)
 app.add_typer(attack_app, name="attack")
+app.add_typer(sentdp_app, name="sentdp")
+app.add_typer(audit_app, name="audit")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 

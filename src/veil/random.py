@@ -25,12 +25,34 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RngLike = Union[None, int, np.random.Generator]
 
-__all__ = ["RngLike", "as_generator", "torch_generator", "os_entropy_seed", "is_seeded"]
+__all__ = ["RngLike", "as_generator", "torch_generator", "os_entropy_seed", "is_seeded", "secure_uniform", "uniform"]
 
 
 def os_entropy_seed(bits: int = 128) -> int:
     """Return a fresh integer seed drawn from the OS CSPRNG."""
     return secrets.randbits(bits)
+
+
+def secure_uniform(size: int) -> np.ndarray:
+    """``size`` floats uniform on [0, 1), each from 53 bits read from the OS CSPRNG (``os.urandom``).
+
+    Used for DP sampling when no seed is given: unlike a PCG64 stream, the
+    outputs reveal nothing about each other.
+    """
+    import os
+
+    size = int(size)
+    if size < 0:
+        raise InvalidParameterError(f"size must be >= 0, got {size}")
+    words = np.frombuffer(os.urandom(8 * size), dtype=np.uint64) >> np.uint64(11)
+    return words.astype(np.float64) * (1.0 / 2.0**53)
+
+
+def uniform(rng: RngLike, size: int) -> np.ndarray:
+    """Uniform [0, 1) floats: :func:`secure_uniform` when ``rng`` is None, else ``as_generator(rng).random``."""
+    if rng is None:
+        return secure_uniform(size)
+    return as_generator(rng).random(int(size))
 
 
 def is_seeded(rng: RngLike) -> bool:

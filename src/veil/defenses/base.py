@@ -90,6 +90,9 @@ class Defense:
 # name -> "module:attribute"; the module is imported on first use only.
 _REGISTRY = LazyRegistry("defense", {
     "texthide": "veil.defenses.texthide:TextHide",
+    "deepcandidate": "veil.defenses.sentdp:DeepCandidate",
+    "truncation": "veil.defenses.truncation:Truncation",
+    "metric-dp": "veil.defenses.metric_dp:WordMetricDP",
 })
 
 

@@ -13,9 +13,10 @@ Importing this package does not import torch or transformers; building a
 
 from __future__ import annotations
 
-from veil.encoders.cache import CacheKey, CacheWarning, EmbeddingCache, encode_corpus, texts_sha256
+from veil.encoders.cache import (CacheKey, CacheWarning, EmbeddingCache, encode_cached, encode_corpus,
+                                 encode_sentences, texts_sha256)
 from veil.encoders.registry import encoder_names, resolve_model
 from veil.encoders.text import POOLINGS, TextEncoder
 
-__all__ = ["TextEncoder", "EmbeddingCache", "CacheKey", "CacheWarning", "encoder_names", "encode_corpus",
-           "resolve_model", "texts_sha256", "POOLINGS"]
+__all__ = ["TextEncoder", "EmbeddingCache", "CacheKey", "CacheWarning", "encoder_names", "encode_cached",
+           "encode_corpus", "encode_sentences", "resolve_model", "texts_sha256", "POOLINGS"]

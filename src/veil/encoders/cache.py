@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.encoders.text import TextEncoder
 
-__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "encode_corpus", "texts_sha256"]
+__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "encode_cached", "encode_corpus", "encode_sentences",
+           "texts_sha256"]
 
 ALL_SPLITS = "all"  # the split name of a whole-corpus entry
 
@@ -163,17 +164,56 @@ def encode_corpus(encoder: TextEncoder, corpus: Corpus, split: str | None = None
     if not isinstance(corpus, Corpus):
         raise InvalidTypeError(f"corpus must be a veil Corpus (veil.corpora.load(...)), not {type(corpus).__name__}; "
                                f"use encoder.encode(texts) for a plain list")
-    if not isinstance(cache, (bool, EmbeddingCache)):
-        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
     if split is not None and not isinstance(split, str):
         raise InvalidTypeError(f"split must be a split name or None, not {type(split).__name__}")
     texts = check_texts(corpus.texts if split is None else [corpus.texts[i] for i in corpus.indices(split)])
+    return encode_cached(encoder, texts, corpus.name, split or ALL_SPLITS, cache=cache,
+                         batch_size=batch_size, normalize=normalize, progress=progress)
+
+
+def encode_sentences(encoder: TextEncoder, corpus: Corpus, *, cache: bool | EmbeddingCache = True,
+                     batch_size: int = 64, normalize: bool | None = None,
+                     progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings of every sentence of a document corpus, through the cache.
+
+    Returns ``(S, offsets)``: ``S`` is float32 ``(total sentences, dim)`` in
+    corpus order and ``offsets`` int64 ``(n_documents + 1,)``, so document
+    ``i``'s sentence embeddings are ``S[offsets[i]:offsets[i + 1]]``. The
+    cache entry is keyed like :func:`encode_corpus` with the split name
+    ``"sentences"``.
+    """
+    from veil.corpora.base import Corpus
+
+    if not isinstance(corpus, Corpus):
+        raise InvalidTypeError(f"corpus must be a veil Corpus (veil.corpora.load(...)), not {type(corpus).__name__}")
+    if corpus.documents is None:
+        raise InvalidParameterError(f"corpus {corpus.name!r} has no sentence lists; use a document corpus "
+                                    f"(e.g. news-articles, spam-assassin) or load a file with sentences")
+    counts = np.asarray([len(doc) for doc in corpus.documents], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    flat = check_texts([sentence for doc in corpus.documents for sentence in doc])
+    S = encode_cached(encoder, flat, corpus.name, "sentences", cache=cache, batch_size=batch_size,
+                              normalize=normalize, progress=progress)
+    return S, offsets
+
+
+def encode_cached(encoder: TextEncoder, texts: list[str], name: str, split: str, *,
+                  cache: bool | EmbeddingCache = True, batch_size: int = 64, normalize: bool | None = None,
+                  progress: bool = True) -> np.ndarray:
+    """Embeddings of any list of texts through the cache, keyed as ``name``/``split`` plus the texts' sha256.
+
+    ``name`` and ``split`` only label the cache file (e.g. ``"news-articles"``,
+    ``"vocabulary"``); the texts' hash decides hits.
+    """
+    texts = check_texts(texts)
+    if not isinstance(cache, (bool, EmbeddingCache)):
+        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
     normalize = encoder.normalize if normalize is None else check_bool("normalize", normalize)
     if cache is False:
         return encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)
     store = EmbeddingCache() if cache is True else cache
     key = CacheKey(model_id=encoder.model_id, pooling=encoder.pooling, max_length=encoder.max_length,
-                   normalize=bool(normalize), corpus=corpus.name, split=split or ALL_SPLITS,
+                   normalize=bool(normalize), corpus=name, split=split,
                    texts_sha256=texts_sha256(texts), n=len(texts), dim=encoder.dim)
     hit = store.get(key)
     if hit is not None:

@@ -1,0 +1,227 @@
+"""DeepCandidate: epsilon-SentDP document embeddings (Meehan, Mrini and Chaudhuri, ACL 2022).
+
+Sentence-level privacy (SentDP, Sec. 3.1): two documents are neighbours when
+they have the same number of sentences and differ in ONE sentence, replaced
+by any other sentence. A mechanism M is epsilon-SentDP when for all
+neighbours x, x' and every output z, ``P[M(x) = z] <= e^epsilon P[M(x') = z]``.
+
+:class:`DeepCandidate` is the mechanism M_TD of Sec. 4.2 / App. A.1: the
+exponential mechanism over m public candidate embeddings ``F`` (embeddings of
+public documents, never the private ones), with utility the approximate
+Tukey depth of each candidate among the document's sentence embeddings
+(:mod:`veil.defenses.sentdp_depth`), ``P(f_i) ∝ exp(epsilon * u_i / 2)``.
+
+What is guaranteed (and tested exactly, by :mod:`veil.attacks.audit`):
+
+* for ANY fixed projection set chosen independently of the private document,
+  and for every candidate, ``|log P(f_i | x) - log P(f_i | x')| <= epsilon``
+  for neighbours x, x' (sensitivity of the depth is 1, App. A.2);
+* the candidate set and the projections are public; only the choice is random.
+
+What is NOT protected:
+
+* the number of sentences k is public (neighbours have the same k);
+* documents differing in a sentences are only ``a * epsilon``-indistinguishable;
+* every release spends its epsilon: a document embedded twice has spent
+  ``2 * epsilon`` (sequential composition); veil does not track budgets
+  across calls for you, every :class:`Release` carries the epsilon it used;
+* whatever the sentence encoder (and recoder) were trained on: they must be
+  trained on public data (here: the public training split).
+
+Departures from the paper: the default depth is Tukey's minimum (see
+../shared/papers/README.md), the appendix variant is ``depth="appendix"``;
+one projection set is drawn per :meth:`DeepCandidate.release` call and shared
+by the documents of that call (the guarantee holds for any data-independent
+projection set); sampling uses inverse-CDF on a uniform read from the OS
+CSPRNG (``rng=None``), in log space (log-sum-exp), so no probability
+underflows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, check_rng
+from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, depth_fast, draw_projections
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
+from veil.random import RngLike, as_generator, uniform
+
+__all__ = ["DeepCandidate", "Release", "Releases", "check_document", "check_candidates"]
+
+
+@dataclass(frozen=True)
+class Release:
+    """One private embedding: the chosen candidate, its vector and the epsilon spent."""
+
+    index: int
+    embedding: np.ndarray
+    epsilon: float
+    n_sentences: int
+
+
+@dataclass(frozen=True)
+class Releases:
+    """Private embeddings of many documents: ``indices`` (n,), ``embeddings`` (n, d), each at ``epsilon``."""
+
+    indices: np.ndarray
+    embeddings: np.ndarray
+    epsilon: float
+    n_sentences: np.ndarray
+
+    def __len__(self) -> int:
+        return int(len(self.indices))
+
+
+def check_candidates(candidates: Any) -> np.ndarray:
+    """Candidates as float64 (m >= 1, d), finite."""
+    if not isinstance(candidates, np.ndarray):
+        raise InvalidTypeError(f"candidates must be a numpy array (m, d) of public document embeddings, "
+                               f"not {type(candidates).__name__}")
+    if candidates.ndim != 2 or candidates.shape[0] < 1 or candidates.shape[1] < 1:
+        raise InvalidParameterError(f"candidates must be a non-empty (m, d) array, got shape {candidates.shape}; "
+                                    f"build them from public documents (at least one)")
+    if not np.issubdtype(candidates.dtype, np.number) or not np.isfinite(candidates).all():
+        raise InvalidParameterError("candidates contain NaN, infinite or non-numeric values; drop those rows")
+    return candidates.astype(np.float64, copy=False)
+
+
+def check_document(S: Any, d: int) -> np.ndarray:
+    """One document's sentence embeddings as an array (k >= 1, d), finite."""
+    if not isinstance(S, np.ndarray):
+        raise InvalidTypeError(f"a document's sentence embeddings must be a numpy array (k, d), not {type(S).__name__}")
+    if S.ndim != 2:
+        raise DataFormatError(f"a document's sentence embeddings must be 2-D (k, d), got shape {S.shape}")
+    if S.shape[0] < 1:
+        raise DataFormatError("a document has no sentences; SentDP needs at least one sentence embedding")
+    if S.shape[1] != d:
+        raise DataFormatError(f"sentence embeddings have dimension {S.shape[1]} but the candidates have {d}; "
+                              f"encode both with the same encoder (and recoder)")
+    if not np.issubdtype(S.dtype, np.number) or not np.isfinite(S).all():
+        raise DataFormatError("sentence embeddings contain NaN or infinite values; re-encode the document")
+    return S
+
+
+class DeepCandidate(Defense):
+    """The exponential mechanism over public candidates scored by approximate Tukey depth.
+
+    Parameters (keyword-only)
+    -------------------------
+    candidates: (m, d) public document embeddings F.
+    epsilon: the SentDP parameter, finite and > 0.
+    n_projections: p, the number of random unit projections (paper: chosen on dev from 10..100).
+    depth: ``"tukey-min"`` (default) or ``"appendix"``.
+    rng: None (OS CSPRNG, the default: use it for anything you release), or an
+        int seed / numpy Generator for reproducible experiments only (warns).
+    """
+
+    name = "deepcandidate"
+
+    def __init__(self, *, candidates: np.ndarray, epsilon: float, n_projections: int = 50,
+                 depth: str = "tukey-min", rng: RngLike = None) -> None:
+        self.candidates = check_candidates(candidates)
+        self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
+                                  hint="; SentDP needs a finite epsilon > 0")
+        self.n_projections = check_int("n_projections", n_projections, minimum=1)
+        self.depth = check_choice("depth", depth, DEPTHS)
+        check_rng(rng)
+        if rng is not None:
+            import warnings
+
+            warnings.warn("DeepCandidate with a seeded rng: its samples are reproducible by anyone who knows the "
+                          "seed; use rng=None for releases", PrivacyLeakWarning, stacklevel=2)
+        self._seeded = rng is not None
+        self._rng = as_generator(rng)
+        self.guarantee = Guarantee(
+            "sentdp", f"epsilon-SentDP: replacing any one sentence changes the probability of every output by at "
+                      f"most a factor e^{self.epsilon:g}; the number of sentences is public; each release spends "
+                      f"epsilon", epsilon=self.epsilon)
+
+    def __repr__(self) -> str:
+        return (f"DeepCandidate(m={self.m}, d={self.dim}, epsilon={self.epsilon:g}, "
+                f"n_projections={self.n_projections}, depth={self.depth!r})")
+
+    @property
+    def m(self) -> int:
+        return int(self.candidates.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.candidates.shape[1])
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "m": self.m, "dim": self.dim, "epsilon": self.epsilon,
+                "n_projections": self.n_projections, "depth": self.depth, "seeded": self._seeded}
+
+    # ------------------------------------------------------------ projections
+    def projections(self, vectors: np.ndarray | None = None) -> ProjectionSet:
+        """A projection set: fresh unit vectors (from this mechanism's rng) or the given (p, d) ones."""
+        if vectors is None:
+            vectors = draw_projections(self.n_projections, self.dim, self._rng)
+        elif not isinstance(vectors, np.ndarray):
+            raise InvalidTypeError(f"projection vectors must be a numpy array (p, d), not {type(vectors).__name__}")
+        return ProjectionSet.build(vectors, self.candidates)
+
+    def _projection_set(self, projections: ProjectionSet | np.ndarray | None) -> ProjectionSet:
+        if isinstance(projections, ProjectionSet):
+            if projections.vectors.shape[1] != self.dim or projections.sorted_values.shape[1] != self.m:
+                raise InvalidParameterError("this projection set was built for other candidates; build it with "
+                                            "this mechanism's .projections()")
+            return projections
+        return self.projections(projections)
+
+    # ------------------------------------------------------------ exact distribution
+    def utilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
+        """Depth of every candidate among the document's sentence embeddings, float64 (m,)."""
+        S = check_document(S, self.dim)
+        return depth_fast(S, self._projection_set(projections), self.depth)
+
+    def log_probabilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
+        """log P(f_i | S) for every candidate (log-sum-exp normalised), float64 (m,)."""
+        return self._log_probs(self.utilities(S, projections))
+
+    def probabilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
+        """The exact output distribution for fixed projections, float64 (m,), summing to 1."""
+        return np.exp(self.log_probabilities(S, projections))
+
+    def _log_probs(self, utilities: np.ndarray) -> np.ndarray:
+        scores = self.epsilon * utilities / 2.0  # sensitivity 1
+        top = scores.max()
+        return scores - (top + np.log(np.exp(scores - top).sum()))
+
+    # ------------------------------------------------------------ sampling
+    def _draw(self, log_p: np.ndarray) -> int:
+        u = float(uniform(None if not self._seeded else self._rng, 1)[0])
+        cdf = np.cumsum(np.exp(log_p))
+        return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1))
+
+    def sample(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> Release:
+        """Release one document: a candidate drawn from the exact distribution (fresh projections by default)."""
+        S = check_document(S, self.dim)
+        index = self._draw(self.log_probabilities(S, projections))
+        return Release(index=index, embedding=self.candidates[index].copy(), epsilon=self.epsilon,
+                       n_sentences=int(S.shape[0]))
+
+    def release(self, documents: Sequence[np.ndarray], projections: ProjectionSet | np.ndarray | None = None,
+                *, progress: bool = False) -> Releases:
+        """Release many documents (each spends ``epsilon``), one projection set per call.
+
+        ``documents`` is a sequence of (k_i, d) arrays. The candidates are
+        projected once for the whole call.
+        """
+        if isinstance(documents, np.ndarray) or not isinstance(documents, Sequence):
+            raise InvalidTypeError("documents must be a sequence (list) of (k, d) arrays, one per document")
+        docs = [check_document(S, self.dim) for S in documents]
+        proj = self._projection_set(projections)
+        indices = np.empty(len(docs), dtype=np.int64)
+        from veil.encoders._inputs import progress_bar
+
+        with progress_bar(len(docs), "DeepCandidate", progress and len(docs) > 1) as advance:
+            for n, S in enumerate(docs):
+                indices[n] = self._draw(self._log_probs(depth_fast(S, proj, self.depth)))
+                advance(1)
+        return Releases(indices=indices, embeddings=self.candidates[indices].copy(), epsilon=self.epsilon,
+                        n_sentences=np.asarray([len(S) for S in docs], dtype=np.int64))

@@ -1,0 +1,284 @@
+"""SentDP utility experiments: the paper's Fig. 4 (macro-F1 against epsilon and against k) on veil's corpora.
+
+One call of :func:`run_sentdp_eval` evaluates one document corpus:
+
+* ``<corpus>-reference``: the non-private baseline (mean sentence embedding ->
+  MLP classifier C_nonpriv, several classifier seeds), the same on recoded
+  embeddings (C_dc), and the random guesser ``sum_i q_i^2`` (App. A.3);
+* ``<corpus>-<method>-eps<e>`` for DeepCandidate, truncation and word-level
+  metric DP at every epsilon: test macro-F1 over ``trials`` runs of the
+  private mechanism (fresh OS-CSPRNG randomness each), dev macro-F1, and the
+  test macro-F1 per sentence-count bin (Fig. 4 d-f).
+
+Public/private split: the train split is public (recoder H, candidates F,
+truncation box, classifiers, word vocabulary), dev is public (early
+stopping, the number of projections p chosen per epsilon from ``p_grid`` as
+the paper does), and test documents are the private ones. Documents with
+fewer than 2 sentences are left out (App. A.4), and the count is recorded.
+Seeds fix only public choices (candidate subset, network initialisation, the
+metric-DP test subsample); the mechanisms' randomness is never seeded.
+
+Departures (CPU budget): word-level metric DP re-encodes every rewritten
+document, so it runs on a random subsample of ``mdp_test_docs`` test
+documents with ``mdp_trials`` trials (the paper also subsampled IMDB for this
+baseline); the recoder's own departures are in
+:mod:`veil.defenses.sentdp_recoder`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+from veil.experiments.records import Metric, ResultRecord
+
+__all__ = ["SentDPEval", "run_sentdp_eval", "EPSILONS", "P_GRID", "K_BINS", "METHODS"]
+
+EPSILONS = (1.0, 3.0, 6.0, 10.0, 15.0, 23.0, 30.0)
+P_GRID = (10, 25, 50, 100)
+K_BINS: tuple[tuple[int, int | None], ...] = ((2, 4), (5, 9), (10, 14), (15, 19), (20, 29), (30, None))
+METHODS = ("deepcandidate", "truncation", "metric-dp")
+
+
+@dataclass(frozen=True)
+class SentDPEval:
+    corpus: str = "news-articles"
+    epsilons: tuple[float, ...] = EPSILONS
+    methods: tuple[str, ...] = METHODS
+    trials: int = 5
+    p_grid: tuple[int, ...] = P_GRID
+    p_trials: int = 2
+    depth: str = "tukey-min"
+    n_candidates: int = 5000
+    min_sentences: int = 8
+    classifier_seeds: tuple[int, ...] = (0, 1, 2)
+    classifier_epochs: int = 40
+    mdp_test_docs: int = 150
+    mdp_trials: int = 3
+    mdp_vocab: int = 10000
+    n_clusters: int = 50
+    recoder_epochs: int = 20
+    max_documents: int | None = None  # per split, a seeded subsample (quick runs and tests)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad:
+            raise InvalidParameterError(f"unknown method(s) {bad}; use some of {', '.join(METHODS)}")
+        if not self.epsilons or any(not np.isfinite(e) or e <= 0 for e in self.epsilons):
+            raise InvalidParameterError(f"epsilons must be finite and > 0, got {self.epsilons}")
+        if self.trials < 1 or self.p_trials < 1 or self.mdp_trials < 1 or not self.p_grid:
+            raise InvalidParameterError("trials, p_trials and mdp_trials must be >= 1 and p_grid non-empty")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def eps_label(epsilon: float) -> str:
+    return f"{epsilon:g}"
+
+
+def _macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    from veil.metrics.utility import utility_metrics
+
+    return utility_metrics("classification", y_true, y_pred)["macro_f1"]
+
+
+def _k_bins(counts: np.ndarray, y: np.ndarray, predictions: list[np.ndarray]) -> list[dict[str, Any]]:
+    rows = []
+    for low, high in K_BINS:
+        sel = (counts >= low) & (counts <= (high if high is not None else np.iinfo(np.int64).max))
+        if sel.sum() == 0:
+            continue
+        values = [_macro_f1(y[sel], pred[sel]) for pred in predictions]
+        rows.append({"low": low, "high": high, "n_docs": int(sel.sum()),
+                     "macro_f1": Metric.from_values(values).to_dict()})
+    return rows
+
+
+class _Data:
+    """Sentence embeddings, labels and the public/private document split of one corpus."""
+
+    def __init__(self, cfg: SentDPEval, progress: bool) -> None:
+        import veil.corpora as vc
+        from veil.defenses.sentdp_recoder import document_means
+        from veil.encoders import TextEncoder, encode_sentences
+
+        corpus = vc.load(cfg.corpus)
+        if corpus.documents is None or corpus.task != "classification":
+            raise InvalidParameterError(f"corpus {cfg.corpus!r} is not a labelled document corpus; use one of "
+                                        f"news-articles, spam-assassin, hoc-speeches, brown")
+        if cfg.max_documents is not None:
+            rng = np.random.default_rng(cfg.seed)
+            long_enough = np.asarray([len(d) >= 2 for d in corpus.documents])
+            picks = [rng.permutation(idx[long_enough[idx]])[:cfg.max_documents] for idx in
+                     (corpus.indices(s) for s in ("train", "dev", "test"))]
+            corpus = corpus.select(np.sort(np.concatenate(picks)))
+        self.corpus = corpus
+        self.encoder = TextEncoder("minilm")
+        self.S, self.offsets = encode_sentences(self.encoder, corpus, progress=progress)
+        self.counts = np.diff(self.offsets)
+        keep = self.counts >= 2
+        self.dropped_short = int((~keep).sum())
+        self.split = {s: np.asarray([i for i in corpus.indices(s) if keep[i]], dtype=np.int64)
+                      for s in ("train", "dev", "test")}
+        self.y = np.asarray(corpus.labels, dtype=np.int64)
+        self.num_classes = len(corpus.label_names)
+        self.means = document_means(self.S, self.offsets)
+
+    def blocks(self, X: np.ndarray, docs: np.ndarray) -> list[np.ndarray]:
+        from veil.defenses.sentdp_pipeline import split_documents
+
+        return split_documents(X, self.offsets, docs)
+
+
+def _classifier(X_train, y_train, X_dev, y_dev, num_classes: int, seed: int, epochs: int):
+    from veil.training import PlainHook, TrainConfig, train_head
+
+    cfg = TrainConfig(epochs=epochs, hidden_layers=3, patience=8, seed=seed, lr=1e-3)
+    res = train_head(X_train, y_train, X_dev, y_dev, task="classification", num_classes=num_classes,
+                     hook_factory=lambda: PlainHook("classification", num_classes), config=cfg)
+    return lambda X: res.predict(np.asarray(X, dtype=np.float32), PlainHook("classification", num_classes))
+
+
+def _record(cfg: SentDPEval, name: str, config: dict[str, Any], metrics: dict[str, Metric], start: float,
+            extra: dict[str, Any] | None = None) -> ResultRecord:
+    return ResultRecord(method="sentdp", experiment=f"{cfg.corpus}-{name}",
+                        config={"corpus": cfg.corpus, **config, "eval": cfg.to_dict()}, metrics=metrics,
+                        wall_time_s=time.perf_counter() - start, extra=extra or {})
+
+
+def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentdp", progress: bool = True,
+                    log: Any = print) -> list[ResultRecord]:
+    """Run the whole evaluation of one corpus; writes and returns the records."""
+    from veil.defenses.sentdp_pipeline import SentDPPipeline
+
+    results_dir = Path(results_dir)
+    t0 = time.perf_counter()
+    data = _Data(cfg, progress)
+    tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
+    y = data.y
+    log(f"{cfg.corpus}: {len(tr)}/{len(dv)}/{len(te)} train/dev/test documents with >= 2 sentences "
+        f"({data.dropped_short} shorter ones left out)")
+    records: list[ResultRecord] = []
+
+    def write(rec: ResultRecord) -> None:
+        rec.write(results_dir / f"{rec.experiment}.json")
+        records.append(rec)
+        mean = rec.metrics.get("test_macro_f1") or rec.metrics.get("non_private_test_macro_f1")
+        log(f"  {rec.experiment}: test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else ""))
+
+    # ---------------------------------------------------------- reference: non-private and random guess
+    start = time.perf_counter()
+    nonpriv = [_classifier(data.means[tr], y[tr], data.means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
+               for s in cfg.classifier_seeds]
+    c_nonpriv = nonpriv[0]
+    np_f1 = [_macro_f1(y[te], c(data.means[te])) for c in nonpriv]
+    from veil.defenses.sentdp_recoder import RecoderConfig
+
+    pipe = SentDPPipeline.fit_vectors(data.S, data.offsets, tr, dv, n_candidates=cfg.n_candidates,
+                                      min_sentences=cfg.min_sentences, seed=cfg.seed, progress=progress,
+                                      recoder=RecoderConfig(n_clusters=cfg.n_clusters, epochs=cfg.recoder_epochs,
+                                                            seed=cfg.seed))
+    R = pipe.recode(data.S)
+    from veil.defenses.sentdp_recoder import document_means
+
+    rec_means = document_means(R, data.offsets)
+    dcs = [_classifier(rec_means[tr], y[tr], rec_means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
+           for s in cfg.classifier_seeds]
+    c_dc = dcs[0]
+    q = np.bincount(y[tr], minlength=data.num_classes) / len(tr)
+    write(_record(cfg, "reference", {
+        "task": "classification", "label_names": list(data.corpus.label_names), "n_train": len(tr),
+        "n_dev": len(dv), "n_test": len(te), "dropped_short_documents": data.dropped_short,
+        "encoder": f"minilm ({data.encoder.model_id}), mean pooling, L2-normalised sentence vectors",
+        "document_embedding": "mean of sentence embeddings", "classifier": "MLP, 4 linear layers (3 hidden of d)",
+        "pipeline": pipe.config()},
+        {"non_private_test_macro_f1": Metric.from_values(np_f1),
+         "non_private_recoded_test_macro_f1": Metric.from_values([_macro_f1(y[te], c(rec_means[te])) for c in dcs]),
+         "random_guess": Metric(mean=float((q ** 2).sum()))}, start,
+        extra={"recoder_history": pipe.recoder.history if pipe.recoder else []}))
+    test_counts = data.counts[te]
+
+    # ---------------------------------------------------------- DeepCandidate
+    if "deepcandidate" in cfg.methods:
+        dev_blocks, test_blocks = data.blocks(R, dv), data.blocks(R, te)
+        for eps in cfg.epsilons:
+            start = time.perf_counter()
+            p_sel = {}
+            for p in cfg.p_grid:
+                mech = pipe.mechanism(epsilon=eps, n_projections=p, depth=cfg.depth)
+                p_sel[str(p)] = float(np.mean([_macro_f1(y[dv], c_dc(mech.release(dev_blocks).embeddings))
+                                               for _ in range(cfg.p_trials)]))
+            best_p = int(max(cfg.p_grid, key=lambda p: (p_sel[str(p)], -p)))
+            mech = pipe.mechanism(epsilon=eps, n_projections=best_p, depth=cfg.depth)
+            preds = [c_dc(mech.release(test_blocks).embeddings) for _ in range(cfg.trials)]
+            write(_record(cfg, f"deepcandidate-eps{eps_label(eps)}", {
+                "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "n_projections": best_p,
+                "depth": cfg.depth, "m": int(len(pipe.candidates)), "classifier": "C_dc on recoded means",
+                "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
+                {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
+                 "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
+                extra={"p_selection": p_sel, "k_bins": _k_bins(test_counts, y[te], preds)}))
+
+    # ---------------------------------------------------------- truncation (Li & Clifton 2021)
+    if "truncation" in cfg.methods:
+        from veil.defenses.truncation import Truncation
+
+        box = Truncation.fit(data.means[tr], epsilon=1.0)
+        trunc_train = np.stack([box.truncated_mean(b) for b in data.blocks(data.S, tr)])
+        trunc_dev = np.stack([box.truncated_mean(b) for b in data.blocks(data.S, dv)])
+        c_trunc = _classifier(trunc_train, y[tr], trunc_dev, y[dv], data.num_classes, cfg.seed, cfg.classifier_epochs)
+        test_blocks = data.blocks(data.S, te)
+        for eps in cfg.epsilons:
+            start = time.perf_counter()
+            mech = Truncation.fit(data.means[tr], epsilon=eps)
+            preds = [c_trunc(mech.privatize_many(test_blocks)) for _ in range(cfg.trials)]
+            dev_pred = c_trunc(mech.privatize_many(data.blocks(data.S, dv)))
+            write(_record(cfg, f"truncation-eps{eps_label(eps)}", {
+                "method": "truncation", "epsilon": eps, "trials": cfg.trials, "coverage": 0.75,
+                "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
+                {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
+                 "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
+                extra={"k_bins": _k_bins(test_counts, y[te], preds)}))
+
+    # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
+    if "metric-dp" in cfg.methods:
+        _run_metric_dp(cfg, data, c_nonpriv, write)
+    log(f"{cfg.corpus}: done in {time.perf_counter() - t0:.0f} s")
+    return records
+
+
+def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write) -> None:
+    from veil.defenses.metric_dp import WordMetricDP
+    from veil.defenses.sentdp_recoder import document_means
+    from veil.encoders.word_vectors import WordVectors, build_vocabulary
+
+    te = data.split["test"]
+    sub = np.sort(np.random.default_rng(cfg.seed).choice(te, size=min(cfg.mdp_test_docs, len(te)), replace=False))
+    docs = [data.corpus.documents[i] for i in sub]
+    flat = [s for d in docs for s in d]
+    offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+    train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
+    vectors = WordVectors.from_encoder(data.encoder, build_vocabulary(train_texts, max_size=cfg.mdp_vocab),
+                                       name=f"{cfg.corpus}-vocabulary")
+    y = data.y[sub]
+    for eps in cfg.epsilons:
+        start = time.perf_counter()
+        mech = WordMetricDP(vectors=vectors, epsilon=eps)
+        preds = []
+        for _ in range(cfg.mdp_trials):
+            X = data.encoder.encode(mech.rewrite_many(flat), progress=False)
+            preds.append(c_nonpriv(document_means(X, offsets)))
+        write(_record(cfg, f"metric-dp-eps{eps_label(eps)}", {
+            "method": "metric-dp", "epsilon": eps, "trials": cfg.mdp_trials, "test_docs": int(len(sub)),
+            "vocabulary": int(len(vectors.words)), "word_vectors": "MiniLM static (each word encoded alone, raw)",
+            "classifier": "C_nonpriv on the rewritten documents' mean embeddings",
+            "guarantee": "epsilon-metric-DP per word (NOT SentDP)", "randomness": "OS CSPRNG"},
+            {"test_macro_f1": Metric.from_values([_macro_f1(y, p) for p in preds])}, start,
+            extra={"k_bins": _k_bins(data.counts[sub], y, preds)}))

@@ -1,0 +1,36 @@
+"""The SentDP evaluation runner on a small real slice (DeepCandidate and truncation)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from veil.errors import InvalidParameterError
+from veil.experiments.sentdp import SentDPEval, run_sentdp_eval
+
+
+def test_config_validation():
+    with pytest.raises(InvalidParameterError):
+        SentDPEval(methods=("laplace",))
+    with pytest.raises(InvalidParameterError):
+        SentDPEval(epsilons=(0.0,))
+
+
+def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
+    builtin("news-articles")
+    cfg = SentDPEval(corpus="news-articles", epsilons=(2.0, 40.0), methods=("deepcandidate", "truncation"),
+                     trials=2, p_grid=(10, 20), p_trials=1, classifier_seeds=(0,), classifier_epochs=4,
+                     n_clusters=5, recoder_epochs=2, max_documents=40, n_candidates=30)
+    records = run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    names = sorted(p.stem for p in tmp_path.glob("*.json"))
+    assert names == sorted(["news-articles-reference", "news-articles-deepcandidate-eps2",
+                            "news-articles-deepcandidate-eps40", "news-articles-truncation-eps2",
+                            "news-articles-truncation-eps40"])
+    ref = json.loads((tmp_path / "news-articles-reference.json").read_text())
+    assert 0 < ref["metrics"]["random_guess"]["mean"] <= 1
+    assert ref["config"]["pipeline"]["m"] == 30
+    dc = next(r for r in records if r.experiment.endswith("deepcandidate-eps40"))
+    assert dc.metrics["test_macro_f1"].n == 2 and dc.config["n_projections"] in (10, 20)
+    assert set(dc.extra["p_selection"]) == {"10", "20"}
+    assert sum(b["n_docs"] for b in dc.extra["k_bins"]) == ref["config"]["n_test"]
