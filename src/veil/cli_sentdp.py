@@ -76,8 +76,8 @@ def sentdp_eval(
 def audit_sentdp(
     corpus: Annotated[str, typer.Argument(help="Document corpus whose test documents are audited.")],
     epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "1,3,10,30",
-    documents: Annotated[int, typer.Option(help="Test documents to audit.")] = 100,
-    neighbours: Annotated[int, typer.Option(help="Neighbours per document (random and adversarial).")] = 120,
+    documents: Annotated[Optional[int], typer.Option(help="Test documents to audit (default: all).")] = None,
+    neighbours: Annotated[int, typer.Option(help="Neighbours per document (random and adversarial).")] = 35,
     n_projections: Annotated[int, typer.Option(help="Projections p (fixed per document).")] = 50,
     depth: Annotated[str, typer.Option(help="tukey-min or appendix.")] = "tukey-min",
     results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/sentdp"),

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, check_rng
-from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, depth_fast, draw_projections
+from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
 from veil.random import RngLike, as_generator, uniform
 
@@ -76,6 +76,10 @@ class Releases:
         return int(len(self.indices))
 
 
+def _real(a: np.ndarray) -> bool:
+    return (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) and a.dtype != np.bool_
+
+
 def check_candidates(candidates: Any) -> np.ndarray:
     """Candidates as float64 (m >= 1, d), finite."""
     if not isinstance(candidates, np.ndarray):
@@ -84,7 +88,7 @@ def check_candidates(candidates: Any) -> np.ndarray:
     if candidates.ndim != 2 or candidates.shape[0] < 1 or candidates.shape[1] < 1:
         raise InvalidParameterError(f"candidates must be a non-empty (m, d) array, got shape {candidates.shape}; "
                                     f"build them from public documents (at least one)")
-    if not np.issubdtype(candidates.dtype, np.number) or not np.isfinite(candidates).all():
+    if not _real(candidates) or not np.isfinite(candidates).all():
         raise InvalidParameterError("candidates contain NaN, infinite or non-numeric values; drop those rows")
     return candidates.astype(np.float64, copy=False)
 
@@ -100,7 +104,7 @@ def check_document(S: Any, d: int) -> np.ndarray:
     if S.shape[1] != d:
         raise DataFormatError(f"sentence embeddings have dimension {S.shape[1]} but the candidates have {d}; "
                               f"encode both with the same encoder (and recoder)")
-    if not np.issubdtype(S.dtype, np.number) or not np.isfinite(S).all():
+    if not _real(S) or not np.isfinite(S).all():
         raise DataFormatError("sentence embeddings contain NaN or infinite values; re-encode the document")
     return S
 
@@ -123,6 +127,7 @@ class DeepCandidate(Defense):
     def __init__(self, *, candidates: np.ndarray, epsilon: float, n_projections: int = 50,
                  depth: str = "tukey-min", rng: RngLike = None) -> None:
         self.candidates = check_candidates(candidates)
+        self._digest = candidates_digest(self.candidates)
         self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
                                   hint="; SentDP needs a finite epsilon > 0")
         self.n_projections = check_int("n_projections", n_projections, minimum=1)
@@ -167,7 +172,7 @@ class DeepCandidate(Defense):
 
     def _projection_set(self, projections: ProjectionSet | np.ndarray | None) -> ProjectionSet:
         if isinstance(projections, ProjectionSet):
-            if projections.vectors.shape[1] != self.dim or projections.sorted_values.shape[1] != self.m:
+            if projections.candidates_digest != self._digest:
                 raise InvalidParameterError("this projection set was built for other candidates; build it with "
                                             "this mechanism's .projections()")
             return projections
@@ -189,8 +194,8 @@ class DeepCandidate(Defense):
 
     def _log_probs(self, utilities: np.ndarray) -> np.ndarray:
         scores = self.epsilon * utilities / 2.0  # sensitivity 1
-        top = scores.max()
-        return scores - (top + np.log(np.exp(scores - top).sum()))
+        shifted = scores - scores.max()
+        return shifted - np.log(np.exp(shifted).sum())
 
     # ------------------------------------------------------------ sampling
     def _draw(self, log_p: np.ndarray) -> int:

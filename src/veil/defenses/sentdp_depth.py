@@ -20,8 +20,11 @@ The fast path never compares every sentence with every candidate: the
 candidates' projections are sorted once per projection set
 (:class:`ProjectionSet`); a document's k sentence values are located among
 them with binary search (p*k searches) and the counts for all m candidates
-follow from cumulative sums (O(p*m) vectorised work). Ties count on both
-sides, exactly as in the definitions. Sentence projections are computed in
+follow from cumulative sums (O(p*m) vectorised work). Ties between the
+computed projection values count on both sides, as in the definitions
+(candidates are projected with a matrix product, so a sentence equal to a
+candidate may differ from it in the last bits; privacy does not depend on
+ties). Sentence projections are computed in
 float64 row by row (an elementwise product summed over the last axis), so a
 sentence's projection never depends on the other sentences of its document.
 """
@@ -44,14 +47,18 @@ class ProjectionSet:
     """p unit vectors and the candidates' sorted projections on them.
 
     ``vectors`` is float64 (p, d); ``sorted_values`` (p, m) holds each
-    projection's candidate values in ascending order and ``order`` (p, m) the
-    candidate index at each sorted position.
+    projection's candidate values in ascending order, ``order`` (p, m) the
+    candidate index at each sorted position, ``rank`` (p, m) its inverse (the
+    sorted position of each candidate) and ``flat_rank`` (p * m,) the same as
+    positions in the flattened (p, m) array, for one fast gather.
     """
 
     vectors: np.ndarray
     sorted_values: np.ndarray
     order: np.ndarray
     rank: np.ndarray
+    flat_rank: np.ndarray
+    candidates_digest: str = ""
 
     @property
     def p(self) -> int:
@@ -69,8 +76,17 @@ class ProjectionSet:
         order = np.argsort(values, axis=1, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.broadcast_to(np.arange(order.shape[1]), order.shape), axis=1)
+        flat_rank = (rank + (np.arange(order.shape[0]) * order.shape[1])[:, None]).ravel()  # one fast gather
         return cls(vectors=vectors, sorted_values=np.ascontiguousarray(np.take_along_axis(values, order, axis=1)),
-                   order=order, rank=rank)
+                   order=order, rank=rank, flat_rank=flat_rank,
+                   candidates_digest=candidates_digest(candidates))
+
+
+def candidates_digest(candidates: np.ndarray) -> str:
+    """sha256 of the candidates as float64 (ties a projection set to the candidates it was built for)."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(candidates, dtype=np.float64).tobytes()).hexdigest()
 
 
 def draw_projections(p: int, d: int, rng: np.random.Generator) -> np.ndarray:
@@ -99,13 +115,13 @@ def depth_fast(S: np.ndarray, projections: ProjectionSet, depth: str) -> np.ndar
         raise DataFormatError("a document needs at least one sentence embedding")
     sv = projections.sorted_values
     p, m = sv.shape
-    import torch
-
-    sp = np.ascontiguousarray(project_sentences(S, projections.vectors).T)  # (p, k)
-    sorted_t = torch.from_numpy(sv)
-    # s >= c_r  <=>  r < right(s);  s <= c_r  <=>  r >= left(s)   (batched binary search, exact)
-    right = torch.searchsorted(sorted_t, torch.from_numpy(sp), right=True).numpy()
-    left = torch.searchsorted(sorted_t, torch.from_numpy(sp), right=False).numpy()
+    sp = project_sentences(S, projections.vectors)  # (k, p)
+    # s >= c_r  <=>  r < right(s);  s <= c_r  <=>  r >= left(s)   (exact binary search per projection)
+    right = np.empty((p, k), dtype=np.int64)
+    left = np.empty((p, k), dtype=np.int64)
+    for j in range(p):
+        right[j] = np.searchsorted(sv[j], sp[:, j], side="right")
+        left[j] = np.searchsorted(sv[j], sp[:, j], side="left")
     base = (np.arange(p, dtype=np.int64) * (m + 1))[:, None]
     # the smallest integer type that holds 0..k keeps the p x m passes cheap
     counts = np.int8 if k <= np.iinfo(np.int8).max else (np.int16 if k <= np.iinfo(np.int16).max else np.int32)
@@ -115,11 +131,11 @@ def depth_fast(S: np.ndarray, projections: ProjectionSet, depth: str) -> np.ndar
     le_sorted = np.cumsum(hist_l, axis=1, dtype=counts)               # #{s: left(s) <= r}
     if depth == "tukey-min":
         per_projection = np.minimum(ge_sorted, le_sorted)
-        return np.take_along_axis(per_projection, projections.rank, axis=1).min(axis=0).astype(np.float64)
+        return per_projection.ravel()[projections.flat_rank].reshape(p, m).min(axis=0).astype(np.float64)
     if depth == "appendix":
         # -|ge - k/2| is largest where |2 ge - k| is smallest; halve at the end (exact in float64)
         per_projection = np.abs(2 * ge_sorted.astype(np.int32) - k)
-        return -np.take_along_axis(per_projection, projections.rank, axis=1).min(axis=0) / 2.0
+        return -per_projection.ravel()[projections.flat_rank].reshape(p, m).min(axis=0) / 2.0
     raise InvalidParameterError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, got {depth!r}")
 
 
