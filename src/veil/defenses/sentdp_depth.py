@@ -117,18 +117,27 @@ def depth_fast(S: np.ndarray, projections: ProjectionSet, depth: str) -> np.ndar
     p, m = sv.shape
     sp = project_sentences(S, projections.vectors)  # (k, p)
     # s >= c_r  <=>  r < right(s);  s <= c_r  <=>  r >= left(s)   (exact binary search per projection)
-    right = np.empty((p, k), dtype=np.int64)
     left = np.empty((p, k), dtype=np.int64)
     for j in range(p):
-        right[j] = np.searchsorted(sv[j], sp[:, j], side="right")
         left[j] = np.searchsorted(sv[j], sp[:, j], side="left")
+    rows = np.arange(p)[:, None]
+    tied = (left < m) & (sv[rows, np.minimum(left, m - 1)] == sp.T)  # a sentence value equal to a candidate's
+    if tied.any():
+        right = np.empty((p, k), dtype=np.int64)
+        for j in range(p):
+            right[j] = np.searchsorted(sv[j], sp[:, j], side="right")
+    else:
+        right = left
     base = (np.arange(p, dtype=np.int64) * (m + 1))[:, None]
     # the smallest integer type that holds 0..k keeps the p x m passes cheap
     counts = np.int8 if k <= np.iinfo(np.int8).max else (np.int16 if k <= np.iinfo(np.int16).max else np.int32)
-    hist_r = np.bincount((base + right).ravel(), minlength=p * (m + 1)).reshape(p, m + 1)[:, :m].astype(counts)
     hist_l = np.bincount((base + left).ravel(), minlength=p * (m + 1)).reshape(p, m + 1)[:, :m].astype(counts)
-    ge_sorted = counts(k) - np.cumsum(hist_r, axis=1, dtype=counts)  # #{s: right(s) > r}
-    le_sorted = np.cumsum(hist_l, axis=1, dtype=counts)               # #{s: left(s) <= r}
+    le_sorted = np.cumsum(hist_l, axis=1, dtype=counts)  # #{s: left(s) <= r}
+    if right is left:  # no ties: #{s >= c_r} = k - #{s <= c_r}
+        ge_sorted = counts(k) - le_sorted
+    else:
+        hist_r = np.bincount((base + right).ravel(), minlength=p * (m + 1)).reshape(p, m + 1)[:, :m].astype(counts)
+        ge_sorted = counts(k) - np.cumsum(hist_r, axis=1, dtype=counts)  # #{s: right(s) > r}
     if depth == "tukey-min":
         per_projection = np.minimum(ge_sorted, le_sorted)
         return per_projection.ravel()[projections.flat_rank].reshape(p, m).min(axis=0).astype(np.float64)
