@@ -96,3 +96,18 @@ def test_import_is_fast_and_lazy():
         times.append(float(out[0]))
         assert out[1].strip() == "[]", f"heavy modules imported by `import veil`: {out[1]}"
     assert min(times) < 1.0, f"import veil took {min(times):.2f} s"
+
+
+def test_sentdp_commands_refuse_bad_input_with_exit_2(tmp_path, capsys):
+    src = tmp_path / "docs.csv"
+    src.write_text("text\nOne sentence. Another one.\n")
+    code, _, err = run(capsys, "sentdp", "embed", str(src), "--out", str(tmp_path / "o.npz"))
+    assert code == 2 and "--public" in err
+    code, _, err = run(capsys, "sentdp", "embed", "news-articles", "--out", str(tmp_path / "o.npy"))
+    assert code == 2 and ".npz" in err
+    code, _, err = run(capsys, "sentdp", "eval", "news-articles", "--methods", "laplace")
+    assert code == 2 and "unknown method" in err
+    code, _, err = run(capsys, "sentdp", "eval", "news-articles", "--epsilons", "ten")
+    assert code == 2 and "--epsilons" in err
+    code, _, err = run(capsys, "audit", "sentdp", "news-articles", "--epsilons", "0")
+    assert code == 2 and "epsilon" in err.lower()
