@@ -24,7 +24,7 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,7 +34,8 @@ from veil._registry import LazyRegistry
 from veil.errors import InvalidParameterError, InvalidTypeError, VeilError
 
 __all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
-           "register_defense", "check_int", "check_real", "check_choice", "check_rng"]
+           "register_defense", "check_int", "check_real", "check_choice", "check_rng", "seeded_rng",
+           "check_sentence_embeddings", "check_documents"]
 
 
 class InsecureKeyFileError(VeilError, PermissionError):
@@ -158,3 +159,56 @@ def check_rng(rng: Any) -> None:
                                f"got {type(rng).__name__}")
     if rng < 0:
         raise InvalidParameterError(f"rng seed must be >= 0, got {rng}")
+
+
+def seeded_rng(rng: Any, owner: str, what: str) -> np.random.Generator | None:
+    """Validate ``rng``; None stays None (the caller draws from the OS CSPRNG), a seed warns and becomes a Generator.
+
+    ``owner`` names the mechanism and ``what`` its randomness in the
+    :class:`~veil.errors.PrivacyLeakWarning` (e.g. ``"Truncation"``, ``"noise"``).
+    """
+    import warnings
+
+    from veil.errors import PrivacyLeakWarning
+    from veil.random import as_generator
+
+    check_rng(rng)
+    if rng is None:
+        return None
+    warnings.warn(f"{owner} with a seeded rng: its {what} is reproducible by anyone who knows the seed; "
+                  f"use rng=None for releases", PrivacyLeakWarning, stacklevel=3)
+    return as_generator(rng)
+
+
+def check_sentence_embeddings(S: Any, dim: int, *, against: str, index: int | None = None) -> np.ndarray:
+    """One document's sentence embeddings: a finite real array (k >= 1, dim).
+
+    ``against`` names what fixes ``dim`` in the mismatch message (e.g.
+    ``"the candidates have"``); ``index`` prefixes messages with
+    ``documents[index]``.
+    """
+    from veil.errors import DataFormatError
+
+    where = "" if index is None else f"documents[{index}]: "
+    if not isinstance(S, np.ndarray):
+        raise InvalidTypeError(f"{where}a document's sentence embeddings must be a numpy array (k, d), "
+                               f"not {type(S).__name__}")
+    if S.ndim != 2:
+        raise DataFormatError(f"{where}sentence embeddings must be 2-D (k, d), got shape {S.shape}")
+    if S.shape[0] < 1:
+        raise DataFormatError(f"{where}the document has no sentences; SentDP needs at least one sentence embedding")
+    if S.shape[1] != dim:
+        raise DataFormatError(f"{where}sentence embeddings have dimension {S.shape[1]} but {against} {dim}; "
+                              f"encode the documents and the public data with the same encoder (and recoder)")
+    real = (np.issubdtype(S.dtype, np.floating) or np.issubdtype(S.dtype, np.integer)) and S.dtype != np.bool_
+    if not real or not np.isfinite(S).all():
+        raise DataFormatError(f"{where}sentence embeddings contain NaN, infinite or non-real values; re-encode "
+                              f"the document")
+    return S
+
+
+def check_documents(documents: Any, dim: int, *, against: str) -> list[np.ndarray]:
+    """A sequence of documents' sentence embeddings, each checked with :func:`check_sentence_embeddings`."""
+    if isinstance(documents, np.ndarray) or not isinstance(documents, Sequence):
+        raise InvalidTypeError("documents must be a sequence (list) of (k, d) arrays, one per document")
+    return [check_sentence_embeddings(S, dim, against=against, index=i) for i, S in enumerate(documents)]

@@ -36,16 +36,15 @@ stated for real arithmetic. Seeds are for experiments only.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_int, check_real, check_rng
+from veil.defenses.base import Defense, Guarantee, check_int, check_real, seeded_rng
 from veil.encoders.word_vectors import WordVectors, split_words
-from veil.errors import DataFormatError, InvalidTypeError, PrivacyLeakWarning
-from veil.random import RngLike, as_generator, uniform
+from veil.errors import DataFormatError, InvalidTypeError
+from veil.random import RngLike, uniform
 
 __all__ = ["WordMetricDP", "standard_normals", "metric_noise"]
 
@@ -98,11 +97,7 @@ class WordMetricDP(Defense):
         self.vectors = vectors
         self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
                                   hint="; metric DP needs a finite epsilon > 0")
-        check_rng(rng)
-        if rng is not None:
-            warnings.warn("WordMetricDP with a seeded rng: its noise is reproducible by anyone who knows the seed; "
-                          "use rng=None for releases", PrivacyLeakWarning, stacklevel=2)
-        self._rng = as_generator(rng) if rng is not None else None
+        self._rng = seeded_rng(rng, "WordMetricDP", "noise")
         self.guarantee = Guarantee(
             "metric-dp", f"word-level metric DP with epsilon={self.epsilon:g}: for any two words w, w' and every "
                          f"output word, P[out | w] <= exp(epsilon * ||phi(w) - phi(w')||_2) * P[out | w'], phi the "

@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, check_rng
+from veil.defenses.base import (Defense, Guarantee, check_choice, check_documents, check_int, check_real,
+                                seeded_rng, check_sentence_embeddings)
 from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
+from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator, uniform
 
 __all__ = ["DeepCandidate", "Release", "Releases", "check_document", "check_candidates"]
@@ -94,19 +95,8 @@ def check_candidates(candidates: Any) -> np.ndarray:
 
 
 def check_document(S: Any, d: int) -> np.ndarray:
-    """One document's sentence embeddings as an array (k >= 1, d), finite."""
-    if not isinstance(S, np.ndarray):
-        raise InvalidTypeError(f"a document's sentence embeddings must be a numpy array (k, d), not {type(S).__name__}")
-    if S.ndim != 2:
-        raise DataFormatError(f"a document's sentence embeddings must be 2-D (k, d), got shape {S.shape}")
-    if S.shape[0] < 1:
-        raise DataFormatError("a document has no sentences; SentDP needs at least one sentence embedding")
-    if S.shape[1] != d:
-        raise DataFormatError(f"sentence embeddings have dimension {S.shape[1]} but the candidates have {d}; "
-                              f"encode both with the same encoder (and recoder)")
-    if not _real(S) or not np.isfinite(S).all():
-        raise DataFormatError("sentence embeddings contain NaN or infinite values; re-encode the document")
-    return S
+    """One document's sentence embeddings as an array (k >= 1, d), finite and real."""
+    return check_sentence_embeddings(S, d, against="the candidates have")
 
 
 class DeepCandidate(Defense):
@@ -132,14 +122,9 @@ class DeepCandidate(Defense):
                                   hint="; SentDP needs a finite epsilon > 0")
         self.n_projections = check_int("n_projections", n_projections, minimum=1)
         self.depth = check_choice("depth", depth, DEPTHS)
-        check_rng(rng)
-        if rng is not None:
-            import warnings
-
-            warnings.warn("DeepCandidate with a seeded rng: its samples are reproducible by anyone who knows the "
-                          "seed; use rng=None for releases", PrivacyLeakWarning, stacklevel=2)
-        self._seeded = rng is not None
-        self._rng = as_generator(rng)
+        seeded = seeded_rng(rng, "DeepCandidate", "sampling")
+        self._seeded = seeded is not None
+        self._rng = seeded if seeded is not None else as_generator(None)  # projections (public) when unseeded
         self.guarantee = Guarantee(
             "sentdp", f"epsilon-SentDP: replacing any one sentence changes the probability of every output by at "
                       f"most a factor e^{self.epsilon:g}; the number of sentences is public; each release spends "
@@ -217,9 +202,7 @@ class DeepCandidate(Defense):
         ``documents`` is a sequence of (k_i, d) arrays. The candidates are
         projected once for the whole call.
         """
-        if isinstance(documents, np.ndarray) or not isinstance(documents, Sequence):
-            raise InvalidTypeError("documents must be a sequence (list) of (k, d) arrays, one per document")
-        docs = [check_document(S, self.dim) for S in documents]
+        docs = check_documents(documents, self.dim, against="the candidates have")
         proj = self._projection_set(projections)
         indices = np.empty(len(docs), dtype=np.int64)
         from veil.encoders._inputs import progress_bar

@@ -45,15 +45,15 @@ of the real-valued mechanism. Seeded rngs (an int or a numpy Generator) use
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_int, check_real, check_rng
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
-from veil.random import RngLike, as_generator, uniform
+from veil.defenses.base import (Defense, Guarantee, check_documents, check_int, check_real,
+                                check_sentence_embeddings, seeded_rng)
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.random import RngLike, uniform
 
 __all__ = ["Truncation", "laplace_noise"]
 
@@ -123,11 +123,7 @@ class Truncation(Defense):
         self.width.setflags(write=False)
         self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
                                   hint="; SentDP needs a finite epsilon > 0")
-        check_rng(rng)
-        if rng is not None:
-            warnings.warn("Truncation with a seeded rng: its noise is reproducible by anyone who knows the seed; "
-                          "use rng=None for releases", PrivacyLeakWarning, stacklevel=2)
-        self._rng = as_generator(rng) if rng is not None else None
+        self._rng = seeded_rng(rng, "Truncation", "noise")
         self.coverage: float | None = None  # set by fit()
         self.guarantee = Guarantee(
             "sentdp", f"epsilon-SentDP with epsilon={self.epsilon:g}: replacing one sentence of a k-sentence document "
@@ -217,25 +213,10 @@ class Truncation(Defense):
 
     # ------------------------------------------------------------ helpers
     def _check_document(self, S: Any, index: int | None) -> np.ndarray:
-        where = "the document" if index is None else f"documents[{index}]"
-        if not isinstance(S, np.ndarray):
-            raise InvalidTypeError(f"{where}: a document's sentence embeddings must be a numpy array (k, d), "
-                                   f"not {type(S).__name__}")
-        if S.ndim != 2:
-            raise DataFormatError(f"{where}: sentence embeddings must be 2-D (k, d), got shape {S.shape}")
-        if S.shape[0] < 1:
-            raise DataFormatError(f"{where}: the document has no sentences; SentDP needs at least one")
-        if S.shape[1] != self.dim:
-            raise DataFormatError(f"{where}: sentence embeddings have dimension {S.shape[1]} but the box has "
-                                  f"{self.dim}; encode documents and the public data with the same encoder")
-        if not np.issubdtype(S.dtype, np.number) or np.iscomplexobj(S) or not np.isfinite(S).all():
-            raise DataFormatError(f"{where}: sentence embeddings contain NaN or infinite values; re-encode it")
-        return S
+        return check_sentence_embeddings(S, self.dim, against="the box has", index=index)
 
     def _check_documents(self, documents: Any) -> list[np.ndarray]:
-        if isinstance(documents, np.ndarray) or not isinstance(documents, Sequence):
-            raise InvalidTypeError("documents must be a sequence (list) of (k, d) arrays, one per document")
-        return [self._check_document(S, i) for i, S in enumerate(documents)]
+        return check_documents(documents, self.dim, against="the box has")
 
     def _means(self, docs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Truncated means (n, d) and sentence counts (n,) float64 (a plain loop: faster than reduceat here)."""

@@ -36,6 +36,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 from veil.experiments.records import Metric, ResultRecord
+from veil.metrics.utility import macro_f1 as _macro_f1
 
 __all__ = ["SentDPEval", "run_sentdp_eval", "EPSILONS", "P_GRID", "K_BINS", "METHODS"]
 
@@ -81,13 +82,6 @@ class SentDPEval:
 
 def eps_label(epsilon: float) -> str:
     return f"{epsilon:g}"
-
-
-def _macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Macro-F1 over the classes present in ``y_true`` or ``y_pred`` (as veil.metrics.utility computes it)."""
-    from sklearn.metrics import f1_score
-
-    return float(f1_score(y_true, y_pred, average="macro", zero_division=0))
 
 
 def _k_bins(counts: np.ndarray, y: np.ndarray, predictions: list[np.ndarray]) -> list[dict[str, Any]]:
@@ -232,8 +226,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentd
         from veil.defenses.truncation import Truncation
 
         box = Truncation.fit(data.means[tr], epsilon=1.0)
-        trunc_train = np.stack([box.truncated_mean(b) for b in data.blocks(data.S, tr)])
-        trunc_dev = np.stack([box.truncated_mean(b) for b in data.blocks(data.S, dv)])
+        trunc_train = box.truncated_means(data.blocks(data.S, tr))
+        trunc_dev = box.truncated_means(data.blocks(data.S, dv))
         c_trunc = _classifier(trunc_train, y[tr], trunc_dev, y[dv], data.num_classes, cfg.seed, cfg.classifier_epochs)
         test_blocks = data.blocks(data.S, te)
         for eps in cfg.epsilons:

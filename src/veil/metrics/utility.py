@@ -6,12 +6,19 @@ import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["TASK_METRICS", "utility_metrics"]
+__all__ = ["TASK_METRICS", "macro_f1", "utility_metrics"]
 
 TASK_METRICS = {
     "classification": ("accuracy", "macro_f1", "mcc"),
     "regression": ("pearson", "spearman", "mse"),
 }
+
+
+def macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Macro-F1 over the classes present in ``y_true`` or ``y_pred`` (0 for a class never predicted)."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(y_true, y_pred, average="macro", zero_division=0))
 
 
 def utility_metrics(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -22,10 +29,10 @@ def utility_metrics(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> dict[s
     if len(y_true) == 0:
         raise DataFormatError("no predictions to score")
     if task == "classification":
-        from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+        from sklearn.metrics import accuracy_score, matthews_corrcoef
 
         return {"accuracy": float(accuracy_score(y_true, y_pred)),
-                "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+                "macro_f1": macro_f1(y_true, y_pred),
                 "mcc": float(matthews_corrcoef(y_true, y_pred))}
     if task == "regression":
         from scipy.stats import pearsonr, spearmanr
