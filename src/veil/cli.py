@@ -178,7 +178,11 @@ def texthide_eval(
     mode: Annotated[str, typer.Option(help="intra (private only) or inter (half public).")] = "intra",
     finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (default: frozen encoder, MLP head).")] = False,
     seeds: Annotated[str, typer.Option(help="Experiment seeds (head init, data order), comma-separated.")] = "0,1,2",
-    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 60 frozen, 4 fine-tuned).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 300 frozen, 4 fine-tuned).")] = None,
+    patience: Annotated[Optional[int], typer.Option(help="Early-stopping patience in epochs (default 50 frozen, 2 fine-tuned).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default 64 frozen, 32 fine-tuned).")] = None,
+    head_warmup: Annotated[Optional[int], typer.Option(help="Fine-tuned: head-only epochs on the frozen encoder first (default 60; 0 = none).")] = None,
+    encoder_lr: Annotated[float, typer.Option(help="Fine-tuned: encoder learning rate.")] = 2e-5,
     max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
     public: Annotated[str, typer.Option(help="Public corpus for inter mode.")] = "health-tweets",
     out: Annotated[Optional[Path], typer.Option(help="Result JSON (default results/texthide/<name>.json).")] = None,
@@ -187,7 +191,8 @@ def texthide_eval(
     from veil.experiments.texthide import TextHideEval, result_path, run_texthide_eval
 
     cfg = TextHideEval(corpus=corpus, m=_parse_m(m), k=k, mode=mode, finetune=finetune, seeds=_parse_seeds(seeds),
-                       epochs=epochs, max_train=max_train, public=public)
+                       epochs=epochs, patience=patience, batch_size=batch_size, head_warmup=head_warmup,
+                       encoder_lr=encoder_lr, max_train=max_train, public=public)
     console = _console()
     record = run_texthide_eval(cfg, log=lambda line: console.print(line, highlight=False))
     path = record.write(out or result_path(cfg))
@@ -202,7 +207,9 @@ def texthide_sweep(
     which: Annotated[str, typer.Argument(help="table1 (baseline/intra/inter on 4 tasks) or grid ((m,k) on rt-polarity).")],
     finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (table1 only).")] = False,
     seeds: Annotated[Optional[str], typer.Option(help="Seeds (default 0,1,2 for table1, 0,1 for grid).")] = None,
-    epochs: Annotated[Optional[int], typer.Option(help="Training epochs.")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 300 frozen, 60 grid, 4 fine-tuned).")] = None,
+    patience: Annotated[Optional[int], typer.Option(help="Early-stopping patience (default 50 frozen, 15 grid, 2 fine-tuned).")] = None,
+    head_warmup: Annotated[Optional[int], typer.Option(help="Fine-tuned: head-only epochs first (default 60).")] = None,
     max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-run configurations whose result file exists.")] = False,
     results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/texthide"),
@@ -210,7 +217,7 @@ def texthide_sweep(
     """Run a whole TextHide experiment; one JSON per configuration under results/texthide/."""
     from veil.experiments.texthide import grid_configs, run_sweep, table1_configs
 
-    opts = {"epochs": epochs, "max_train": max_train}
+    opts = {"epochs": epochs, "patience": patience, "head_warmup": head_warmup, "max_train": max_train}
     if which == "table1":
         configs = table1_configs(finetune=finetune, **({"seeds": _parse_seeds(seeds)} if seeds else {}), **opts)
     elif which == "grid":

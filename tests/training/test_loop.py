@@ -87,6 +87,34 @@ def test_finetune_reaches_the_encoder_through_texthide(builtin):
     assert enc.model_id != before  # so its cached embeddings are not reused
 
 
+def test_finetune_head_warmup_keeps_the_warm_start_when_fine_tuning_hurts(builtin):
+    from veil.encoders import TextEncoder
+
+    enc = TextEncoder("minilm")
+    c = builtin("rt-polarity")  # short sentences: nothing truncated
+    tr, dv = _slice(c, "train", 400), _slice(c, "dev", 200)
+    w0 = enc.module.embeddings.word_embeddings.weight.detach().clone()
+    hooks = []
+
+    def factory():  # no masks, so dev scores are deterministic given the weights
+        hooks.append(PlainHook("classification", 2))
+        return hooks[-1]
+
+    # an absurd encoder learning rate wrecks the fine-tuned model, so the epoch-0 warm start must be what comes back
+    res = finetune(enc, tr.texts, tr.labels, dv.texts, dv.labels, task="classification", num_classes=2,
+                   hook_factory=factory, config=TrainConfig(epochs=2, batch_size=32, patience=None,
+                                                            encoder_lr=5.0, head_warmup_epochs=8))
+    assert len(hooks) == 1  # one hook (one secret pool) for the head-only stage, fine-tuning and evaluation
+    assert [h["epoch"] for h in res.warmup_history] == list(range(1, 9))
+    assert [h["epoch"] for h in res.history] == [0, 1, 2]
+    warm_best = max(h["dev_accuracy"] for h in res.warmup_history)
+    assert res.history[0]["dev_accuracy"] == pytest.approx(warm_best)  # the best warm head on the same encoder
+    majority = np.bincount(dv.labels).max() / len(dv.labels)
+    assert warm_best > majority + 0.05  # the head-only stage learned something
+    assert res.best_epoch == 0 and res.dev_metrics["accuracy"] == pytest.approx(warm_best)
+    assert torch.equal(w0, enc.module.embeddings.word_embeddings.weight)  # pretrained encoder restored
+
+
 def test_too_few_examples_for_k():
     X = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
     with pytest.raises(InvalidParameterError, match="mixes 4"):
@@ -95,7 +123,8 @@ def test_too_few_examples_for_k():
                    config=TrainConfig(epochs=1))
 
 
-@pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"warmup": 1.0}, {"lr": 0}, {"patience": 0}])
+@pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"warmup": 1.0}, {"lr": 0}, {"patience": 0},
+                                    {"head_warmup_epochs": -1}])
 def test_bad_config(kwargs):
     with pytest.raises(InvalidParameterError):
         TrainConfig(**kwargs)

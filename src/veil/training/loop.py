@@ -23,7 +23,7 @@ import copy
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,9 @@ class TrainConfig:
     patience: int | None = 5
     seed: int = 0
     rep_scale: float | None = None  # multiply representations by this before the hook; None = sqrt(dim)
+    # fine-tuning only: first train the head alone on frozen-encoder embeddings for this many epochs (same hook, same
+    # secret pool), then fine-tune encoder + head from there (linear probing then fine-tuning, Kumar et al. 2022)
+    head_warmup_epochs: int = 0
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.hidden_layers < 0:
@@ -60,6 +63,8 @@ class TrainConfig:
             raise InvalidParameterError("learning rates must be > 0")
         if self.patience is not None and self.patience < 1:
             raise InvalidParameterError("patience must be >= 1 or None (no early stopping)")
+        if self.head_warmup_epochs < 0:
+            raise InvalidParameterError(f"head_warmup_epochs must be >= 0, got {self.head_warmup_epochs}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +80,7 @@ class TrainResult:
     seconds: float = 0.0
     label_scale: tuple[float, float] = (0.0, 1.0)  # regression: (mean, std) used to standardise targets
     rep_scale: float = 1.0  # representations are multiplied by this before the hook
+    warmup_history: list[dict[str, float]] = field(default_factory=list)  # fine-tuning: the head-only stage
 
     def predict(self, X: np.ndarray | torch.Tensor, hook: Any) -> np.ndarray:
         """Predictions on (unscaled) representations ``X`` through ``hook.infer``."""
@@ -162,7 +168,7 @@ class _EarlyStopping:
 
     def update(self, epoch: int, losses: list[float], dev: dict[str, float], state: Callable[[], Any]) -> bool:
         """Record an epoch; returns True when training should stop."""
-        self.history.append({"epoch": epoch, "train_loss": float(np.mean(losses)),
+        self.history.append({"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else math.nan,
                              **{f"dev_{k}": v for k, v in dev.items()}})
         if dev[self.key] > self.best:
             self.best, self.best_epoch, self.best_state, self.stale = dev[self.key], epoch, copy.deepcopy(state()), 0
@@ -171,7 +177,7 @@ class _EarlyStopping:
         return self.patience is not None and self.stale >= self.patience
 
     def best_dev(self) -> dict[str, float]:
-        row = self.history[self.best_epoch - 1]
+        row = next(r for r in self.history if r["epoch"] == self.best_epoch)
         return {k.removeprefix("dev_"): v for k, v in row.items() if k.startswith("dev_")}
 
 
@@ -264,14 +270,26 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
         torch.as_tensor((np.asarray(y_train, dtype=np.float64) - scale[0]) / scale[1], dtype=torch.float32)
     hook = hook_factory()
     rep_scale = _rep_scale(config, encoder.dim)
-    head = _make_head(encoder.dim, task, num_classes, config)
     module = encoder.module
+    stopper = _EarlyStopping(primary_metric(task), config.patience)
+    warmup_history: list[dict[str, float]] = []
+    if config.head_warmup_epochs:
+        module.eval()
+        X_dev = _encode_batches(encoder, texts_dev, 128)
+        warm = train_head(_encode_batches(encoder, texts_train, 128), y_train, X_dev, y_dev, task=task,
+                          num_classes=num_classes, hook_factory=lambda: hook,
+                          config=replace(config, epochs=config.head_warmup_epochs, patience=None), progress=progress)
+        head, warmup_history = warm.head, warm.history
+        # epoch 0 = the warm head on the pretrained encoder; fine-tuning must beat it on dev to replace it
+        stopper.update(0, [], utility_metrics(task, y_dev, predict_head(head, X_dev * rep_scale, hook, task, scale)),
+                       lambda: (module.state_dict(), head.state_dict()))
+    else:
+        head = _make_head(encoder.dim, task, num_classes, config)
     params = [{"params": [p for p in module.parameters() if p.requires_grad], "lr": config.encoder_lr},
               {"params": list(head.parameters()), "lr": config.lr}]
     opt = torch.optim.AdamW(params, weight_decay=config.weight_decay)
     n_batches = len(_batches(len(texts_train), config.batch_size, hook.min_batch_size, torch.Generator().manual_seed(0)))
     sched = _schedule(opt, n_batches * config.epochs, config.warmup)
-    stopper = _EarlyStopping(primary_metric(task), config.patience)
     bar = _progress(progress, config.epochs * n_batches, "fine-tuning")
     for epoch in range(1, config.epochs + 1):
         module.train()
@@ -295,4 +313,5 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
     module.eval()
     return TrainResult(head=head, task=task, best_epoch=stopper.best_epoch, dev_metrics=stopper.best_dev(),
                        history=stopper.history,
-                       seconds=time.perf_counter() - start, label_scale=scale, rep_scale=rep_scale)
+                       seconds=time.perf_counter() - start, label_scale=scale, rep_scale=rep_scale,
+                       warmup_history=warmup_history)
