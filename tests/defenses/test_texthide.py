@@ -365,3 +365,20 @@ def test_bad_labels(y, kw, err, match):
     th = TextHide(k=4, pool=MaskPool(2, 4))
     with pytest.raises(err, match=match):
         th.encrypt(torch.randn(8, 4), y, **kw)
+
+
+def test_set_public_swaps_the_public_rows_with_the_same_checks():
+    pool = MaskPool(0, 4)
+    th = TextHide(k=2, pool=pool, public=torch.zeros(3, 4), rng=0, record_details=True)
+    th.set_public(torch.full((5, 4), 7.0))
+    e = torch.eye(4)
+    out = th.encrypt(e)
+    # k=2 inter, m=0: one private slot (identity permutation) and one public slot, all of whose rows are now 7s
+    lam = th.last_details.coefficients
+    assert torch.allclose(out.e, lam[:, :1] * e + lam[:, 1:] * 7.0)
+    with pytest.raises(InvalidParameterError, match="dim 3"):
+        th.set_public(torch.zeros(2, 3))
+    with pytest.raises(DataFormatError):
+        th.set_public(torch.full((2, 4), float("nan")))
+    with pytest.raises(InvalidParameterError, match="inter-dataset"):
+        TextHide(k=2, pool=pool).set_public(torch.zeros(2, 4))

@@ -115,6 +115,34 @@ def test_finetune_head_warmup_keeps_the_warm_start_when_fine_tuning_hurts(builti
     assert torch.equal(w0, enc.module.embeddings.word_embeddings.weight)  # pretrained encoder restored
 
 
+def test_finetune_inter_reencodes_public_texts_with_the_current_encoder(builtin):
+    from veil.encoders import TextEncoder
+
+    enc = TextEncoder("minilm")
+    c, pub = builtin("rt-polarity"), builtin("health-tweets")
+    tr, dv = _slice(c, "train", 32), _slice(c, "dev", 16)
+    public_texts = list(_slice(pub, "train", 20).texts)
+    start = torch.as_tensor(enc.encode(public_texts, progress=False), dtype=torch.float32) * 384 ** 0.5
+    seen = []
+
+    class Spy(TextHideHook):
+        def set_public(self, public):
+            seen.append(public.clone())
+            super().set_public(public)
+
+    hook = Spy(TextHide(k=2, pool=MaskPool(4, 384), public=torch.zeros(20, 384)), "classification", 2)
+    finetune(enc, tr.texts, tr.labels, dv.texts, dv.labels, task="classification", num_classes=2,
+             hook_factory=lambda: hook, public_texts=public_texts,
+             config=TrainConfig(epochs=2, batch_size=16, patience=None, encoder_lr=1e-3))
+    assert len(seen) == 2  # before epoch 1 (pretrained encoder) and before epoch 2 (after one epoch of updates)
+    assert torch.allclose(seen[0], start, atol=1e-4)
+    assert not torch.allclose(seen[1], seen[0], atol=1e-3)  # re-encoded by the fine-tuned encoder
+    with pytest.raises(InvalidParameterError, match="public_texts"):
+        finetune(enc, tr.texts, tr.labels, dv.texts, dv.labels, task="classification", num_classes=2,
+                 hook_factory=lambda: PlainHook("classification", 2), public_texts=public_texts,
+                 config=TrainConfig(epochs=1, batch_size=16))
+
+
 def test_too_few_examples_for_k():
     X = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
     with pytest.raises(InvalidParameterError, match="mixes 4"):

@@ -187,6 +187,18 @@ class TextHide(Defense):
         return public.detach()
 
     # ------------------------------------------------------------ properties
+    def set_public(self, public: Any) -> None:
+        """Replace the public representations of an inter-mode TextHide (same checks as ``public=``).
+
+        Fine-tuning changes the encoder, so public vectors encoded before it go
+        stale; Algorithm 2 encodes public inputs with the current encoder, which
+        :func:`veil.training.finetune` does once per epoch through this method.
+        """
+        if self._mode != "inter":
+            raise InvalidParameterError("set_public only applies to inter-dataset TextHide (built with public=); "
+                                        "intra mode mixes private representations only")
+        self._public = self._check_public(public)
+
     @property
     def k(self) -> int:
         return self._k

@@ -47,7 +47,7 @@ class TextHideEval:
     finetune: bool = False
     seeds: tuple[int, ...] = (0, 1, 2)
     public: str = "health-tweets"
-    public_size: int = 20000
+    public_size: int | None = None  # default: 20000 frozen, 5000 fine-tuned (re-encoded every epoch)
     epochs: int | None = None  # default: 300 frozen (masked heads converge slowly), 4 fine-tuned
     patience: int | None = None  # default: 50 frozen, 2 fine-tuned
     max_train: int | None = None
@@ -120,14 +120,16 @@ def _hook_factory(cfg: TextHideEval, task: str, num_classes: int | None, dim: in
     return make
 
 
-def _public_vectors(cfg: TextHideEval, encoder: Any) -> np.ndarray | None:
+def _public(cfg: TextHideEval, encoder: Any) -> tuple[np.ndarray | None, list[str] | None]:
+    """Inter mode: the public vectors (pretrained encoder, cached) and texts (re-encoded when fine-tuning)."""
     if cfg.mode != "inter":
-        return None
+        return None, None
     import veil.corpora as vc
 
     pub = vc.load(cfg.public)
-    idx = pub.indices("train")[: cfg.public_size]
-    return encoder.encode_corpus(pub.select(idx, name=f"{cfg.public}-train{len(idx)}"), None, progress=True)
+    size = cfg.public_size or (5000 if cfg.finetune else 20000)
+    sel = pub.select(pub.indices("train")[:size], name=f"{cfg.public}-train{size}")
+    return encoder.encode_corpus(sel, None, progress=True), list(sel.texts)
 
 
 def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = None) -> ResultRecord:
@@ -147,7 +149,7 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
     tr, dv, te = (corpus.indices(s) for s in ("train", "dev", "test"))
     tr = _subsample(tr, cfg.max_train)
     encoder = TextEncoder("minilm")
-    public = _public_vectors(cfg, encoder)
+    public, public_texts = _public(cfg, encoder)
     scale = float(np.sqrt(encoder.dim))
     per_seed: list[dict[str, float]] = []
     extra: dict[str, Any] = {"best_epochs": [], "n_train": int(len(tr)), "n_dev": int(len(dv)), "n_test": int(len(te))}
@@ -162,7 +164,7 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
             enc = TextEncoder("minilm")  # fresh pretrained weights for every seed
             res = finetune(enc, [corpus.texts[i] for i in tr], corpus.labels[tr], [corpus.texts[i] for i in dv],
                            corpus.labels[dv], task=task, num_classes=num_classes, hook_factory=once,
-                           config=tc, progress=progress)
+                           config=tc, progress=progress, public_texts=public_texts)
             with torch.no_grad():
                 X_test = torch.cat([enc.forward_tokens(enc.tokenize([corpus.texts[i] for i in te[j:j + 128]]))
                                     for j in range(0, len(te), 128)])

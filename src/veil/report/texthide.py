@@ -82,6 +82,9 @@ def _losses(index, corpora, setting) -> list[str]:
         if s == setting and corpus in corpora and epochs and all(e == 1 for e in epochs):
             out.append(f"- {corpus} {variant}: the dev score never improved after the first epoch in any seed "
                        "(training never got past its first epoch on dev; the kept head is that first epoch's).")
+        if s == setting and corpus in corpora and epochs and all(e == 0 for e in epochs):
+            out.append(f"- {corpus} {variant}: fine-tuning never beat the head-only warm start on dev in any seed, "
+                       "so the reported model is the warm-started head on the pretrained encoder.")
     return out + [""]
 
 
@@ -141,6 +144,14 @@ def _heatmap(cells, ms, ks, path: Path) -> None:
 
 
 @register_renderer("texthide")
+def _training(rec: ResultRecord) -> str:
+    t = rec.config.get("train", {})
+    text = f"{t.get('epochs')} ep, patience {t.get('patience')}, batch {t.get('batch_size')}"
+    if rec.config.get("finetune"):
+        text += f", encoder lr {t.get('encoder_lr')}, warm start {t.get('head_warmup_epochs', 0)} ep"
+    return text
+
+
 def texthide_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     index = _index(records)
     lines = [
@@ -162,14 +173,17 @@ def texthide_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir
         *_grid(index, out_dir),
         "## Runs",
         "",
-        "| experiment | seeds | train/dev/test | best epochs | wall time |",
-        "|---|---|---|---|---|",
+        "Training: at most this many epochs, early-stopping patience, batch size, and for fine-tuned runs the "
+        "head-only warm-start epochs on the frozen encoder (best epoch 0 = the warm start was kept).",
+        "",
+        "| experiment | seeds | train/dev/test | training | best epochs | wall time |",
+        "|---|---|---|---|---|---|",
     ]
     for path, rec in sorted(records, key=lambda x: x[1].experiment):
         e = rec.extra
         lines.append(f"| `{path.name}` | {','.join(map(str, rec.config['seeds']))} | "
-                     f"{e.get('n_train')}/{e.get('n_dev')}/{e.get('n_test')} | {e.get('best_epochs')} | "
-                     f"{rec.wall_time_s:.0f} s |")
+                     f"{e.get('n_train')}/{e.get('n_dev')}/{e.get('n_test')} | {_training(rec)} | "
+                     f"{e.get('best_epochs')} | {rec.wall_time_s:.0f} s |")
     lines += ["", "## Discussion", "", DISCUSSION]
     return "\n".join(lines)
 

@@ -58,3 +58,7 @@ class TextHideHook:
 
     def infer(self, e):
         return self.texthide.encrypt_inference(e)
+
+    def set_public(self, public):
+        """Inter mode: swap in public representations re-encoded by the current (fine-tuned) encoder."""
+        self.texthide.set_public(public)

@@ -255,12 +255,17 @@ def _encode_batches(encoder: Any, texts: Sequence[str], batch_size: int) -> torc
 
 def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, texts_dev: Sequence[str],
              y_dev: np.ndarray, *, task: str, num_classes: int | None, hook_factory: Callable[[], Any],
-             config: TrainConfig = TrainConfig(epochs=4), progress: bool = False) -> TrainResult:
+             config: TrainConfig = TrainConfig(epochs=4), progress: bool = False,
+             public_texts: Sequence[str] | None = None) -> TrainResult:
     """Fine-tune ``encoder`` (a :class:`veil.encoders.TextEncoder`) and a head with the hook in between.
 
     The encoder is updated in place (its ``model_id`` changes, so its cached
     embeddings are not reused); the best dev epoch's encoder and head weights
     are restored at the end. Returns the head; the encoder is the one passed in.
+
+    ``public_texts`` (inter-mode TextHide): the public sentences, re-encoded by
+    the current encoder at the start of every epoch and handed to
+    ``hook.set_public``, so public slots never come from a stale encoder.
     """
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(config.seed)
@@ -271,6 +276,16 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
     hook = hook_factory()
     rep_scale = _rep_scale(config, encoder.dim)
     module = encoder.module
+    if public_texts is not None and not hasattr(hook, "set_public"):
+        raise InvalidParameterError(f"public_texts needs an inter-mode TextHide hook; {type(hook).__name__} has no "
+                                    "public slots (drop public_texts)")
+
+    def refresh_public() -> None:
+        if public_texts is not None:
+            module.eval()
+            hook.set_public(_encode_batches(encoder, public_texts, 128) * rep_scale)
+
+    refresh_public()
     stopper = _EarlyStopping(primary_metric(task), config.patience)
     warmup_history: list[dict[str, float]] = []
     if config.head_warmup_epochs:
@@ -292,6 +307,8 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
     sched = _schedule(opt, n_batches * config.epochs, config.warmup)
     bar = _progress(progress, config.epochs * n_batches, "fine-tuning")
     for epoch in range(1, config.epochs + 1):
+        if epoch > 1:
+            refresh_public()
         module.train()
         head.train()
         losses = []
