@@ -31,8 +31,23 @@ def test_texthide_page_tables_and_heatmap(tmp_path):
     assert "| rt-polarity | accuracy | 81.0 ± 1.4 | 71.0 ± 1.4 | 61.0 ± 1.4 | – | – | SST-2 acc.: 92.4 / 91.7 / 91.3 |" in page
     assert "intra (256,4) -10.0, inter (256,4) -20.0" in page
     assert "| inf | – | – | – | 55.0 |" in page
+    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 10.0, missed by 7.0 points." in page
+    assert "Target, inter (256,4) loses at most 5 points on rt-polarity: it loses 20.0, missed by 15.0 points." in page
     png = tmp_path / "docs" / "texthide_grid.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_texthide_targets_met_and_warm_start_kept(tmp_path):
+    res = tmp_path / "results" / "texthide"
+    kept = _record("rt-polarity", "256", 4, "intra", [0.79, 0.80], setting="finetuned")
+    kept.extra["best_epochs"] = [0, 0]
+    for rec in [_record("rt-polarity", "0", 1, "intra", [0.80, 0.82], setting="finetuned"), kept]:
+        rec.write(res / f"{rec.experiment}.json")
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "texthide.md").read_text()
+    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 1.5, met." in page
+    assert "inter (256,4) loses at most 5 points on rt-polarity: not run in this setting." in page
+    assert "rt-polarity intra-m256-k4: fine-tuning never beat the head-only warm start" in page
 
 
 def test_committed_pages_match_committed_results(tmp_path):

@@ -59,7 +59,28 @@ def _table1(index, setting: str) -> list[str]:
         lines.append(f"| {corpus} | {metric} | " + " | ".join(_cell(r) for r in recs) + f" | {ptxt} |")
     lines.append("")
     lines += _losses(index, corpora, setting)
+    lines += _targets(index, setting)
     return lines
+
+
+# The issue's targets on rt-polarity: largest allowed loss against the baseline, in points of accuracy.
+TARGETS = (("intra-m256-k4", "intra (256,4)", 3.0), ("inter-m256-k4", "inter (256,4)", 5.0))
+
+
+def _targets(index, setting: str) -> list[str]:
+    base = index.get(("rt-polarity", "baseline", setting))
+    if base is None:
+        return []
+    out = []
+    for variant, name, limit in TARGETS:
+        rec = index.get(("rt-polarity", variant, setting))
+        if rec is None:
+            out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: not run in this setting.")
+            continue
+        loss = 100 * (base.metrics["test_accuracy"].mean - rec.metrics["test_accuracy"].mean)
+        verdict = "met" if loss <= limit else f"missed by {loss - limit:.1f} points"
+        out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: it loses {loss:.1f}, {verdict}.")
+    return out + [""]
 
 
 def _losses(index, corpora, setting) -> list[str]:
@@ -143,7 +164,6 @@ def _heatmap(cells, ms, ks, path: Path) -> None:
     plt.close(fig)
 
 
-@register_renderer("texthide")
 def _training(rec: ResultRecord) -> str:
     t = rec.config.get("train", {})
     text = f"{t.get('epochs')} ep, patience {t.get('patience')}, batch {t.get('batch_size')}"
@@ -152,6 +172,7 @@ def _training(rec: ResultRecord) -> str:
     return text
 
 
+@register_renderer("texthide")
 def texthide_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     index = _index(records)
     lines = [
@@ -192,24 +213,33 @@ DISCUSSION = """\
 Why our numbers differ from the paper's (every number above is computed from the result files):
 
 - **Encoder and setting.** The paper fine-tunes BERT-base (d=768) on GLUE; veil uses all-MiniLM-L6-v2 (d=384).
-  In the frozen setting only the MLP head learns, so it alone must become invariant to the secret sign masks;
-  in the paper the encoder adapts too. Masks, not mixing, are what cost utility with a frozen encoder: compare
-  the m=0 and m>0 rows of the grid. A sign mask preserves only the coordinates' magnitudes, so a frozen head
-  must either learn a separate decision rule per mask (a few dozen examples per mask and epoch at m=256) or
-  rely on magnitude features that the frozen encoder never had a reason to make informative; a fine-tuned
-  encoder can move the task signal where the masks do not destroy it. Masked frozen runs were still
-  improving when the epoch budget ran out (their best epochs sit near the cap in the run table), so longer
-  training would narrow, not close, the gap.
+  In the frozen setting only the MLP head learns, so it alone must become invariant to the secret sign masks.
+  Masks, not mixing, are what cost utility with a frozen encoder: compare the m=0 and m>0 rows of the grid.
+  A sign mask keeps only the coordinates' magnitudes, so a frozen head must either learn a separate decision
+  rule per mask (a few dozen examples per mask and epoch at m=256) or rely on magnitude features that the
+  frozen encoder never had a reason to make informative. A fine-tuned encoder can move the task signal to
+  where the masks do not destroy it, which is why the fine-tuned table is the one to compare with the paper.
+- **Fine-tuning recipe.** Fine-tuned runs first train the head alone on the frozen encoder's embeddings
+  with the same secret pool (60 epochs, the best dev epoch kept), then fine-tune encoder and head together
+  for 4 epochs at batch 32 (the paper's batch sizes are 16 and 32). The warm start is epoch 0 in the run
+  table, and fine-tuning must beat it on dev to replace it. The paper fine-tunes from a random head. We
+  depart from it because our first fine-tuned run from a random head (2000 training examples, 3 epochs;
+  `rt-polarity-intra-m256-k4-finetuned.json` at commit dda1094) never got past a constant predictor within
+  a CPU budget. The baseline gets the same warm start, so the comparison stays like for like.
 - **Inter mode** mixes floor(k/2) public tweets into every private representation, so half of each mixture
-  carries no label signal; with a frozen encoder this costs more than intra mode everywhere, and can make
-  training stall at its first epoch (flagged above when that happened in every seed).
+  carries no label signal. With a frozen encoder it costs more than intra mode, and it can make training
+  stall at its first epoch (flagged above when that happened in every seed). When fine-tuning, the public
+  tweets (the first 5000) are re-encoded by the current encoder before every epoch, as in Algorithm 2.
 - **Corpora.** No GLUE task is available offline. rt-polarity is the Rotten Tomatoes source SST-2 was built from,
   but as whole snippets, without SST's phrase-level training labels, so the baseline is lower than SST-2's.
   hutto-tweets stands in for STS-B as the regression task; trec-questions and sms-spam have no GLUE analogue.
-- **Budget.** Everything runs on 2 CPU cores. Frozen runs use up to 60 epochs with early stopping on dev
-  (patience 15); fine-tuned runs use few epochs and, where stated in the run table, a subset of the training
-  split. The paper trains more epochs under TextHide than for the baseline; so do we (early stopping picks the
-  epoch), but within a much smaller budget.
+- **Budget.** Everything runs on 2 CPU cores. Frozen Table 1 runs train up to 300 epochs with early
+  stopping on dev (patience 50); masked heads converge slowly, with best epochs in the hundreds. The (m, k)
+  grid keeps 60 epochs (patience 15), so its large-m cells, whose best epochs sit near that cap, understate
+  what longer training reaches (compare its (256, 4) cell with the frozen Table 1 cell). Fine-tuned runs
+  take about half an hour per seed on one core, so they cover rt-polarity only, with fewer seeds (see the
+  run table).
 - **No tuning on test data.** Hyperparameters were fixed before the test split was scored; early stopping uses
-  the dev split only.
+  the dev split only. The fine-tuning recipe (warm start, 4 epochs, batch 32, encoder lr 2e-5) was fixed
+  before the reported runs; one probe run of the intra (256, 4) cell with it was not followed by any change.
 """
