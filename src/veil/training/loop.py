@@ -10,7 +10,8 @@ Two settings:
 * :func:`train_head` (fast path): the encoder is frozen; the head trains on
   cached embeddings, so an (m, k) grid runs on 2 CPU cores in minutes.
 * :func:`finetune` (the paper's headline setting): gradients go through the
-  hook into the encoder.
+  hook into the encoder, optionally from a head warm-started on the frozen
+  encoder (``head_warmup_epochs``).
 
 The ``seed`` in :class:`TrainConfig` controls head initialisation and data
 order only. The defense's secret randomness (masks, mixing) comes from the
@@ -262,6 +263,11 @@ def finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, text
     The encoder is updated in place (its ``model_id`` changes, so its cached
     embeddings are not reused); the best dev epoch's encoder and head weights
     are restored at the end. Returns the head; the encoder is the one passed in.
+
+    With ``config.head_warmup_epochs > 0`` the head first trains alone on the
+    frozen encoder's embeddings through the same hook (the best dev epoch of
+    that stage is kept), and that warm start is recorded as epoch 0: fine-tuning
+    must beat it on dev, or the warm head and the pretrained encoder come back.
 
     ``public_texts`` (inter-mode TextHide): the public sentences, re-encoded by
     the current encoder at the start of every epoch and handed to
