@@ -41,13 +41,15 @@ def test_texthide_targets_met_and_warm_start_kept(tmp_path):
     res = tmp_path / "results" / "texthide"
     kept = _record("rt-polarity", "256", 4, "intra", [0.79, 0.80], setting="finetuned")
     kept.extra["best_epochs"] = [0, 0]
-    for rec in [_record("rt-polarity", "0", 1, "intra", [0.80, 0.82], setting="finetuned"), kept]:
+    for rec in [_record("rt-polarity", "0", 1, "intra", [0.80, 0.82], setting="finetuned"), kept,
+                _record("rt-polarity", "0", 4, "intra", [0.83, 0.83], setting="finetuned")]:
         rec.write(res / f"{rec.experiment}.json")
     render_all(tmp_path / "results", tmp_path / "docs")
     page = (tmp_path / "docs" / "texthide.md").read_text()
     assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 1.5, met." in page
     assert "inter (256,4) loses at most 5 points on rt-polarity: not run in this setting." in page
     assert "rt-polarity intra-m256-k4: fine-tuning never beat the head-only warm start" in page
+    assert "- rt-polarity intra-m0-k4 (outside the table): 83.0 ± 0.0, +2.0 against the baseline." in page
 
 
 def test_committed_pages_match_committed_results(tmp_path):
