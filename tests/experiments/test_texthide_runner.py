@@ -20,6 +20,19 @@ def test_names_and_sweeps():
         TextHideEval(mode="both")
     with pytest.raises(InvalidParameterError):
         TextHideEval(mode="inter", k=1)
+    for bad in ({"batch_size": 0}, {"epochs": 0}, {"patience": 0}, {"public_size": 0}, {"head_warmup": -1},
+                {"encoder_lr": 0.0}):
+        with pytest.raises(InvalidParameterError):
+            TextHideEval(**bad)
+
+
+def test_budget_defaults_per_setting():
+    frozen, tuned = TextHideEval().train_config(0), TextHideEval(finetune=True).train_config(0)
+    assert (frozen.epochs, frozen.patience, frozen.batch_size, frozen.head_warmup_epochs) == (300, 50, 64, 0)
+    assert (tuned.epochs, tuned.patience, tuned.batch_size, tuned.head_warmup_epochs) == (4, 2, 32, 60)
+    grid = grid_configs()[5].train_config(0)
+    assert (grid.epochs, grid.patience) == (60, 15)  # the grid's CPU budget, which the committed grid used
+    assert TextHideEval(finetune=True, head_warmup=0).train_config(0).head_warmup_epochs == 0
 
 
 def test_run_writes_a_record_without_key_material(builtin, tmp_path):

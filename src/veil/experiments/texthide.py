@@ -64,6 +64,14 @@ class TextHideEval:
             raise InvalidParameterError(f"k must be >= 1, got {self.k}")
         if not self.seeds:
             raise InvalidParameterError("give at least one seed")
+        for name in ("epochs", "patience", "batch_size", "public_size", "max_train"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidParameterError(f"{name} must be >= 1 (or left out for the default), got {value}")
+        if self.head_warmup is not None and self.head_warmup < 0:
+            raise InvalidParameterError(f"head_warmup must be >= 0 (0 = no warm start), got {self.head_warmup}")
+        if self.encoder_lr <= 0:
+            raise InvalidParameterError(f"encoder_lr must be > 0, got {self.encoder_lr}")
         if self.mode == "inter" and self.k < 2:
             raise InvalidParameterError("inter mode needs k >= 2 (floor(k/2) public slots)")
 
@@ -127,8 +135,8 @@ def _public(cfg: TextHideEval, encoder: Any) -> tuple[np.ndarray | None, list[st
     import veil.corpora as vc
 
     pub = vc.load(cfg.public)
-    size = cfg.public_size or (5000 if cfg.finetune else 20000)
-    sel = pub.select(pub.indices("train")[:size], name=f"{cfg.public}-train{size}")
+    idx = pub.indices("train")[: cfg.public_size or (5000 if cfg.finetune else 20000)]
+    sel = pub.select(idx, name=f"{cfg.public}-train{len(idx)}")
     return encoder.encode_corpus(sel, None, progress=True), list(sel.texts)
 
 
