@@ -24,6 +24,11 @@ def _primary(rec: ResultRecord) -> str:
     return "test_accuracy" if rec.config.get("task") == "classification" else "test_pearson"
 
 
+def _points(rec: ResultRecord, base: ResultRecord, key: str) -> float:
+    """Change of ``rec`` against ``base`` in points (x100) of metric ``key``."""
+    return 100 * (rec.metrics[key].mean - base.metrics[key].mean)
+
+
 def _cell(rec: ResultRecord | None) -> str:
     if rec is None:
         return "–"
@@ -76,7 +81,7 @@ def _other_cells(index, corpora, setting) -> list[str]:
                 continue
             key = _primary(rec)
             delta = "" if base is None else \
-                f", {100 * (rec.metrics[key].mean - base.metrics[key].mean):+.1f} against the baseline"
+                f", {_points(rec, base, key):+.1f} against the baseline"
             out.append(f"- {corpus} {variant} (outside the table): {_cell(rec)}{delta}.")
     return out + ([""] if out else [])
 
@@ -95,7 +100,7 @@ def _targets(index, setting: str) -> list[str]:
         if rec is None:
             out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: not run in this setting.")
             continue
-        loss = 100 * (base.metrics["test_accuracy"].mean - rec.metrics["test_accuracy"].mean)
+        loss = -_points(rec, base, "test_accuracy")
         verdict = "met" if loss <= limit else f"missed by {loss - limit:.1f} points"
         change = f"it loses {loss:.1f}" if loss >= 0 else f"it scores {-loss:.1f} above the baseline"
         out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: {change}, {verdict}.")
@@ -113,7 +118,7 @@ def _losses(index, corpora, setting) -> list[str]:
         for variant, name in COLUMNS[1:]:
             rec = index.get((corpus, variant, setting))
             if rec is not None:
-                parts.append(f"{name} {100 * (rec.metrics[key].mean - base.metrics[key].mean):+.1f}")
+                parts.append(f"{name} {_points(rec, base, key):+.1f}")
         if parts:
             out.append(f"- {corpus}: change against the baseline, in points of {key.removeprefix('test_')}: "
                        + ", ".join(parts))
@@ -250,8 +255,8 @@ Why our numbers differ from the paper's (every number above is computed from the
   (m=0, k=4, listed under the fine-tuned table) isolates it: it scores above the baseline by itself, so the
   cost of the secret masks is the gap between the mix-only run and the (256, 4) runs, not the gap to the
   baseline. The baseline also peaked on dev before its last epoch (see the run table), and its seeds
-  spread more than TextHide's. A baseline tuned on its own (the paper searches learning rate, epochs, batch size and dropout
-  for each) could close some of the gap. We ran one recipe for all cells.
+  spread more than TextHide's. A baseline tuned on its own (the paper searches learning rate, epochs, batch
+  size and dropout for each) could close some of the gap. We ran one recipe for all cells.
 - **Inter mode** mixes floor(k/2) public tweets into every private representation, so half of each mixture
   carries no label signal. With a frozen encoder it costs more than intra mode, and it can make training
   stall at its first epoch (flagged above when that happened in every seed). When fine-tuning, the public
