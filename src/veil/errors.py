@@ -19,8 +19,11 @@ __all__ = [
     "DataFormatError",
     "ChecksumError",
     "PullError",
+    "CacheCorruptError",
+    "CacheLocationError",
     "PrivacyLeakWarning",
     "DataWarning",
+    "CollapsedModelWarning",
 ]
 
 
@@ -75,9 +78,40 @@ class PullError(VeilError):
     """Fetching a corpus from its registry package failed."""
 
 
+class CacheCorruptError(VeilError):
+    """A cached file (pulled corpus, fitted pipeline) fails its integrity check (row count or sha256).
+
+    ``fix`` is the exact command (or call) that rebuilds it; nothing of the
+    damaged file was used.
+    """
+
+    def __init__(self, what: str, problem: str, fix: str):
+        self.what = what
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{what} is damaged: {problem}; it was not used. Run `{fix}` to rebuild it")
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class CacheLocationError(VeilError, OSError):
+    """The cache folder (``VEIL_HOME``) is a file, lies under a file, or cannot be created or written."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class PrivacyLeakWarning(UserWarning):
     """A setting weakens a privacy guarantee (seeded secrets, tiny mask pools, ...)."""
 
 
 class DataWarning(UserWarning):
     """Input data was changed on the way in (rows dropped, texts truncated, ...)."""
+
+
+class CollapsedModelWarning(DataWarning):
+    """A trained classifier predicts a single class for every example (a collapsed, constant predictor)."""

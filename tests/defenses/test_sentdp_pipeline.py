@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veil.defenses.sentdp_pipeline import SentDPPipeline, split_documents
+from veil.defenses.sentdp_pipeline import SentDPPipeline, split_documents, state_sha256
 from veil.defenses.sentdp_recoder import RecoderConfig, document_means, train_recoder
-from veil.errors import DataFormatError, InvalidTypeError
+from veil.errors import CacheCorruptError, DataFormatError, InvalidTypeError
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +90,102 @@ def test_pipeline_bad_input(news_slice, tmp_path):
     bad.write_bytes(b"not a pipeline")
     with pytest.raises(DataFormatError):
         SentDPPipeline.load(bad)
+
+
+# ------------------------------------------------------------ saved-file integrity
+def _fitted(news_slice, recoder=RecoderConfig(n_clusters=5, epochs=2)):
+    _, _, S, offsets, split = news_slice
+    return SentDPPipeline.fit_vectors(S, offsets, split["train"], split["dev"], n_candidates=20, recoder=recoder)
+
+
+def _resave(path, edit):
+    """Load a saved pipeline's raw state, change it, and write it back with its old checksum."""
+    import torch
+
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)
+
+
+@pytest.mark.parametrize("part", ["candidates", "recoder_weight", "info", "flipped_byte"])
+def test_tampered_saved_pipeline_is_refused(news_slice, tmp_path, part):
+    import torch
+
+    pipe = _fitted(news_slice)
+    path = pipe.save(tmp_path / "pipe.pt")
+    state = torch.load(path, weights_only=True)
+    assert state["format"] == 2 and state["sha256"] == state_sha256({k: v for k, v in state.items() if k != "sha256"})
+    np.testing.assert_array_equal(SentDPPipeline.load(path).candidates, pipe.candidates)
+    if part == "candidates":
+        _resave(path, lambda s: s["candidates"][3].add_(1e-3))
+    elif part == "recoder_weight":
+        _resave(path, lambda s: next(iter(s["recoder"]["state_dict"].values())).mul_(1.01))
+    elif part == "info":
+        _resave(path, lambda s: s["info"].update(seed=7))
+    else:  # one bit of a candidate's float64 bytes: torch.load itself reads it without complaint
+        data = bytearray(path.read_bytes())
+        at = bytes(data).index(torch.as_tensor(pipe.candidates).numpy().tobytes())
+        data[at + 11] ^= 0x01
+        path.write_bytes(bytes(data))
+    damaged = path.read_bytes()
+    fix = f"SentDPPipeline.fit(corpus).save({str(path)!r})"
+    with pytest.raises(CacheCorruptError, match=r"its contents hash to [0-9a-f]{12}\.\.\., the file records") as info:
+        SentDPPipeline.load(path)
+    assert f"Run `{fix}` to rebuild it" in str(info.value)
+    assert path.read_bytes() == damaged and [p.name for p in tmp_path.iterdir()] == ["pipe.pt"]  # nothing written
+
+
+def test_pipeline_saved_before_checksums_still_loads(news_slice, tmp_path):
+    import torch
+
+    pipe = _fitted(news_slice, recoder=None)
+    legacy = {"format": 1, "candidates": torch.as_tensor(pipe.candidates), "candidate_docs":
+              torch.as_tensor(pipe.candidate_docs), "info": pipe.info, "recoder": None}
+    torch.save(legacy, tmp_path / "old.pt")
+    np.testing.assert_array_equal(SentDPPipeline.load(tmp_path / "old.pt").candidates, pipe.candidates)
+
+
+def test_unreadable_or_missing_pipeline_names_the_fix(tmp_path):
+    from veil.errors import ResourceMissingError
+
+    with pytest.raises(ResourceMissingError, match=r"does not exist; fit and save one: SentDPPipeline\.fit"):
+        SentDPPipeline.load(tmp_path / "nope.pt")
+    (tmp_path / "bad.pt").write_bytes(b"\x80\x02garbage")
+    with pytest.raises(DataFormatError, match=r"fit and save it again: SentDPPipeline\.fit") as info:
+        SentDPPipeline.load(tmp_path / "bad.pt")
+    assert "weights_only" not in str(info.value)  # torch's advice to unpickle arbitrary code is not passed on
+
+
+@pytest.mark.slow
+def test_fitted_pipeline_cache_refits_a_damaged_file(builtin, tmp_path, monkeypatch):
+    """The cache behind `veil sentdp embed`: a damaged file warns, is refitted and rewritten.
+
+    The cached corpus is a real 80-document slice of news-articles installed
+    under its registry name in a temporary VEIL_HOME, so the fit takes seconds.
+    """
+    import dataclasses
+
+    from veil.corpora.registry import get_spec
+    from veil.encoders import CacheWarning
+    from veil.experiments.sentdp_embed import fitted_pipeline
+
+    full = builtin("news-articles")
+    long = {s: [i for i in full.indices(s) if len(full.documents[i]) >= 8] for s in ("train", "dev")}
+    part = full.select(long["train"][:60] + long["dev"][:20])
+    part = dataclasses.replace(part, documents=[d[:8] for d in part.documents])
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "vh"))
+    part.save(tmp_path / "vh" / "corpora" / "news-articles", extra_meta={"build": get_spec("news-articles").build_id})
+
+    first = fitted_pipeline("news-articles", n_candidates=10, progress=False)
+    (path,) = (tmp_path / "vh" / "sentdp").iterdir()
+    intact = path.read_bytes()
+    again = fitted_pipeline("news-articles", n_candidates=10, progress=False)  # a hit: the file is not rewritten
+    np.testing.assert_array_equal(again.candidates, first.candidates)
+    assert path.read_bytes() == intact
+
+    _resave(path, lambda s: s["candidates"].mul_(-1.0))
+    with pytest.warns(CacheWarning, match=r"cached SentDP pipeline .* is damaged \(its contents hash to .*\); "
+                                          r"refitting it on 'news-articles' and rewriting the file"):
+        refit = fitted_pipeline("news-articles", n_candidates=10, progress=False)
+    np.testing.assert_array_equal(refit.candidate_docs, first.candidate_docs)
+    np.testing.assert_array_equal(SentDPPipeline.load(path).candidates, refit.candidates)  # rewritten, checksum valid

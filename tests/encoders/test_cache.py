@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pytest
@@ -44,6 +45,10 @@ def _vectors(key: CacheKey) -> np.ndarray:
     return np.random.default_rng(0).standard_normal((key.n, key.dim)).astype(np.float32)
 
 
+def _checksum(path):
+    return path.with_name(path.name + ".sha256")
+
+
 # ------------------------------------------------------------- EmbeddingCache
 def test_put_get_roundtrip_under_veil_home(key, tmp_home):
     cache = EmbeddingCache()
@@ -51,7 +56,9 @@ def test_put_get_roundtrip_under_veil_home(key, tmp_home):
     path = cache.put(key, _vectors(key))
     assert path == cache.path(key) and path.is_relative_to(tmp_home / "embeddings")
     np.testing.assert_array_equal(cache.get(key), _vectors(key))
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    # the array and its checksum, no temporary file left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".sha256"]
+    assert _checksum(path).read_text().strip() == hashlib.sha256(_vectors(key).tobytes()).hexdigest()
 
 
 def test_every_key_field_changes_the_path(key):
@@ -102,7 +109,42 @@ def test_damaged_file_warns_and_counts_as_a_miss(key, damage):
         np.save(path, bad)
     with pytest.warns(CacheWarning, match=r"deleting the file and recomputing"):
         assert cache.get(key) is None
-    assert not path.exists()
+    assert not path.exists() and not _checksum(path).exists()
+
+
+def test_tampered_values_fail_the_checksum(key):
+    """A valid .npy of the right shape, dtype and finite values, but not the bytes that were stored."""
+    cache = EmbeddingCache()
+    path = cache.put(key, _vectors(key))
+    tampered = _vectors(key)
+    tampered[4, 5] += 0.25
+    with open(path, "wb") as fh:
+        np.save(fh, tampered)
+    with pytest.warns(CacheWarning, match=r"are damaged \(the array's sha256 is [0-9a-f]{12}\.\.\., .*\.npy\.sha256 "
+                                          r"records [0-9a-f]{12}\.\.\.\); deleting the file and recomputing"):
+        assert cache.get(key) is None
+    assert not path.exists() and not _checksum(path).exists()
+    cache.put(key, _vectors(key))  # the caller's recompute-and-rewrite
+    np.testing.assert_array_equal(cache.get(key), _vectors(key))
+
+
+@pytest.mark.parametrize("damage", ["edited", "binary"])
+def test_damaged_checksum_file_counts_as_a_miss(key, damage):
+    cache = EmbeddingCache()
+    path = cache.put(key, _vectors(key))
+    _checksum(path).write_bytes(b"0" * 64 if damage == "edited" else b"\xff\xfe")
+    with pytest.warns(CacheWarning, match=r"deleting the file and recomputing"):
+        assert cache.get(key) is None
+    assert not path.exists() and not _checksum(path).exists()
+
+
+def test_entry_without_checksum_is_read_and_gets_one(key):
+    """Entries written before the checksum existed keep working (shape checks), and are then checksummed."""
+    cache = EmbeddingCache()
+    path = cache.put(key, _vectors(key))
+    _checksum(path).unlink()
+    np.testing.assert_array_equal(cache.get(key), _vectors(key))
+    assert _checksum(path).read_text().strip() == hashlib.sha256(_vectors(key).tobytes()).hexdigest()
 
 
 def test_clear(key):
@@ -115,6 +157,7 @@ def test_clear(key):
     assert cache.get(other) is None and cache.get(key) is not None
     assert cache.clear() == 2
     assert cache.get(key) is None and cache.clear() == 0
+    assert not cache.root.exists() or not any(cache.root.rglob("*"))  # checksum files go too
 
 
 def test_explicit_root(tmp_path, key):
@@ -190,6 +233,25 @@ def test_corrupt_entry_is_recomputed(encoder, corpus):
     assert counter.calls > 0
     np.testing.assert_array_equal(again, expected)
     np.testing.assert_array_equal(np.load(path), expected)  # rewritten intact
+    assert _checksum(path).read_text().strip() == hashlib.sha256(expected.tobytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_tampered_entry_is_recomputed_and_rewritten(encoder, corpus):
+    cache = EmbeddingCache()
+    expected = encoder.encode_corpus(corpus, "train", cache=cache, progress=False)
+    (path,) = cache.root.rglob("*.npy")
+    tampered = expected.copy()
+    tampered[0, :10] = 0.0  # still float32, right shape, finite: only the checksum tells
+    with open(path, "wb") as fh:
+        np.save(fh, tampered)
+    with ForwardCounter(encoder.module) as counter, pytest.warns(CacheWarning, match=r"damaged \(the array's sha256"):
+        again = encoder.encode_corpus(corpus, "train", cache=cache, progress=False)
+    assert counter.calls > 0
+    np.testing.assert_array_equal(again, expected)
+    np.testing.assert_array_equal(np.load(path), expected)
+    assert _checksum(path).read_text().strip() == hashlib.sha256(expected.tobytes()).hexdigest()
+
 
 
 @pytest.mark.slow

