@@ -19,9 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from veil.defenses import texthide_mix
 from veil.defenses.texthide import Encrypted, MaskPool, TextHide
-from veil.defenses.texthide_mix import draw_coefficients, mix_labels, mix_representations
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.defenses.texthide_mix import (draw_coefficients, mix_labels, mix_representations, secure_half_normal,
+                                        secure_permutations, secure_randint)
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
 
 ALPHA = 1e-6  # false-positive rate of each statistical test below
 
@@ -58,8 +60,15 @@ def slow_texthide(e, y, details, public=None):
     return out_e, (out_y if y is not None else None)
 
 
+def seeded(**kw):
+    """TextHide with a seeded mixing rng: reproducible, so it must warn (PrivacyLeakWarning)."""
+    with pytest.warns(PrivacyLeakWarning, match="TextHide with a seeded rng"):
+        return TextHide(**kw)
+
+
 def make(k=4, m=8, d=16, public=None, rng=0, **kw):
-    return TextHide(k=k, pool=MaskPool(m, d), public=public, rng=rng, record_details=True, **kw)
+    kw = dict(k=k, pool=MaskPool(m, d), public=public, rng=rng, record_details=True, **kw)
+    return TextHide(**kw) if rng is None else seeded(**kw)
 
 
 @pytest.mark.parametrize("inter", [False, True])
@@ -203,29 +212,34 @@ def test_encoder_before_texthide_receives_gradients(public):
 def test_same_seed_reproduces_and_default_differs():
     pool = MaskPool(16, 8)
     e, y = torch.randn(10, 8), torch.randint(0, 3, (10,))
-    runs = [TextHide(k=4, pool=pool, rng=11).encrypt(e, y, num_classes=3) for _ in range(2)]
+    runs = [seeded(k=4, pool=pool, rng=11).encrypt(e, y, num_classes=3) for _ in range(2)]
     assert torch.equal(runs[0].e, runs[1].e) and torch.equal(runs[0].y, runs[1].y)
-    th = TextHide(k=4, pool=pool, rng=11)
+    th = seeded(k=4, pool=pool, rng=np.random.default_rng(11))  # a numpy Generator is a seed too: it warns
     assert not torch.equal(th.encrypt(e).e, th.encrypt(e).e)  # the generator advances between calls
     # two OS-seeded instances agreeing on 9 permutations' worth of draws and 40 coefficients: probability ~0
     assert not torch.equal(TextHide(k=4, pool=pool).encrypt(e).e, TextHide(k=4, pool=pool).encrypt(e).e)
 
 
-def test_mask_indices_are_uniform_through_encrypt():
-    """Chi-square goodness of fit of per-example mask indices to Uniform{0..15}; false-positive rate alpha = 1e-6."""
-    th = TextHide(k=2, pool=MaskPool(16, 2), record_details=True)
+@pytest.mark.parametrize("m, rng", [(16, None), (10, None), (16, 3)])
+def test_mask_indices_are_uniform_through_encrypt(m, rng):
+    """Chi-square goodness of fit of per-example mask indices to Uniform{0..m-1}; false-positive rate alpha = 1e-6.
+
+    rng=None reads the OS CSPRNG (m=10 exercises the rejection of the top partial block); rng=3 the seeded stream.
+    """
+    th = make(k=2, m=m, d=2, rng=rng)
     e = torch.randn(64, 2)
     idx = []
     for _ in range(800):
         th.encrypt(e)
         idx.append(th.last_details.mask_index)
-    counts = np.bincount(torch.cat(idx).numpy(), minlength=16)
-    assert stats.chisquare(counts).pvalue > ALPHA
+    counts = np.bincount(torch.cat(idx).numpy(), minlength=m)
+    assert len(counts) == m and stats.chisquare(counts).pvalue > ALPHA
 
 
-def test_permutations_and_public_rows_are_uniform():
+@pytest.mark.parametrize("rng", [None, 4])
+def test_permutations_and_public_rows_are_uniform(rng):
     """Chi-square tests that pi_2(0) ~ Uniform[b] and public rows ~ Uniform[N]; false-positive rate 1e-6 each."""
-    th = TextHide(k=4, pool=MaskPool(0, 2), public=torch.randn(10, 2), record_details=True)
+    th = make(k=4, m=0, d=2, public=torch.randn(10, 2), rng=rng)
     e = torch.randn(8, 2)
     first, public_rows = [], []
     for _ in range(4000):
@@ -236,14 +250,15 @@ def test_permutations_and_public_rows_are_uniform():
     assert stats.chisquare(np.bincount(torch.cat(public_rows).flatten().numpy(), minlength=10)).pvalue > ALPHA
 
 
-def test_coefficient_marginals_match_normalised_half_normals():
+@pytest.mark.parametrize("rng", [None, 5])
+def test_coefficient_marginals_match_normalised_half_normals(rng):
     """KS tests, false-positive rate 1e-6 each.
 
     k = 2: lambda_1 = |Z1| / (|Z1| + |Z2|) has CDF (2/pi) arctan(t / (1 - t)) since |Z1|/|Z2| is half-Cauchy.
     k = 4: two-sample KS against lambda computed with numpy from the definition.
     """
-    th2 = TextHide(k=2, pool=MaskPool(0, 1), record_details=True)
-    th4 = TextHide(k=4, pool=MaskPool(0, 1), record_details=True)
+    th2 = make(k=2, m=0, d=1, rng=rng)
+    th4 = make(k=4, m=0, d=1, rng=None if rng is None else rng + 1)
     e = torch.zeros(5000, 1)
     th2.encrypt(e)
     th4.encrypt(e)
@@ -252,6 +267,54 @@ def test_coefficient_marginals_match_normalised_half_normals():
     z = np.abs(np.random.default_rng().standard_normal((5000, 4)))
     ref = (z / z.sum(1, keepdims=True))[:, 2]
     assert stats.ks_2samp(th4.last_details.coefficients[:, 2].double().numpy(), ref).pvalue > ALPHA
+
+
+def test_csprng_draws_follow_their_laws():
+    """The OS-CSPRNG primitives behind rng=None; chi-square / KS tests, false-positive rate 1e-6 each."""
+    ints = secure_randint(10, (20_000,))  # 10 is not a power of two: the rejection step matters
+    assert ints.dtype == torch.int64 and int(ints.min()) >= 0 and int(ints.max()) <= 9
+    assert stats.chisquare(np.bincount(ints.numpy(), minlength=10)).pvalue > ALPHA
+    perms = secure_permutations(24_000, 4)
+    assert all(torch.equal(p.sort().values, torch.arange(4)) for p in perms[:50])
+    codes = (perms * torch.tensor([64, 16, 4, 1])).sum(1).numpy()  # one code per permutation of 4
+    counts = np.unique(codes, return_counts=True)[1]
+    assert len(counts) == 24 and stats.chisquare(counts).pvalue > ALPHA
+    z = secure_half_normal((5000,))
+    assert z.dtype == torch.float64 and bool((z >= 0).all())
+    assert stats.kstest(z.numpy(), stats.halfnorm.cdf).pvalue > ALPHA
+    assert secure_permutations(0, 5).shape == (0, 5) and secure_randint(1, (3,)).tolist() == [0, 0, 0]
+
+
+def test_unseeded_mixing_reads_the_os_csprng_and_never_torch(monkeypatch):
+    """rng=None: permutations, coefficients and mask choices come from os.urandom, not from a torch generator."""
+    pool = MaskPool(16, 4)
+    calls = []
+    real = texthide_mix.os.urandom
+
+    def spy(n):  # the real CSPRNG, counted
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(texthide_mix.os, "urandom", spy)
+    th = TextHide(k=3, pool=pool, record_details=True)
+    assert th.config()["mixing_rng"] == "os-csprng" and not th.seeded
+    torch.manual_seed(0)
+    expected = torch.rand(4)
+    torch.manual_seed(0)
+    th.encrypt(torch.randn(6, 4, generator=torch.Generator().manual_seed(1)))
+    assert torch.equal(torch.rand(4), expected)  # torch's global generator was not touched
+    # 2 permutations of 6 (96 bytes), 6 x 3 coefficients (144 bytes), 6 mask indices (48 bytes)
+    assert sorted(calls) == [48, 96, 144]
+    calls.clear()
+    th.encrypt_inference(torch.randn(5, 4))
+    assert calls == [40]  # one mask index per example
+
+
+def test_seeded_mixing_warns_and_reports_itself():
+    th = make(k=2, m=4, d=3, rng=7)
+    assert th.seeded and th.config()["mixing_rng"] == "seeded"
+    with pytest.warns(PrivacyLeakWarning, match="reproducible by anyone who knows the seed"):
+        TextHide(k=2, pool=MaskPool(0, 3), rng=np.random.default_rng(1))
 
 
 # ---------------------------------------------------------------- secrecy and data
@@ -369,7 +432,7 @@ def test_bad_labels(y, kw, err, match):
 
 def test_set_public_swaps_the_public_rows_with_the_same_checks():
     pool = MaskPool(0, 4)
-    th = TextHide(k=2, pool=pool, public=torch.zeros(3, 4), rng=0, record_details=True)
+    th = seeded(k=2, pool=pool, public=torch.zeros(3, 4), rng=0, record_details=True)
     th.set_public(torch.full((5, 4), 7.0))
     e = torch.eye(4)
     out = th.encrypt(e)

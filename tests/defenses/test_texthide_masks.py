@@ -13,7 +13,8 @@ from scipy import stats
 
 from veil.defenses.base import InsecureKeyFileError
 from veil.defenses.texthide_masks import MaskPool
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
+from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning,
+                         ResourceMissingError)
 
 ALPHA = 1e-6  # false-positive rate of each statistical test below
 
@@ -68,12 +69,13 @@ def test_infinite_pool_draws_fresh_masks_every_call():
         pool.masks
 
 
-def test_sample_indices_are_uniform():
-    """Chi-square goodness of fit of pool indices to Uniform{0..m-1}; false-positive rate alpha = 1e-6."""
-    pool, m = MaskPool(16, 3), 16
+@pytest.mark.parametrize("m", [16, 10])
+def test_sample_indices_are_uniform(m):
+    """Chi-square goodness of fit of pool indices (OS CSPRNG, no generator) to Uniform{0..m-1}; alpha = 1e-6."""
+    pool = MaskPool(m, 3)
     idx = torch.cat([pool.sample(1000)[0] for _ in range(100)])
     counts = np.bincount(idx.numpy(), minlength=m)
-    assert stats.chisquare(counts).pvalue > ALPHA
+    assert len(counts) == m and stats.chisquare(counts).pvalue > ALPHA
 
 
 def test_sampled_masks_are_the_indexed_pool_rows():
@@ -175,3 +177,61 @@ def test_bad_parameters(m, dim, err):
 def test_bad_rng():
     with pytest.raises(InvalidTypeError, match="rng must be"):
         MaskPool(2, 3, rng="seed")
+
+
+def test_load_missing_file_says_what_to_do(tmp_path):
+    path = tmp_path / "nowhere" / "client.key"
+    with pytest.raises(ResourceMissingError, match=r"does not exist.*MaskPool\(m, dim\)\.save") as info:
+        MaskPool.load(path)
+    assert isinstance(info.value, FileNotFoundError) and str(path) in str(info.value)
+
+
+def _secret_file(tmp_path, name, **fields):
+    path = tmp_path / name
+    with open(path, "wb") as fh:
+        np.savez(fh, **fields)
+    os.chmod(path, 0o600)
+    return path
+
+
+def _fields(pool):
+    bits = np.packbits(pool.masks.numpy() < 0, axis=1)
+    return dict(format=np.array("veil.texthide.maskpool"), version=np.array(1), m=np.array(pool.m),
+                dim=np.array(pool.dim), seeded=np.array(False), bits=bits)
+
+
+def test_load_corrupt_or_foreign_files_raise_data_format_errors_without_key_material(tmp_path):
+    pool = MaskPool(6, 64)
+    good = _fields(pool)
+    key_texts = {str(good["bits"]), str(good["bits"].tolist())[:40], str(pool.masks.tolist())[:40]}
+    cases = {
+        "empty": b"",
+        "truncated": None,  # first half of a valid key file
+        "npy": None,  # a single array (.npy) holding the bits
+    }
+    truncated = pool.save(tmp_path / "full.key").read_bytes()
+    cases["truncated"] = truncated[: len(truncated) // 2]
+    for name, raw in cases.items():
+        path = tmp_path / name
+        if name == "npy":
+            with open(path, "wb") as fh:
+                np.save(fh, good["bits"])
+        else:
+            path.write_bytes(raw)
+        os.chmod(path, 0o600)
+        with pytest.raises(DataFormatError, match="MaskPool.save") as info:
+            MaskPool.load(path)
+        assert not any(t in str(info.value) for t in key_texts), name
+    missing = _secret_file(tmp_path, "missing.npz", **{k: v for k, v in good.items() if k != "dim"})
+    with pytest.raises(DataFormatError, match="missing fields: dim"):
+        MaskPool.load(missing)
+    # the key bits stored where the format string belongs: refused without echoing them
+    swapped = _secret_file(tmp_path, "swapped.npz", **(good | {"format": good["bits"]}))
+    with pytest.raises(DataFormatError, match="malformed fields: format") as info:
+        MaskPool.load(swapped)
+    assert not any(t in str(info.value) for t in key_texts)
+    bad_shape = _secret_file(tmp_path, "shape.npz", **(good | {"m": np.array([6, 6])}))
+    with pytest.raises(DataFormatError, match="malformed fields: m"):
+        MaskPool.load(bad_shape)
+    assert torch.equal(MaskPool.load(_secret_file(tmp_path, "ok.npz", **good)).masks, pool.masks)
+

@@ -254,7 +254,8 @@ def reprecon_table(index: SimilaritySearch, train_ids: Any, query_ids: Any, *,
     training pairs and its queries (one client's key); ``rng`` seeds the
     mixing, the MLP's initialisation and shuffling, and the random guesses.
     """
-    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.attacks.retrieval_observe import experiment_texthide
+    from veil.defenses.texthide import MaskPool
 
     index = _check_index(index)
     gen = as_generator(rng)
@@ -262,7 +263,7 @@ def reprecon_table(index: SimilaritySearch, train_ids: Any, query_ids: Any, *,
     tfidf = _tfidf(index)
     out: list[RetrievalResult] = []
     for label, m, k in settings:
-        th = None if (m == 0 and k == 1) else TextHide(k=k, pool=MaskPool(m, index.dim), rng=gen)
+        th = None if (m == 0 and k == 1) else experiment_texthide(k, MaskPool(m, index.dim), gen)
         train_obs = _setting_observation(index.vectors[tr], m, k, gen, batch_size, th)
         attack = RepRecon(index, rng=gen, progress=progress, **reprecon_kwargs).fit(train_obs.vectors,
                                                                                    index.vectors[tr])

@@ -83,6 +83,24 @@ def protect(vectors: Any, defense: Any, *, batch_size: int = 64) -> Observation:
                            f"not {type(defense).__name__}")
 
 
+def experiment_texthide(k: int, pool: Any, rng: RngLike) -> Any:
+    """A TextHide whose MIXING follows the experiment's ``rng`` (the pool stays OS-CSPRNG secret).
+
+    Attack experiments seed the defense's mixing on purpose, so tables are
+    reproducible; the record says so (``mixing_rng: seeded``). The
+    PrivacyLeakWarning a seeded TextHide gives is meant for releases and is
+    silenced here only.
+    """
+    import warnings
+
+    from veil.defenses.texthide import TextHide
+    from veil.errors import PrivacyLeakWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TextHide with a seeded rng", category=PrivacyLeakWarning)
+        return TextHide(k=k, pool=pool, rng=rng)
+
+
 def protect_with_texthide(vectors: Any, m: int | None, k: int, *, rng: RngLike = None, batch_size: int = 64,
                           texthide: Any = None) -> Observation:
     """Query vectors encrypted with (m, k)-TextHide (intra), each mixed with k-1 others of its batch.
@@ -96,7 +114,7 @@ def protect_with_texthide(vectors: Any, m: int | None, k: int, *, rng: RngLike =
 
     if texthide is None:
         x = as_vectors("vectors", vectors)
-        texthide = TextHide(k=k, pool=MaskPool(m, x.shape[1]), rng=rng)
+        texthide = experiment_texthide(k, MaskPool(m, x.shape[1]), rng)
     elif not isinstance(texthide, TextHide):
         raise InvalidTypeError(f"texthide must be a veil TextHide, not {type(texthide).__name__}")
     elif texthide.k != k or texthide.pool.m != m:

@@ -90,10 +90,10 @@ class Recoder:
                    history=list(state.get("history", [])), best_epoch=int(state.get("best_epoch", 0)))
 
 
-def _make_module(dim: int):
+def _make_module(dim: int, rng=None):
     from veil.models.heads import MLPHead
 
-    return MLPHead(dim, dim, hidden=(dim, dim, dim), dropout=0.0)
+    return MLPHead(dim, dim, hidden=(dim, dim, dim), dropout=0.0, rng=rng)
 
 
 def _cluster_labels(train_means: np.ndarray, dev_means: np.ndarray, n_clusters: int,
@@ -142,8 +142,12 @@ def train_recoder(S: np.ndarray, offsets: np.ndarray, train_docs: np.ndarray, de
     means = document_means(S, offsets)
     y_train, y_dev = _cluster_labels(means[train_docs], means[dev_docs], config.n_clusters, config.seed)
     dim = S.shape[1]
-    torch.manual_seed(config.seed)
-    H, L = _make_module(dim), nn.Linear(dim, config.n_clusters)
+    from veil.models.heads import _init_linear
+
+    gen = torch.Generator().manual_seed(config.seed)  # local: veil never seeds torch's global generator
+    H = _make_module(dim, rng=gen)
+    L = nn.utils.skip_init(nn.Linear, dim, config.n_clusters)
+    _init_linear(L, gen)
     opt = torch.optim.Adam(list(H.parameters()) + list(L.parameters()), lr=config.lr)
     rng = np.random.default_rng(config.seed)
     St = torch.as_tensor(S, dtype=torch.float32)

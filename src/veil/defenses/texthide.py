@@ -27,10 +27,14 @@ Departures from the paper and the authors' code (github.com/Hazelsuko07/TextHide
 * Masks come from the OS CSPRNG (``MaskPool(m, d)``), not from the authors'
   fixed-seed pool that anyone knowing the defaults can rebuild. Seeded pools
   exist for experiments and warn (PrivacyLeakWarning).
+* The mixing randomness (permutations, coefficients, public rows, which pool
+  mask each example gets) is read from the OS CSPRNG (``os.urandom``) at every
+  call by default (``rng=None``), not from a PRNG stream.
 * The secret pool and the experiment seed are kept apart: ``TextHide(rng=...)``
-  seeds only the mixing randomness (permutations, coefficients, public rows,
-  which pool mask each example gets); it never determines the masks. An
-  infinite pool (m=None) draws its fresh masks from the pool's own key source.
+  seeds only the mixing randomness (one CPU ``torch.Generator`` derived from
+  the seed, advancing across calls) and warns (PrivacyLeakWarning); it never
+  determines the masks. An infinite pool (m=None) draws its fresh masks from
+  the pool's own key source.
 * Inter-mode labels follow the paper's formula (Sec. 3.3), not the authors'
   code, which gives public slots the label of a random private example.
 * Public rows are drawn i.i.d. uniformly with replacement, independently per
@@ -60,7 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, check_rng
+from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, seeded_rng
 from veil.defenses.texthide_masks import MaskPool
 from veil.defenses.texthide_mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
                                         mix_labels, mix_representations)
@@ -117,10 +121,12 @@ class TextHide(Defense):
     mode: ``"intra"`` or ``"inter"``; None infers it from ``public``. Must agree with it.
     coefficient_bound: None (default, as in the paper) or a cap in (1/k, 1] on
         the largest coefficient; rows above it are redrawn.
-    rng: None (default) = OS entropy; an int seed or numpy Generator makes the
-        mixing reproducible (experiments and tests). Never affects the masks.
-        One CPU ``torch.Generator`` per instance, advancing across calls, draws
-        the permutations, public rows, coefficients and mask choices.
+    rng: None (default): the permutations, public rows, coefficients and mask
+        choices are read from the OS CSPRNG (``os.urandom``) at every call. An
+        int seed or numpy Generator makes the mixing reproducible (experiments
+        and tests only; emits PrivacyLeakWarning): one CPU ``torch.Generator``
+        per instance, derived from it and advancing across calls, draws them.
+        Never affects the masks.
     record_details: keep the last call's one-time key (a :class:`TextHideDetails`:
         permutations, public rows, coefficients, mask indices and masks) in
         :attr:`last_details` (for tests and attack evaluation only; it is
@@ -160,9 +166,10 @@ class TextHide(Defense):
                                            low_open=True, hint=f" (it caps the largest of k={self._k} coefficients "
                                            "summing to 1; None turns the cap off)")
         self._bound = coefficient_bound
-        check_rng(rng)
-        self._seeded = rng is not None
-        self._generator: torch.Generator = torch_generator(rng)
+        seeded = seeded_rng(rng, "TextHide", "mixing (permutations, coefficients, public rows, mask choice)")
+        self._seeded = seeded is not None
+        # None = every draw straight from the OS CSPRNG (see texthide_mix); else a reproducible torch stream
+        self._generator: torch.Generator | None = None if seeded is None else torch_generator(seeded)
         if not isinstance(record_details, bool):
             raise InvalidTypeError(f"record_details must be a bool, got {type(record_details).__name__}")
         self._record = record_details
@@ -249,7 +256,7 @@ class TextHide(Defense):
                 "private_slots": self._kp, "public_slots": self.public_slots,
                 "public_size": None if self._public is None else int(self._public.shape[0]),
                 "coefficient_bound": self._bound, "mask_key": "seeded" if self._pool.seeded else "os-csprng",
-                "mixing_rng": "seeded" if self._seeded else "os-entropy"}
+                "mixing_rng": "seeded" if self._seeded else "os-csprng"}
 
     # ------------------------------------------------------------ encryption
     def encrypt(self, e: torch.Tensor, y: Any = None, *, task: str = "classification",

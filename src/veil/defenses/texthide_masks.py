@@ -30,6 +30,8 @@ import os
 import secrets
 import stat
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,8 @@ import numpy as np
 
 from veil._io import atomic_write
 from veil.defenses.base import InsecureKeyFileError, check_int, check_rng
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
+from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning,
+                         ResourceMissingError)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -66,6 +69,44 @@ def _random_signs(n: int, dim: int, source: np.random.Generator | None) -> np.nd
     raw = secrets.token_bytes(n * row) if source is None else source.bytes(n * row)
     bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(n, row), axis=1)[:, :dim]
     return (1 - 2 * bits.astype(np.int8)).astype(np.int8)
+
+
+_FIELDS = ("format", "version", "m", "dim", "seeded", "bits")
+# what reading a damaged or foreign file can raise (np.load, zip members, scalar conversions)
+_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _read_key_file(path: Path) -> tuple[str, int, int, int, np.ndarray, bool]:
+    """The fields of a mask pool file; DataFormatError naming the problem (never the contents) otherwise."""
+    hint = "; point to a file written by MaskPool.save, or create a new key with MaskPool(m, dim).save(path)"
+    try:
+        fh = open(path, "rb")  # our handle, closed even when numpy fails half-way through a damaged zip
+    except IsADirectoryError:
+        raise DataFormatError(f"{path} is a directory, not a veil mask pool file{hint}") from None
+    with fh:
+        try:
+            npz = np.load(fh, allow_pickle=False)
+        except _READ_ERRORS as exc:
+            raise DataFormatError(f"{path} is not a veil mask pool file (cannot be read as .npz: "
+                                  f"{type(exc).__name__}){hint}") from None
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise DataFormatError(f"{path} holds a single numpy array, not a veil mask pool file (.npz){hint}")
+        with npz:
+            missing = [f for f in _FIELDS if f not in npz.files]
+            if missing:
+                raise DataFormatError(f"{path} is not a veil mask pool file (missing fields: {', '.join(missing)})"
+                                      f"{hint}")
+            try:
+                arrays = {f: np.asarray(npz[f]) for f in _FIELDS}
+            except _READ_ERRORS as exc:
+                raise DataFormatError(f"{path} is a damaged mask pool file (a field cannot be read: "
+                                      f"{type(exc).__name__}){hint}") from None
+    kinds = {"format": "U", "version": "iu", "m": "iu", "dim": "iu", "seeded": "b"}
+    bad = [f for f, kind in kinds.items() if arrays[f].shape != () or arrays[f].dtype.kind not in kind]
+    if bad:
+        raise DataFormatError(f"{path} is not a veil mask pool file (malformed fields: {', '.join(bad)}){hint}")
+    return (str(arrays["format"])[:60], int(arrays["version"]), int(arrays["m"]), int(arrays["dim"]),
+            arrays["bits"], bool(arrays["seeded"]))
 
 
 class MaskPool:
@@ -168,10 +209,10 @@ class MaskPool:
         """Draw one mask per example: ``(indices, masks)``.
 
         ``indices`` is an int64 tensor (n,) drawn uniformly from ``range(m)`` with
-        ``generator`` (a CPU ``torch.Generator``; None = a fresh OS-seeded one), or
-        None for ``m=0`` (masks are all ones) and ``m=None`` (fresh masks from the
-        pool's key source). ``masks`` has shape (n, dim), dtype ``dtype``
-        (default float32), on ``device``.
+        ``generator`` (a CPU ``torch.Generator``, reproducible; None = straight from
+        the OS CSPRNG, ``os.urandom``), or None for ``m=0`` (masks are all ones) and
+        ``m=None`` (fresh masks from the pool's key source). ``masks`` has shape
+        (n, dim), dtype ``dtype`` (default float32), on ``device``.
         """
         import torch
 
@@ -183,10 +224,11 @@ class MaskPool:
             fresh = torch.from_numpy(_random_signs(n, self._dim, self._source))
             return None, fresh.to(device=device, dtype=dtype)
         if generator is None:
-            from veil.random import torch_generator
+            from veil.defenses.texthide_mix import secure_randint
 
-            generator = torch_generator(None)
-        idx = torch.randint(self._m, (n,), generator=generator, device=generator.device)
+            idx = secure_randint(self._m, (n,))
+        else:
+            idx = torch.randint(self._m, (n,), generator=generator, device=generator.device)
         table = self._table(dtype, device)
         return idx, table.index_select(0, idx.to(table.device))
 
@@ -220,23 +262,29 @@ class MaskPool:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, dim: int | None = None) -> MaskPool:
-        """Read a key written by :meth:`save`; refuses files open to group/others; checks ``dim`` if given."""
+        """Read a key written by :meth:`save`; refuses files open to group/others; checks ``dim`` if given.
+
+        A missing file raises :class:`~veil.errors.ResourceMissingError` (a
+        ``FileNotFoundError``); a file that is not a readable veil mask pool
+        raises :class:`~veil.errors.DataFormatError`. Messages name the path and
+        the problem, never the file's contents.
+        """
         path = Path(path)
         if dim is not None:
             dim = check_int("dim", dim, minimum=1)
-        st = path.stat()  # FileNotFoundError if missing
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise ResourceMissingError(
+                f"mask pool file {path}", "MaskPool(m, dim).save(path)",
+                message=f"mask pool file {path} does not exist; check the path (the key is the file written by "
+                        f"MaskPool.save), or create a new secret key with MaskPool(m, dim).save({str(path)!r}) "
+                        "(a new key does not reproduce anything hidden with a lost one)") from None
         if os.name == "posix" and st.st_mode & 0o077:
             raise InsecureKeyFileError(
                 f"mask pool file {path} has mode {stat.S_IMODE(st.st_mode):#o}: group/others can access this "
                 f"secret key; run `chmod 600 {path}` (and consider the key leaked if others could read it)")
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                fmt, version = str(npz["format"]), int(npz["version"])
-                m, file_dim, bits = int(npz["m"]), int(npz["dim"]), np.asarray(npz["bits"])
-                seeded = bool(npz["seeded"])
-        except (OSError, ValueError, KeyError) as exc:
-            raise DataFormatError(f"{path} is not a veil mask pool file ({exc}); write one with MaskPool.save") \
-                from None
+        fmt, version, m, file_dim, bits, seeded = _read_key_file(path)
         if fmt != FORMAT:
             raise DataFormatError(f"{path} holds {fmt!r}, not a {FORMAT!r} file")
         if version != FORMAT_VERSION:

@@ -1,12 +1,12 @@
-"""Validation of encoder inputs and a quiet-by-default progress bar (no heavy imports)."""
+"""Validation of encoder inputs (no heavy imports); ``progress_bar`` lives in :mod:`veil.progress`."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.progress import progress_bar
 
 __all__ = ["check_texts", "check_int", "check_bool", "progress_bar"]
 
@@ -23,6 +23,10 @@ def check_texts(texts: Any) -> list[str]:
             raise DataFormatError(f"texts[{i}] is a {type(text).__name__}, not a str; convert or drop it")
         if not text.strip():
             raise DataFormatError(f"texts[{i}] is empty or whitespace only; drop empty texts before encoding")
+        if "\x00" in text:
+            raise DataFormatError(f"texts[{i}] contains a NUL byte (\\x00) at position {text.index(chr(0))}: "
+                                  "the file is probably binary or UTF-16; remove NUL bytes or load it with the "
+                                  "right encoding")
     return out
 
 
@@ -40,22 +44,3 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be True or False, not {type(value).__name__}")
     return value
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, description: str, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(k)``; draws a rich bar on stderr when ``enabled`` and stderr is a terminal."""
-    if not enabled:
-        yield lambda k: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    console = Console(stderr=True)
-    if not (console.is_terminal or console.is_jupyter):  # a log file gets no bar (rich would only add a blank line)
-        yield lambda k: None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda k: bar.advance(task, k)

@@ -6,7 +6,7 @@ import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["TASK_METRICS", "macro_f1", "utility_metrics"]
+__all__ = ["TASK_METRICS", "macro_f1", "utility_metrics", "collapsed_prediction"]
 
 TASK_METRICS = {
     "classification": ("accuracy", "macro_f1", "mcc"),
@@ -42,3 +42,24 @@ def utility_metrics(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> dict[s
                 "spearman": 0.0 if constant else float(spearmanr(y_true, y_pred).statistic),
                 "mse": float(np.mean((y_true - y_pred) ** 2))}
     raise InvalidParameterError(f"unknown task {task!r}; use one of {', '.join(TASK_METRICS)}")
+
+
+def collapsed_prediction(task: str, y_pred: np.ndarray) -> bool:
+    """True when a classifier's predictions ``y_pred`` (class ids) are all one class: a collapsed model.
+
+    A constant classifier scores MCC 0 and the majority share (or less) as
+    accuracy, which can look like a weak but working model. Needs at least two
+    predictions (one prediction is always "one class"); regression is never
+    collapsed by this test (returns False). Raises DataFormatError for no
+    predictions and InvalidParameterError for an unknown task.
+    """
+    if task not in TASK_METRICS:
+        raise InvalidParameterError(f"unknown task {task!r}; use one of {', '.join(TASK_METRICS)}")
+    y_pred = np.asarray(y_pred)
+    if y_pred.ndim != 1:
+        raise DataFormatError(f"y_pred must be one prediction per example (1-D), got shape {y_pred.shape}")
+    if len(y_pred) == 0:
+        raise DataFormatError("no predictions to check")
+    if task != "classification" or len(y_pred) < 2:
+        return False
+    return bool(np.all(y_pred == y_pred[0]))
