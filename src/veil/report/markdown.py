@@ -65,7 +65,7 @@ def render_method(method_dir: Path, out_dir: Path) -> Path:
     renderer = RENDERERS.get(method, generic_page)
     body = renderer(method, records, out_dir)
     out = out_dir / f"{method}.md"
-    atomic_write_text(out, HEADER.format(src=f"results/{method}/*.json") + body.rstrip() + "\n")
+    atomic_write_text(out, HEADER.format(src=f"{method_dir.parent.name}/{method}/*.json") + body.rstrip() + "\n")
     return out
 
 
@@ -73,11 +73,14 @@ def render_all(results_dir: str | os.PathLike = "results", out_dir: str | os.Pat
     """Render every ``results/<method>/`` folder into ``docs/results/<method>.md`` and an index."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     if not results_dir.is_dir():
-        raise ResourceMissingError(f"results folder {results_dir}", "veil bench (or an experiment command)")
+        raise ResourceMissingError(f"results folder {results_dir}", "veil attack rss",
+                                   message=f"results folder {results_dir} does not exist; run an experiment first "
+                                           f"(e.g. `veil attack rss --corpus rt-polarity`) or pass --results with "
+                                           f"a folder of result records")
     out_dir.mkdir(parents=True, exist_ok=True)
     pages = [render_method(d, out_dir) for d in sorted(results_dir.iterdir())
              if d.is_dir() and any(d.glob("*.json"))]
-    index = ["# Results", "", "Pages rendered by `veil report` from the JSON records under `results/`.", ""]
+    index = ["# Results", "", f"Pages rendered by `veil report` from the JSON records under `{results_dir.name}/`.", ""]
     index += [f"- [{p.stem}]({p.name})" for p in pages] or ["No result records yet."]
-    atomic_write_text(out_dir / "index.md", HEADER.format(src="results/") + "\n".join(index) + "\n")
+    atomic_write_text(out_dir / "index.md", HEADER.format(src=f"{results_dir.name}/") + "\n".join(index) + "\n")
     return [*pages, out_dir / "index.md"]

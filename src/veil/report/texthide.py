@@ -37,12 +37,19 @@ def _cell(rec: ResultRecord | None) -> str:
     return f"{100 * m.mean:.1f}{sd}"
 
 
+def _budget(rec: ResultRecord) -> tuple[int, str]:
+    """Training budget (max epochs), then creation time: the larger budget wins when one cell ran twice."""
+    return int((rec.config.get("train") or {}).get("epochs") or 0), rec.created
+
+
 def _index(records: list[tuple[Path, ResultRecord]]) -> dict[tuple[str, str, str], ResultRecord]:
-    out = {}
+    out: dict[tuple[str, str, str], ResultRecord] = {}
     for _, rec in records:
         c = rec.config
         variant = "baseline" if (c["m"] == "0" and c["k"] == 1) else f"{c['mode']}-m{c['m']}-k{c['k']}"
-        out[(c["corpus"], variant, c["setting"])] = rec
+        key = (c["corpus"], variant, c["setting"])
+        if key not in out or _budget(rec) >= _budget(out[key]):
+            out[key] = rec
     return out
 
 
