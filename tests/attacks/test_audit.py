@@ -59,6 +59,7 @@ def audit_cases(draw):
     return S, F, pool, eps, p, draw(st.sampled_from(DEPTHS)), int(rng.integers(2**31))
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 @settings(max_examples=120, deadline=None)
 @given(case=audit_cases())
 def test_audit_never_exceeds_epsilon(case):

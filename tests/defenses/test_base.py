@@ -66,3 +66,19 @@ def test_importing_defenses_does_not_import_torch():
             "heavy = [m for m in ('torch', 'transformers', 'scipy', 'sklearn', 'spacy', 'faiss') if m in sys.modules]; "
             "sys.exit(repr(heavy) if heavy else 0)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_check_epsilon_warns_only_above_the_meaningful_range():
+    import warnings
+
+    from veil.defenses.base import MEANINGFUL_EPSILON, check_epsilon
+    from veil.errors import InvalidParameterError, PrivacyLeakWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_epsilon(MEANINGFUL_EPSILON) == MEANINGFUL_EPSILON  # the boundary itself is fine
+    with pytest.warns(PrivacyLeakWarning, match="above 50"):
+        check_epsilon(1e308)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(InvalidParameterError, match="finite epsilon > 0"):
+            check_epsilon(bad)

@@ -85,6 +85,7 @@ def test_rewrite_keeps_everything_but_words_and_outputs_vocabulary_words():
     assert out[1] == "" and out[2] == "123 ..."
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 def test_huge_epsilon_returns_the_lowercased_words():
     wv = _vectors()
     text = " ".join(wv.words[:30]).title() + "."
@@ -167,6 +168,7 @@ def test_noise_in_three_dimensions_has_uniform_projections():
     assert stats.kstest(np.linalg.norm(z, axis=1), stats.gamma(a=3, scale=1 / 0.7).cdf).pvalue > ALPHA / 4
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 # ------------------------------------------------------------ with the real encoder
 @pytest.mark.slow
 def test_end_to_end_with_minilm_word_vectors(tmp_path):

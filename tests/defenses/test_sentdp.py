@@ -101,6 +101,7 @@ def data():
     return F, S
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("epsilon", [1e-3, 0.5, 3.0, 30.0, 1e4])
 def test_probabilities_sum_to_one(data, depth, epsilon):
@@ -131,6 +132,7 @@ def test_tiny_epsilon_gives_the_uniform_distribution(data, depth):
     np.testing.assert_allclose(_mech(F, 1e-12, depth=depth).probabilities(S, P), 1 / 40, rtol=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 @pytest.mark.parametrize("depth", DEPTHS)
 def test_large_epsilon_concentrates_on_the_deepest_candidates(data, depth):
     F, S = data
@@ -147,6 +149,7 @@ def test_large_epsilon_concentrates_on_the_deepest_candidates(data, depth):
     np.testing.assert_allclose(p[top], p[top][0], rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:epsilon=.* is above:veil.errors.PrivacyLeakWarning")  # huge epsilon on purpose
 def test_sampling_uses_the_deepest_at_huge_epsilon(data):
     F, S = data
     mech = _mech(F, 1e6)

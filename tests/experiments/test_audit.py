@@ -35,7 +35,7 @@ def test_audit_runner_writes_a_valid_record(news_slice, encoder, tmp_path, monke
     rec = run_sentdp_audit(news_slice, epsilons=(1, 10), neighbours_per_document=14, n_projections=20,
                            depth="appendix", seed=3, results_dir=tmp_path / "results", encoder=encoder,
                            progress=False)
-    path = tmp_path / "results" / "audit-news-slice-appendix.json"
+    path = tmp_path / "results" / "audit-news-slice-appendix-docsall-nb14-p20-seed3.json"  # the size is in the name
     data = json.loads(path.read_text())
     back = ResultRecord.read(path)
     assert back.method == "sentdp" and back.experiment == "audit-news-slice-appendix" == rec.experiment

@@ -33,11 +33,21 @@ def test_record_roundtrip_and_atomic_write(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(json, "dump", boom)
+    monkeypatch.setattr(os, "fsync", boom)  # the crash comes after the new bytes went into the temporary file
     with pytest.raises(OSError):
         rec.write(path)
     assert json.loads(path.read_text()) == data  # the old file is intact
     assert [p.name for p in path.parent.iterdir()] == ["a.json"]
+
+
+def test_record_with_nan_is_refused_and_nothing_is_written(tmp_path):
+    from veil.errors import InvalidParameterError
+
+    rec = ResultRecord(method="demo", experiment="x", config={"lr": float("nan")},
+                       metrics={"accuracy": Metric(mean=float("inf"))}, wall_time_s=1.0)
+    with pytest.raises(InvalidParameterError, match="NaN or infinite"):
+        rec.write(tmp_path / "r" / "x.json")
+    assert not (tmp_path / "r").exists()  # refused before the folder or a temporary file was made
 
 
 def test_read_rejects_non_records(tmp_path):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from veil.errors import InvalidParameterError
-from veil.experiments.sentdp import SentDPEval, run_sentdp_eval
+from veil.experiments.sentdp import SentDPEval, planned_paths, run_sentdp_eval
 
 
 def test_config_validation():
@@ -17,6 +17,8 @@ def test_config_validation():
         SentDPEval(epsilons=(0.0,))
 
 
+# 40 documents, 9 publishers, 4 classifier epochs: the tiny classifiers may collapse (tests/training checks that warning)
+@pytest.mark.filterwarnings("ignore::veil.errors.CollapsedModelWarning")
 def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
     builtin("news-articles")
     cfg = SentDPEval(corpus="news-articles", epsilons=(2.0, 40.0), methods=("deepcandidate", "truncation"),
@@ -24,13 +26,17 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
                      n_clusters=5, recoder_epochs=2, max_documents=40, n_candidates=30)
     records = run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
     names = sorted(p.stem for p in tmp_path.glob("*.json"))
-    assert names == sorted(["news-articles-reference", "news-articles-deepcandidate-eps2",
-                            "news-articles-deepcandidate-eps40", "news-articles-truncation-eps2",
-                            "news-articles-truncation-eps40"])
-    ref = json.loads((tmp_path / "news-articles-reference.json").read_text())
+    assert names == sorted(["news-articles-reference-n40-seed0", "news-articles-deepcandidate-eps2-t2-n40-seed0",
+                            "news-articles-deepcandidate-eps40-t2-n40-seed0", "news-articles-truncation-eps2-t2-n40-seed0",
+                            "news-articles-truncation-eps40-t2-n40-seed0"])
+    assert sorted(p.stem for p in planned_paths(cfg, tmp_path)) == names  # known before the run
+    with pytest.raises(InvalidParameterError, match="exists; pass --force"):  # refused before any work
+        run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    ref = json.loads((tmp_path / "news-articles-reference-n40-seed0.json").read_text())
     assert 0 < ref["metrics"]["random_guess"]["mean"] <= 1
     assert ref["config"]["pipeline"]["m"] == 30
     dc = next(r for r in records if r.experiment.endswith("deepcandidate-eps40"))
     assert dc.metrics["test_macro_f1"].n == 2 and dc.config["n_projections"] in (10, 20)
     assert set(dc.extra["p_selection"]) == {"10", "20"}
+    assert 0 <= dc.extra["collapsed_trials"] <= 2  # flagged per record
     assert sum(b["n_docs"] for b in dc.extra["k_bins"]) == ref["config"]["n_test"]

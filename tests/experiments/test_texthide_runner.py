@@ -38,7 +38,16 @@ def test_budget_defaults_per_setting():
 def test_run_writes_a_record_without_key_material(builtin, tmp_path):
     builtin("trec-questions")
     cfg = TextHideEval(corpus="trec-questions", m=16, k=2, seeds=(0, 1), epochs=2, max_train=400)
-    rec = run_texthide_eval(cfg, progress=False)
+    import warnings
+
+    from veil.errors import CollapsedModelWarning
+
+    with warnings.catch_warnings(record=True) as caught:  # 2 epochs on random masks may collapse: then it must say so
+        warnings.simplefilter("always")
+        rec = run_texthide_eval(cfg, progress=False)
+    assert all(issubclass(w.category, CollapsedModelWarning) for w in caught), [str(w.message) for w in caught]
+    flags = rec.extra["collapsed_dev"] + rec.extra["collapsed_test"]
+    assert len(rec.extra["collapsed_dev"]) == 2 and len(caught) == sum(flags)  # one warning per flagged run
     assert set(rec.metrics) >= {"test_accuracy", "test_macro_f1", "test_mcc", "dev_accuracy"}
     assert rec.metrics["test_accuracy"].n == 2 and rec.extra["n_train"] == 400
     path = rec.write(result_path(cfg, tmp_path))

@@ -331,12 +331,13 @@ def _drop_empty(table: Table, text_keys: list[Any], label_key: Any, drop: bool,
         column = " / ".join(map(repr, text_keys))
         if no_text:
             raise DataFormatError(f"{where}: {len(no_text)} row(s) have an empty text in {column} (line "
-                                  f"{_lines(no_text)}); fill or remove them, or pass drop_empty=True to drop "
-                                  "them with a warning")
+                                  f"{_lines(no_text)}); fill or remove them, or pass drop_empty=True (CLI: --drop-empty) "
+                                  "to drop them with a warning")
         if no_label:
             raise DataFormatError(f"{where}: {len(no_label)} row(s) have no value in label column {label_key!r} "
-                                  f"(line {_lines(no_label)}); fill or remove them, pass drop_empty=True to drop "
-                                  "them with a warning, or label=None to load without labels")
+                                  f"(line {_lines(no_label)}); fill or remove them, pass drop_empty=True (CLI: "
+                                  "--drop-empty) to drop them with a warning, or label=None (CLI: leave out --label) "
+                                  "to load without labels")
         return table.rows, stats
     if no_text or no_label:
         warnings.warn(f"{where}: drop_empty=True dropped {len(no_text)} row(s) with an empty text and "

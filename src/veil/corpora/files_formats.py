@@ -56,11 +56,12 @@ def decode(data: bytes, encoding: str, where: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-            hint = 'the file starts with a UTF-16 byte-order mark: pass encoding="utf-16"'
+            hint = 'the file starts with a UTF-16 byte-order mark: pass encoding="utf-16" (CLI: --encoding utf-16)'
         elif codec.name == "utf-8" and _decodes(data, "cp1252"):
-            hint = 'pass the file\'s encoding, e.g. encoding="cp1252" (Windows files) or encoding="latin-1"'
+            hint = ('pass the file\'s encoding, e.g. encoding="cp1252" (Windows files) or encoding="latin-1" '
+                    '(CLI: --encoding cp1252)')
         else:
-            hint = 'pass the file\'s encoding, e.g. encoding="latin-1"'
+            hint = 'pass the file\'s encoding, e.g. encoding="latin-1" (CLI: --encoding latin-1)'
         raise DataFormatError(
             f"{where}: byte 0x{data[exc.start]:02x} at byte offset {exc.start} (line {line}) is not valid "
             f"{codec.name}; {hint} (veil never replaces undecodable characters)"

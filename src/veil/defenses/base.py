@@ -140,6 +140,26 @@ def check_real(name: str, value: Any, *, low: float, high: float, low_open: bool
     return value
 
 
+#: Above this epsilon a DP guarantee bounds likelihood ratios by more than e^50 (~5e21): it constrains nothing an
+#: attacker could measure. The SentDP paper's experiments stop at epsilon = 35 (Fig. 4); docs/sentdp.md says so.
+MEANINGFUL_EPSILON = 50.0
+
+
+def check_epsilon(epsilon: Any, *, what: str = "SentDP") -> float:
+    """A finite epsilon > 0; warns (:class:`PrivacyLeakWarning`) above :data:`MEANINGFUL_EPSILON`."""
+    value = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
+                       hint=f"; {what} needs a finite epsilon > 0")
+    if value > MEANINGFUL_EPSILON:
+        import warnings
+
+        from veil.errors import PrivacyLeakWarning
+
+        warnings.warn(f"epsilon={value:g} is above {MEANINGFUL_EPSILON:g}: the {what} guarantee bounds likelihood "
+                      f"ratios only by e^{value:g}, which protects nothing measurable; use epsilon <= "
+                      f"{MEANINGFUL_EPSILON:g} for a meaningful guarantee", PrivacyLeakWarning, stacklevel=3)
+    return value
+
+
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     """``value`` must be one of ``choices`` (strings)."""
     choices = list(choices)

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_int, check_real, seeded_rng
+from veil.defenses.base import Defense, Guarantee, check_epsilon, check_int, check_real, seeded_rng
 from veil.encoders.word_vectors import WordVectors, split_words
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike, uniform
@@ -95,8 +95,7 @@ class WordMetricDP(Defense):
             raise InvalidTypeError(f"vectors must be veil WordVectors (WordVectors.from_encoder(...)), "
                                    f"not {type(vectors).__name__}")
         self.vectors = vectors
-        self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
-                                  hint="; metric DP needs a finite epsilon > 0")
+        self.epsilon = check_epsilon(epsilon, what="metric DP")
         self._rng = seeded_rng(rng, "WordMetricDP", "noise")
         self.guarantee = Guarantee(
             "metric-dp", f"word-level metric DP with epsilon={self.epsilon:g}: for any two words w, w' and every "

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import (Defense, Guarantee, check_choice, check_documents, check_int, check_real,
+from veil.defenses.base import (Defense, Guarantee, check_choice, check_epsilon, check_documents, check_int, check_real,
                                 seeded_rng, check_sentence_embeddings)
 from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
 from veil.errors import InvalidParameterError, InvalidTypeError
@@ -118,8 +118,7 @@ class DeepCandidate(Defense):
                  depth: str = "tukey-min", rng: RngLike = None) -> None:
         self.candidates = check_candidates(candidates)
         self._digest = candidates_digest(self.candidates)
-        self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
-                                  hint="; SentDP needs a finite epsilon > 0")
+        self.epsilon = check_epsilon(epsilon, what="SentDP")
         self.n_projections = check_int("n_projections", n_projections, minimum=1)
         self.depth = check_choice("depth", depth, DEPTHS)
         seeded = seeded_rng(rng, "DeepCandidate", "sampling")

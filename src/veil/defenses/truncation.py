@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import (Defense, Guarantee, check_documents, check_int, check_real,
+from veil.defenses.base import (Defense, Guarantee, check_epsilon, check_documents, check_int, check_real,
                                 check_sentence_embeddings, seeded_rng)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, uniform
@@ -121,8 +121,7 @@ class Truncation(Defense):
                                         f" give lower <= upper in every dimension")
         self.width = self.upper - self.lower
         self.width.setflags(write=False)
-        self.epsilon = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
-                                  hint="; SentDP needs a finite epsilon > 0")
+        self.epsilon = check_epsilon(epsilon, what="SentDP")
         self._rng = seeded_rng(rng, "Truncation", "noise")
         self.coverage: float | None = None  # set by fit()
         self.guarantee = Guarantee(

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.encoders.text import TextEncoder
 
-__all__ = ["run_sentdp_audit", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES"]
+__all__ = ["run_sentdp_audit", "audit_file_name", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES"]
 
 MIN_CANDIDATE_SENTENCES = 8  # App. B: candidates from training documents with at least 8 sentences
 MIN_AUDIT_SENTENCES = 2      # a document with one sentence has only trivial neighbours
@@ -39,18 +39,29 @@ def _eps_key(e: float) -> str:
     return f"{e:g}"
 
 
+def audit_file_name(corpus: str, *, depth: str, n_documents: int | None, neighbours: int, n_projections: int,
+                    seed: int) -> str:
+    """``audit-<corpus>[-<depth>]-<documents, neighbours, projections, seed>.json``."""
+    from veil.experiments.outputs import tag
+
+    experiment = f"audit-{corpus}" + ("" if depth == "tukey-min" else f"-{depth}")
+    return f"{experiment}-{tag(docs=n_documents or 'all', nb=neighbours, p=n_projections, seed=seed)}.json"
+
+
 def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3, 10, 30),
                      n_documents: int | None = None, neighbours_per_document: int = 35, n_projections: int = 50,
-                     depth: str = "tukey-min", seed: int = 0, results_dir: str | Path | None = "results/sentdp",
-                     encoder: TextEncoder | None = None, progress: bool = True) -> ResultRecord:
+                     depth: str = "tukey-min", seed: int = 0, results_dir: str | Path | None = None,
+                     encoder: TextEncoder | None = None, progress: bool = True, force: bool = False) -> ResultRecord:
     """Audit DeepCandidate on ``corpus`` (a registered name, or a loaded document :class:`Corpus`).
 
     ``n_documents``: how many eligible test documents to audit (None: all of
     them; otherwise a sample drawn with ``seed``). ``encoder`` defaults to
     ``TextEncoder("minilm")``. The record (experiment ``audit-<corpus>``, or
     ``audit-<corpus>-appendix`` for ``depth="appendix"``) is written
-    atomically to ``results_dir/<experiment>.json`` (``results_dir=None``: not
-    written) and returned; a summary is printed.
+    atomically to ``results_dir/<experiment>-<documents, neighbours, projections, seed>.json``
+    (``results_dir=None``: not written; the CLI defaults to ``./veil-results/sentdp``) and
+    returned; a summary is printed. The output location is checked before any work, and an
+    existing file is replaced only with ``force=True``.
     """
     import veil.corpora as vc
     from veil.attacks.audit import NEIGHBOUR_KINDS, audit_sentdp
@@ -66,6 +77,15 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
                                 hint="; SentDP needs a finite epsilon > 0") for e in epsilons)
     if n_documents is not None:
         n_documents = check_int("n_documents", n_documents, minimum=1)
+    out_path = None
+    if results_dir is not None:
+        from veil.experiments.outputs import check_output_dir, refuse_existing
+
+        name = corpus if isinstance(corpus, str) else getattr(corpus, "name", "corpus")
+        out_path = check_output_dir(results_dir) / audit_file_name(name, depth=depth, n_documents=n_documents,
+                                                                   neighbours=neighbours_per_document,
+                                                                   n_projections=n_projections, seed=seed)
+        refuse_existing(out_path, force)
     if isinstance(corpus, str):
         data = vc.load(corpus)
     elif isinstance(corpus, Corpus):
@@ -144,8 +164,8 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
     experiment = f"audit-{data.name}" + ("" if depth == "tukey-min" else f"-{depth}")
     record = ResultRecord(method="sentdp", experiment=experiment, config=config, metrics=metrics,
                           wall_time_s=time.perf_counter() - start, extra=extra)
-    if results_dir is not None:
-        record.write(Path(results_dir) / f"{experiment}.json")
+    if out_path is not None:
+        record.write(out_path)
     _print_summary(data.name, sweep)
     return record
 

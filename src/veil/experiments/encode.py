@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ class EncodeJob:
     text: str = "text"
     cache: bool = True
     progress: bool = True
+    max_length: int | None = None
+    file_options: dict[str, Any] = field(default_factory=dict)  # loader options for a user file (label=, encoding=)
 
 
 def run_encode(job: EncodeJob) -> dict[str, Any]:
@@ -35,9 +37,11 @@ def run_encode(job: EncodeJob) -> dict[str, Any]:
 
     if Path(job.out).suffix != ".npy":
         raise InvalidParameterError(f"--out must end in .npy, got {job.out}")
+    if Path(job.out).is_dir():
+        raise InvalidParameterError(f"--out {job.out} is a folder; give a file name ending in .npy")
     is_builtin = job.source in vc.names()
-    corpus = vc.load(job.source) if is_builtin else vc.load(job.source, text=job.text)
-    encoder = TextEncoder(job.model, pooling=job.pooling)
+    corpus = vc.load(job.source) if is_builtin else vc.load(job.source, **{"text": job.text, **job.file_options})
+    encoder = TextEncoder(job.model, pooling=job.pooling, max_length=job.max_length)
     start = time.perf_counter()
     emb = encoder.encode_corpus(corpus, job.split, cache=job.cache, batch_size=job.batch_size,
                                 progress=job.progress)

@@ -21,7 +21,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.experiments.records import ResultRecord
 
-__all__ = ["ATTACKS", "run_retrieval", "write_records"]
+__all__ = ["ATTACKS", "run_retrieval", "write_records", "planned_paths", "record_file_name"]
 
 ATTACKS = ("rss", "reprecon")
 DEFAULT_QUERIES = {"rss": 1000, "reprecon": 500}
@@ -75,5 +75,45 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
     return records
 
 
-def write_records(records: list[ResultRecord], root: str | Path = "results/retrieval") -> list[Path]:
-    return [rec.write(Path(root) / f"{rec.experiment}.json") for rec in records]
+def record_file_name(corpus: str, attack: str, setting: str, *, m: int | None, k: int, queries: int,
+                     seed: int) -> str:
+    """``<corpus>-<attack>-<setting>-<m, k, queries, seed>.json``: runs of other sizes never collide."""
+    from veil.experiments.outputs import tag
+
+    named = setting in ("baseline", "random") or "-m" in setting  # the label already says m and k
+    mk = {} if named else {"m": "inf" if m is None else m, "k": k}
+    return f"{corpus}-{attack}-{setting}-{tag(**mk, q=queries, seed=seed)}.json"
+
+
+def _setting_mk(setting: str, defense: str, m: int | None, k: int) -> tuple[int | None, int]:
+    from veil.attacks.retrieval import PAPER_SETTINGS
+
+    for label, sm, sk in _settings(defense, m, k) + tuple(PAPER_SETTINGS):
+        if label == setting:
+            return sm, sk
+    return m, k
+
+
+def planned_paths(corpus: str, attack: str, *, defense: str, m: int | None, k: int, queries: int | None,
+                  seed: int, root: str | Path, random_guess: bool = True) -> list[Path]:
+    """Every file one :func:`run_retrieval` call writes (known before the run)."""
+    n = queries or DEFAULT_QUERIES.get(attack, 0)
+    labels = [label for label, _, _ in _settings(defense, m, k)] + (["random"] if random_guess else [])
+    return [Path(root) / record_file_name(corpus, attack, label, m=_setting_mk(label, defense, m, k)[0],
+                                          k=_setting_mk(label, defense, m, k)[1], queries=n, seed=seed)
+            for label in labels]
+
+
+def write_records(records: list[ResultRecord], root: str | Path | None = None) -> list[Path]:
+    """Write each record atomically; ``root`` defaults to ``./veil-results/retrieval``."""
+    from veil.experiments.outputs import default_results_dir
+
+    root = Path(root if root is not None else default_results_dir("retrieval"))
+    paths = []
+    for rec in records:
+        c = rec.config
+        defense = c.get("defense") or {}
+        name = record_file_name(c["corpus"], c["attack_name"], c["setting"], m=defense.get("m"),
+                                k=defense.get("k", 1), queries=c["n_queries"], seed=c["seed"])
+        paths.append(rec.write(root / name))
+    return paths

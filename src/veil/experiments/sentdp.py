@@ -38,7 +38,7 @@ from veil.errors import InvalidParameterError
 from veil.experiments.records import Metric, ResultRecord
 from veil.metrics.utility import macro_f1 as _macro_f1
 
-__all__ = ["SentDPEval", "run_sentdp_eval", "EPSILONS", "P_GRID", "K_BINS", "METHODS"]
+__all__ = ["SentDPEval", "run_sentdp_eval", "planned_paths", "EPSILONS", "P_GRID", "K_BINS", "METHODS"]
 
 EPSILONS = (1.0, 3.0, 6.0, 10.0, 15.0, 23.0, 30.0)
 P_GRID = (10, 25, 50, 100)
@@ -141,6 +141,18 @@ def _classifier(X_train, y_train, X_dev, y_dev, num_classes: int, seed: int, epo
     return lambda X: res.predict(np.asarray(X, dtype=np.float32), PlainHook("classification", num_classes))
 
 
+def _collapsed(predictions: list[np.ndarray]) -> int:
+    """How many trials' test predictions are a single class (a constant predictor: MCC 0, macro-F1 at its floor).
+
+    At small epsilon this is an expected outcome of the noise, not a training failure, so it is recorded
+    (``extra["collapsed_trials"]``) and shown, not warned about; the classifiers themselves warn when they
+    collapse on clean dev data (:func:`veil.training.train_head`).
+    """
+    from veil.metrics.utility import collapsed_prediction
+
+    return int(sum(collapsed_prediction("classification", np.asarray(p)) for p in predictions))
+
+
 def _record(cfg: SentDPEval, name: str, config: dict[str, Any], metrics: dict[str, Metric], start: float,
             extra: dict[str, Any] | None = None) -> ResultRecord:
     return ResultRecord(method="sentdp", experiment=f"{cfg.corpus}-{name}",
@@ -148,12 +160,35 @@ def _record(cfg: SentDPEval, name: str, config: dict[str, Any], metrics: dict[st
                         wall_time_s=time.perf_counter() - start, extra=extra or {})
 
 
-def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentdp", progress: bool = True,
-                    log: Any = print) -> list[ResultRecord]:
-    """Run the whole evaluation of one corpus; writes and returns the records."""
-    from veil.defenses.sentdp_pipeline import SentDPPipeline
+def _file_name(cfg: SentDPEval, name: str) -> str:
+    """``<corpus>-<name>-<trials, sizes, seed>.json``: a quick run never replaces a full one."""
+    from veil.experiments.outputs import tag
 
-    results_dir = Path(results_dir)
+    method = name.split("-eps")[0]
+    trials = None if name == "reference" else (cfg.mdp_trials if method == "metric-dp" else cfg.trials)
+    docs = cfg.mdp_test_docs if method == "metric-dp" else None
+    return f"{cfg.corpus}-{name}-{tag(t=trials, docs=docs, n=cfg.max_documents, seed=cfg.seed)}.json"
+
+
+def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
+    """Every file :func:`run_sentdp_eval` writes for ``cfg`` (known before the run)."""
+    names = ["reference"] + [f"{m}-eps{eps_label(e)}" for m in METHODS if m in cfg.methods for e in cfg.epsilons]
+    return [Path(results_dir) / _file_name(cfg, n) for n in names]
+
+
+def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, progress: bool = True,
+                    log: Any = print, force: bool = False) -> list[ResultRecord]:
+    """Run the whole evaluation of one corpus; writes and returns the records.
+
+    ``results_dir`` defaults to ``./veil-results/sentdp``. It is checked before any work, and existing
+    result files are only replaced with ``force=True``.
+    """
+    from veil.defenses.sentdp_pipeline import SentDPPipeline
+    from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
+
+    results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
+    for path in planned_paths(cfg, results_dir):
+        refuse_existing(path, force)
     t0 = time.perf_counter()
     data = _Data(cfg, progress)
     tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
@@ -163,10 +198,12 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentd
     records: list[ResultRecord] = []
 
     def write(rec: ResultRecord) -> None:
-        rec.write(results_dir / f"{rec.experiment}.json")
+        rec.write(results_dir / _file_name(cfg, rec.experiment.removeprefix(f"{cfg.corpus}-")))
         records.append(rec)
         mean = rec.metrics.get("test_macro_f1") or rec.metrics.get("non_private_test_macro_f1")
-        log(f"  {rec.experiment}: test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else ""))
+        log(f"  {rec.experiment}: test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else "")
+            + (f" ({rec.extra['collapsed_trials']} trial(s) predicted a single class)"
+               if rec.extra.get("collapsed_trials") else ""))
 
     # ---------------------------------------------------------- reference: non-private and random guess
     start = time.perf_counter()
@@ -219,7 +256,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentd
                 "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
-                extra={"p_selection": p_sel, "k_bins": _k_bins(test_counts, y[te], preds)}))
+                extra={"p_selection": p_sel, "k_bins": _k_bins(test_counts, y[te], preds),
+                       "collapsed_trials": _collapsed(preds)}))
 
     # ---------------------------------------------------------- truncation (Li & Clifton 2021)
     if "truncation" in cfg.methods:
@@ -240,7 +278,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path = "results/sentd
                 "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
-                extra={"k_bins": _k_bins(test_counts, y[te], preds)}))
+                extra={"k_bins": _k_bins(test_counts, y[te], preds), "collapsed_trials": _collapsed(preds)}))
 
     # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
     if "metric-dp" in cfg.methods:
@@ -276,4 +314,4 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write) -> None:
             "classifier": "C_nonpriv on the rewritten documents' mean embeddings",
             "guarantee": "epsilon-metric-DP per word (NOT SentDP)", "randomness": "OS CSPRNG"},
             {"test_macro_f1": Metric.from_values([_macro_f1(y, p) for p in preds])}, start,
-            extra={"k_bins": _k_bins(data.counts[sub], y, preds)}))
+            extra={"k_bins": _k_bins(data.counts[sub], y, preds), "collapsed_trials": _collapsed(preds)}))

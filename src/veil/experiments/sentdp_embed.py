@@ -20,7 +20,7 @@ import hashlib
 import json
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,23 @@ class EmbedJob:
     n_candidates: int = 5000
     seed: int = 0
     progress: bool = True
+    file_options: dict[str, Any] = field(default_factory=dict)  # loader options for a user file (encoding=, ...)
 
 
 def fitted_pipeline(public: str, *, n_candidates: int = 5000, seed: int = 0, progress: bool = True):
-    """The DeepCandidate pipeline fitted on ``public``'s train/dev split, cached under veil_home()/sentdp/."""
+    """The DeepCandidate pipeline fitted on ``public``'s train/dev split, cached under veil_home()/sentdp/.
+
+    A cached file that fails its checksum or cannot be read is refitted with a
+    :class:`~veil.encoders.CacheWarning` and rewritten: it holds only public
+    material that the seeded fit recomputes, so refitting costs time, never
+    correctness. An unwritable cache folder raises
+    :class:`~veil.errors.CacheLocationError` before the fit starts.
+    """
     import veil.corpora as vc
-    from veil._io import veil_home
+    from veil._io import veil_home, writable_dir
     from veil.defenses.sentdp_pipeline import SentDPPipeline
-    from veil.encoders import TextEncoder
+    from veil.encoders import CacheWarning, TextEncoder
+    from veil.errors import CacheCorruptError
 
     encoder = TextEncoder("minilm")
     corpus = vc.load(public)
@@ -60,7 +69,13 @@ def fitted_pipeline(public: str, *, n_candidates: int = 5000, seed: int = 0, pro
                      sort_keys=True)
     path = veil_home() / "sentdp" / f"{public}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
     if path.is_file():
-        return SentDPPipeline.load(path, encoder=encoder)
+        try:
+            return SentDPPipeline.load(path, encoder=encoder)
+        except (CacheCorruptError, DataFormatError) as exc:
+            problem = exc.problem if isinstance(exc, CacheCorruptError) else "it cannot be read as a saved pipeline"
+            warnings.warn(f"cached SentDP pipeline {path} is damaged ({problem}); refitting it on {public!r} and "
+                          f"rewriting the file", CacheWarning, stacklevel=2)
+    writable_dir(path.parent)  # fail before the fit, not after
     pipe = SentDPPipeline.fit(corpus, encoder=encoder, n_candidates=n_candidates, seed=seed, progress=progress)
     pipe.save(path)
     return pipe
@@ -77,7 +92,7 @@ def _private_documents(job: EmbedJob) -> tuple[list[list[str]], str]:
         return docs, f"{job.source}/{job.split}"
     from veil.corpora.sentences import split_sentences
 
-    corpus = vc.load(job.source, text=job.text)
+    corpus = vc.load(job.source, **{"text": job.text, **job.file_options})
     docs = corpus.documents or split_sentences(corpus.texts, progress=job.progress)
     return docs, str(job.source)
 
@@ -87,6 +102,8 @@ def run_embed(job: EmbedJob) -> dict[str, Any]:
 
     if Path(job.out).suffix != ".npz":
         raise InvalidParameterError(f"--out must end in .npz, got {job.out}")
+    if Path(job.out).is_dir():
+        raise InvalidParameterError(f"--out {job.out} is a folder; give a file name ending in .npz")
     public = job.public or job.source
     docs, what = _private_documents(job)
     empty = [i for i, d in enumerate(docs) if len(d) == 0]

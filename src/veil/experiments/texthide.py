@@ -70,10 +70,16 @@ class TextHideEval:
                 raise InvalidParameterError(f"{name} must be >= 1 (or left out for the default), got {value}")
         if self.head_warmup is not None and self.head_warmup < 0:
             raise InvalidParameterError(f"head_warmup must be >= 0 (0 = no warm start), got {self.head_warmup}")
-        if self.encoder_lr <= 0:
-            raise InvalidParameterError(f"encoder_lr must be > 0, got {self.encoder_lr}")
+        if not np.isfinite(self.encoder_lr) or self.encoder_lr <= 0:
+            raise InvalidParameterError(f"encoder_lr must be finite and > 0, got {self.encoder_lr}")
+        if any(s < 0 for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
+            raise InvalidParameterError(f"seeds must be distinct integers >= 0, got {list(self.seeds)}")
         if self.mode == "inter" and self.k < 2:
             raise InvalidParameterError("inter mode needs k >= 2 (floor(k/2) public slots)")
+        batch = self.train_config(0).batch_size
+        if self.k > batch:
+            raise InvalidParameterError(f"k={self.k} is larger than the batch size {batch}: TextHide mixes each "
+                                        f"example with k-1 others of its batch; use --batch-size >= {self.k}")
 
     @property
     def setting(self) -> str:
@@ -102,8 +108,20 @@ class TextHideEval:
         return d
 
 
-def result_path(cfg: TextHideEval, root: str | Path = "results/texthide") -> Path:
-    return Path(root) / f"{cfg.name}.json"
+def run_tag(cfg: TextHideEval) -> str:
+    """What tells two runs of the same cell apart: training budget, training size and seeds."""
+    from veil.experiments.outputs import tag
+
+    tc = cfg.train_config(0)
+    return tag(ep=tc.epochs, pat=tc.patience, bs=tc.batch_size, warm=tc.head_warmup_epochs or None,
+               n=cfg.max_train, seeds=cfg.seeds)
+
+
+def result_path(cfg: TextHideEval, root: str | Path | None = None) -> Path:
+    """``<root>/<cell>-<budget, size, seeds>.json``; ``root`` defaults to ``./veil-results/texthide``."""
+    from veil.experiments.outputs import default_results_dir
+
+    return Path(root if root is not None else default_results_dir("texthide")) / f"{cfg.name}-{run_tag(cfg)}.json"
 
 
 def _subsample(idx: np.ndarray, limit: int | None) -> np.ndarray:
@@ -160,7 +178,8 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
     public, public_texts = _public(cfg, encoder)
     scale = float(np.sqrt(encoder.dim))
     per_seed: list[dict[str, float]] = []
-    extra: dict[str, Any] = {"best_epochs": [], "n_train": int(len(tr)), "n_dev": int(len(dv)), "n_test": int(len(te))}
+    extra: dict[str, Any] = {"best_epochs": [], "n_train": int(len(tr)), "n_dev": int(len(dv)), "n_test": int(len(te)),
+                             "collapsed_dev": [], "collapsed_test": []}  # per seed: predicts a single class
     if not cfg.finetune:
         X = {name: encoder.encode_corpus(corpus.select(idx, name=f"{cfg.corpus}-{name}{len(idx)}"), None,
                                          progress=progress)
@@ -181,7 +200,10 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
                              num_classes=num_classes, hook_factory=once, config=tc, progress=progress)
             X_test = X["test"]
         hook = once.last  # the hook trained with: same secret pool at test time
-        test = utility_metrics(task, corpus.labels[te], res.predict(X_test, hook))
+        pred = res.predict(X_test, hook)
+        test = utility_metrics(task, corpus.labels[te], pred)
+        extra["collapsed_dev"].append(bool(res.collapsed))  # train_head/finetune warned already
+        extra["collapsed_test"].append(_collapsed_on_test(task, pred, cfg.name, seed))
         per_seed.append({**{f"test_{k}": v for k, v in test.items()}, **{f"dev_{k}": v for k, v in res.dev_metrics.items()}})
         extra["best_epochs"].append(res.best_epoch)
         if cfg.finetune:  # small: one row per epoch; epoch 0 is the warm head on the pretrained encoder
@@ -194,6 +216,21 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
               "secret_randomness": "OS CSPRNG per seed (mask pool and mixing); seeds set head init and data order"}
     return ResultRecord(method="texthide", experiment=cfg.name, config=config, metrics=metrics,
                         wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+def _collapsed_on_test(task: str, pred: Any, name: str, seed: int) -> bool:
+    """True (with a CollapsedModelWarning) when every test prediction is one class."""
+    import warnings
+
+    from veil.errors import CollapsedModelWarning
+    from veil.metrics.utility import collapsed_prediction
+
+    collapsed = collapsed_prediction(task, np.asarray(pred))
+    if collapsed:
+        warnings.warn(f"{name} seed {seed}: the classifier predicts a single class for every test example "
+                      f"(MCC 0); its accuracy is the majority-class rate, not evidence of learning. Train longer "
+                      f"(--epochs) or check the setting", CollapsedModelWarning, stacklevel=3)
+    return collapsed
 
 
 class _Once:
@@ -230,9 +267,15 @@ def grid_configs(*, corpus: str = "rt-polarity", seeds: Sequence[int] = (0, 1), 
     return [TextHideEval(corpus=corpus, m=m, k=k, seeds=tuple(seeds), **overrides) for m in GRID_M for k in GRID_K]
 
 
-def run_sweep(configs: Sequence[TextHideEval], root: str | Path = "results/texthide", *, skip_existing: bool = True,
+def run_sweep(configs: Sequence[TextHideEval], root: str | Path | None = None, *, skip_existing: bool = True,
               log: Any = print) -> list[Path]:
-    """Run and write every configuration (each result file written atomically as soon as it is done)."""
+    """Run and write every configuration (each result file written atomically as soon as it is done).
+
+    ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run.
+    """
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    root = check_output_dir(root if root is not None else default_results_dir("texthide"))
     paths = []
     for cfg in configs:
         path = result_path(cfg, root)

@@ -1,0 +1,135 @@
+"""Shared pieces of the ``veil`` command line: option types, checks made before any work, JSON output.
+
+Every check here runs while the arguments are parsed, so a bad value costs a
+second and writes nothing. Bad values raise ``typer.BadParameter``: exit code 2
+and one line naming the option and what to give instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = ["JsonOpt", "ForceOpt", "console", "echo_json", "finite", "positive", "parse_m", "parse_seeds",
+           "parse_floats", "file_options", "warn_line", "EncodingOpt", "LabelOpt", "FormatOpt", "DropEmptyOpt", "TextOpt"]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (messages go to stderr).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace result files that already exist.")]
+TextOpt = Annotated[str, typer.Option(help="Text column (files only).")]
+LabelOpt = Annotated[Optional[str], typer.Option(help="Label column (files only).")]
+EncodingOpt = Annotated[Optional[str], typer.Option(help="File encoding, e.g. latin-1 or cp1252 (files only; default "
+                                                         "utf-8).")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help="csv, tsv, jsonl or conllu (files only; default: "
+                                                                   "from the suffix).")]
+DropEmptyOpt = Annotated[bool, typer.Option("--drop-empty", help="Drop rows with an empty text or label, with a "
+                                                                 "warning (files only).")]
+
+
+def console(as_json: bool = False):
+    """A rich console; on stderr when stdout carries JSON."""
+    from rich.console import Console
+
+    return Console(stderr=as_json)
+
+
+def echo_json(obj: Any) -> None:
+    """Strict JSON on stdout (NaN refused: it is not JSON)."""
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False))
+
+
+def finite(option: str, value: float, *, low: float | None = None, low_open: bool = True) -> float:
+    """``value`` finite (and above ``low``), or a BadParameter naming ``option``."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{option} must be a finite number, got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise typer.BadParameter(f"{option} must be {'>' if low_open else '>='} {low:g}, got {value:g}")
+    return value
+
+
+def positive(option: str, value: int | None, minimum: int = 1) -> int | None:
+    if value is not None and value < minimum:
+        raise typer.BadParameter(f"{option} must be >= {minimum}, got {value}")
+    return value
+
+
+def parse_m(value: str) -> int | None:
+    """``--m``: an integer >= 0, or inf for an infinite pool."""
+    if value.strip().lower() in ("inf", "infinite"):
+        return None
+    try:
+        m = int(value)
+    except ValueError:
+        raise typer.BadParameter(f"--m must be an integer >= 0 or 'inf', got {value!r}") from None
+    if m < 0:
+        raise typer.BadParameter(f"--m must be an integer >= 0 or 'inf', got {m}")
+    return m
+
+
+def parse_seeds(value: str) -> tuple[int, ...]:
+    """``--seeds``: comma-separated distinct integers >= 0."""
+    try:
+        seeds = tuple(int(s) for s in value.split(",") if s.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--seeds must be comma-separated integers >= 0, e.g. 0,1,2; got {value!r}") from None
+    if not seeds:
+        raise typer.BadParameter("--seeds needs at least one seed, e.g. 0,1,2")
+    if any(s < 0 for s in seeds):
+        raise typer.BadParameter(f"--seeds must be integers >= 0, got {value!r}")
+    if len(set(seeds)) != len(seeds):
+        raise typer.BadParameter(f"--seeds repeats a seed ({value!r}); each seed is one run")
+    return seeds
+
+
+def parse_floats(value: str, option: str, *, low: float = 0.0) -> tuple[float, ...]:
+    """Comma-separated finite numbers > ``low`` (e.g. ``--epsilons 1,3,10``)."""
+    try:
+        values = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{option} must be comma-separated numbers, got {value!r}") from None
+    if not values:
+        raise typer.BadParameter(f"give at least one value for {option}")
+    return tuple(finite(option, v, low=low) for v in values)
+
+
+def file_options(source: str, *, text: str = "text", label: str | None = None, encoding: str | None = None,
+                 format: str | None = None, drop_empty: bool = False) -> dict[str, Any]:
+    """Loader keyword arguments for a user file; a built-in corpus name with file options is refused."""
+    import veil.corpora as vc
+
+    given = {"--label": label, "--encoding": encoding, "--format": format,
+             "--drop-empty": drop_empty or None, "--text": None if text == "text" else text}
+    if source in vc.names():
+        used = [k for k, v in given.items() if v is not None]
+        if used:
+            raise typer.BadParameter(f"{', '.join(used)} apply to your own files only, not to the built-in corpus "
+                                     f"{source!r}; leave them out")
+        return {}
+    if not Path(source).exists():
+        raise typer.BadParameter(f"{source!r} is neither a built-in corpus ({', '.join(vc.names())}) nor an "
+                                 f"existing file")
+    opts: dict[str, Any] = {"text": text, "drop_empty": drop_empty}
+    if label is not None:
+        opts["label"] = label
+    if encoding is not None:
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise typer.BadParameter(f"--encoding {encoding!r} is not a known encoding; try utf-8, latin-1, "
+                                     f"cp1252 or utf-16") from None
+        opts["encoding"] = encoding
+    if format is not None:
+        opts["format"] = format
+    return opts
+
+
+def warn_line(message: Any, category: type, *_: Any, **__: Any) -> None:
+    """``warnings.showwarning`` for the CLI: ``veil: warning: ...`` on one line, no source line."""
+    print(f"veil: {category.__name__}: {message}", file=sys.stderr)
+

@@ -1,0 +1,100 @@
+"""Where experiment results go, and the checks made on output locations before any work starts.
+
+Experiment commands write to a user folder by default: ``$VEIL_RESULTS`` or
+``./veil-results/<method>/``, never into a repository's tracked ``results/`` or
+``docs/`` unless that folder is named explicitly (``--results results/texthide``,
+as the paper runs do). File names carry what tells runs apart (budget, sizes,
+seeds), so a small trial never replaces a paper run, and replacing an existing
+result needs ``--force``.
+
+Every check here runs before the heavy work and writes nothing: a typo in an
+output path costs a second, not an hour of compute.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from veil.errors import InvalidParameterError
+
+__all__ = ["RESULTS_ENV", "results_root", "default_results_dir", "check_output_file", "check_output_dir",
+           "refuse_existing", "tag"]
+
+RESULTS_ENV = "VEIL_RESULTS"
+
+
+def results_root() -> Path:
+    """``$VEIL_RESULTS`` or ``./veil-results``: the default root of every experiment's result folder."""
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env).expanduser() if env else Path("veil-results")
+
+
+def default_results_dir(method: str) -> Path:
+    return results_root() / method
+
+
+def _nearest_existing(path: Path) -> Path:
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def _check_creatable(path: Path, option: str) -> None:
+    """``path`` (a folder to be created if missing) can be created and written, or a typed error."""
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        raise InvalidParameterError(
+            f"{option} {path}: {base} is a file, so no folder can be created under it; choose another {option}")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise InvalidParameterError(f"{option} {path}: {base} is not writable; choose a folder you can write to")
+
+
+def check_output_dir(path: str | os.PathLike, *, option: str = "--results") -> Path:
+    """Check that ``path`` is (or can become) a writable folder. Creates nothing."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InvalidParameterError(f"{option} {path} is a file, not a folder; give a folder for the results")
+    _check_creatable(path, option)
+    return path
+
+
+def check_output_file(path: str | os.PathLike, *, force: bool = False, option: str = "--out",
+                      suffixes: Iterable[str] = ()) -> Path:
+    """Check an output file before work: suffix, not a folder, writable parent, no silent replacement."""
+    path = Path(path)
+    suffixes = tuple(suffixes)
+    if suffixes and path.suffix not in suffixes:
+        raise InvalidParameterError(f"{option} must end in {' or '.join(suffixes)}, got {path}")
+    if path.is_dir():
+        raise InvalidParameterError(f"{option} {path} is a folder; give a file name inside it, e.g. {path / 'out'}"
+                                    f"{suffixes[0] if suffixes else ''}")
+    _check_creatable(path.parent, option)
+    refuse_existing(path, force)
+    return path
+
+
+def refuse_existing(path: str | os.PathLike, force: bool, *, option: str = "--force") -> None:
+    """A typed error when ``path`` exists and ``force`` is not set."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise InvalidParameterError(f"{path} exists; pass {option} to replace it, or choose another output")
+
+
+def tag(**parts: object) -> str:
+    """A file-name fragment from run parameters: ``tag(ep=300, bs=64, n=None)`` -> ``ep300-bs64``.
+
+    None values are left out; sequences are joined with ``_``; the characters kept
+    are letters, digits, ``.`` and ``_``.
+    """
+    out = []
+    for key, value in parts.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = "_".join(str(v) for v in value)
+        text = "".join(ch for ch in f"{key}{value}" if ch.isalnum() or ch in "._")
+        out.append(text)
+    return "-".join(out)
