@@ -37,7 +37,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from veil._io import atomic_write_json, atomic_write_text  # noqa: E402
-from veil.experiments.records import git_commit  # noqa: E402
+from veil.results import git_commit  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 PAPER_BUILD_S = {"CoLA": 267.0, "SST-2": 1576.0}
@@ -114,7 +114,7 @@ def main() -> None:
     import faiss
     import torch
 
-    from veil.attacks.retrieval_index import resolve_backend
+    from veil.attacks.retrieval.index import resolve_backend
 
     rng = np.random.default_rng(0)
     builds = [build_benchmark("rt-polarity", args.cached_encode)]

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from veil._io import atomic_write_json, atomic_write_text  # noqa: E402
-from veil.experiments.records import git_commit  # noqa: E402
+from veil.results import git_commit  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 

@@ -279,7 +279,7 @@ def test_api_cases(tmp_path):
     from veil.defenses.texthide import MaskPool, TextHide
     from veil.encoders._inputs import check_texts
     from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning, ResourceMissingError
-    from veil.experiments.records import Metric, ResultRecord
+    from veil.results import Metric, ResultRecord
     from veil.experiments.texthide import TextHideEval
 
     with pytest.raises(ResourceMissingError, match="does not exist; check the path"):

@@ -17,7 +17,7 @@ from veil.attacks.retrieval import (PAPER_SETTINGS, RSS, RandomGuess, RepRecon, 
                                     evaluate_retrieval, observe, observe_original, protect, protect_with_texthide,
                                     reprecon_table, rss_table, sample_queries)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, UnknownNameError
-from veil.experiments.records import Metric
+from veil.results import Metric
 
 BACKENDS = ("torch", "faiss")
 
@@ -122,7 +122,7 @@ def test_ties_go_to_the_lowest_index(backend, copies, margin):
 
 
 def test_query_blocks_and_torch_chunks_do_not_change_answers(monkeypatch):
-    import veil.attacks.retrieval_index as ri
+    import veil.attacks.retrieval.index as ri
 
     rng = np.random.default_rng(12)
     X = rng.normal(size=(500, 16)).astype(np.float32)
@@ -205,7 +205,7 @@ def test_index_bad_input_raises_typed_errors():
 
 
 def test_auto_backend_rule_prefers_faiss():
-    from veil.attacks.retrieval_index import resolve_backend
+    from veil.attacks.retrieval.index import resolve_backend
 
     assert resolve_backend("auto") == "faiss"  # faiss-cpu is a pinned dependency
     assert resolve_backend("faiss") == "faiss"

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from veil.defenses import texthide_mix
+from veil.defenses.texthide import mix as texthide_mix
 from veil.defenses.texthide import Encrypted, MaskPool, TextHide
-from veil.defenses.texthide_mix import (draw_coefficients, mix_labels, mix_representations, secure_half_normal,
+from veil.defenses.texthide.mix import (draw_coefficients, mix_labels, mix_representations, secure_half_normal,
                                         secure_permutations, secure_randint)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
 

@@ -1,4 +1,4 @@
-"""veil.defenses.texthide_masks.MaskPool: the secret key of TextHide (storage, secrecy, sampling law)."""
+"""veil.defenses.texthide.masks.MaskPool: the secret key of TextHide (storage, secrecy, sampling law)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 
 from veil.defenses.base import InsecureKeyFileError
-from veil.defenses.texthide_masks import MaskPool
+from veil.defenses.texthide.masks import MaskPool
 from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning,
                          ResourceMissingError)
 

@@ -9,7 +9,7 @@ import pytest
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.experiments.audit import run_sentdp_audit
-from veil.experiments.records import ResultRecord
+from veil.results import ResultRecord
 
 
 @pytest.fixture(scope="module")

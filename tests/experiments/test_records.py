@@ -8,7 +8,7 @@ import os
 import pytest
 
 from veil.errors import DataFormatError
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 from veil.report import render_all
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.records import Metric
+from veil.results import Metric
 from veil.metrics.leakage import (LEAKAGE_METRICS, TfidfScorer, cosine_scores, identity_scores, jaccard_scores,
                                   label_scores, leakage_metrics, leakage_scores, normal_interval, summarize_scores,
                                   wilson_interval, word_set)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 from veil.report import render_all
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import veil.report.sentdp  # noqa: F401  (registers the "sentdp" renderer)
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 from veil.report import render_all
 from veil.report.markdown import RENDERERS
 

@@ -21,20 +21,20 @@ from veil.attacks.base import (Attack, AttackResult, Observation, ThreatModel, a
                                register_attack)
 
 _LAZY = {
-    "SimilaritySearch": "veil.attacks.retrieval_index",
-    "Retrieved": "veil.attacks.retrieval_index",
+    "SimilaritySearch": "veil.attacks.retrieval.index",
+    "Retrieved": "veil.attacks.retrieval.index",
     "RSS": "veil.attacks.retrieval",
-    "RepRecon": "veil.attacks.retrieval_reprecon",
+    "RepRecon": "veil.attacks.retrieval.reprecon",
     "RandomGuess": "veil.attacks.retrieval",
     "RetrievalResult": "veil.attacks.retrieval",
     "evaluate_retrieval": "veil.attacks.retrieval",
     "rss_table": "veil.attacks.retrieval",
     "reprecon_table": "veil.attacks.retrieval",
-    "observe": "veil.attacks.retrieval_observe",
-    "observe_original": "veil.attacks.retrieval_observe",
-    "protect": "veil.attacks.retrieval_observe",
-    "protect_with_texthide": "veil.attacks.retrieval_observe",
-    "sample_queries": "veil.attacks.retrieval_observe",
+    "observe": "veil.attacks.retrieval.observe",
+    "observe_original": "veil.attacks.retrieval.observe",
+    "protect": "veil.attacks.retrieval.observe",
+    "protect_with_texthide": "veil.attacks.retrieval.observe",
+    "sample_queries": "veil.attacks.retrieval.observe",
 }
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from veil._registry import LazyRegistry
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 
 __all__ = ["Attack", "ThreatModel", "Observation", "AttackResult", "attack_names", "get_attack", "register_attack",
            "rng_description", "as_vectors"]
@@ -90,7 +90,7 @@ class Observation:
     ``vectors`` is a read-only float32 copy. ``defense`` is public configuration
     only (e.g. ``TextHide.config()``; never keys). ``source`` says how the
     vectors were made: ``"original"`` (no defense, the paper's baseline),
-    ``"defense"`` (a veil defense applied by :func:`veil.attacks.retrieval_observe.protect`)
+    ``"defense"`` (a veil defense applied by :func:`veil.attacks.retrieval.observe.protect`)
     or ``"precomputed"`` (any array the caller supplies).
     """
 
@@ -215,7 +215,7 @@ class AttackResult:
                  "ci_high": m.ci_high, "ci_level": m.ci_level} for name, m in self.metrics.items()]
 
     def to_record(self, method: str, experiment: str) -> ResultRecord:
-        """A :class:`~veil.experiments.records.ResultRecord` (config = attack config + defense; examples in extra)."""
+        """A :class:`~veil.results.ResultRecord` (config = attack config + defense; examples in extra)."""
         return ResultRecord(method=method, experiment=experiment,
                             config={"attack": _jsonable(self.config), "defense": _jsonable(self.defense),
                                     "n_queries": self.n_queries},

@@ -24,8 +24,8 @@ from veil.defenses.base import (NO_GUARANTEE, Defense, Guarantee, InsecureKeyFil
 _LAZY = {
     "TextHide": "veil.defenses.texthide",
     "Encrypted": "veil.defenses.texthide",
-    "MaskPool": "veil.defenses.texthide_masks",
-    "TextHideDetails": "veil.defenses.texthide_mix",
+    "MaskPool": "veil.defenses.texthide.masks",
+    "TextHideDetails": "veil.defenses.texthide.mix",
 }
 
 

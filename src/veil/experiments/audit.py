@@ -23,7 +23,7 @@ import numpy as np
 
 from veil.defenses.base import check_int, check_real
 from veil.errors import DataFormatError, InvalidTypeError
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import InvalidParameterError
-from veil.experiments.records import ResultRecord
+from veil.results import ResultRecord
 
 __all__ = ["ATTACKS", "run_retrieval", "write_records", "planned_paths", "record_file_name"]
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import InvalidParameterError
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 from veil.metrics.utility import macro_f1 as _macro_f1
 
 __all__ = ["SentDPEval", "run_sentdp_eval", "planned_paths", "EPSILONS", "P_GRID", "K_BINS", "METHODS"]

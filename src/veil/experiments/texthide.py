@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import InvalidParameterError
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 
 __all__ = ["TextHideEval", "run_texthide_eval", "result_path", "TABLE1_TASKS", "GRID_M", "GRID_K"]
 

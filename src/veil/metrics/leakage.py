@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.records import Metric
+from veil.results import Metric
 
 __all__ = ["LEAKAGE_METRICS", "PAPER_NAMES", "PROPORTIONS", "TfidfScorer", "word_set", "identity_scores",
            "jaccard_scores", "label_scores", "cosine_scores", "sbert_scores", "leakage_scores",
@@ -268,7 +268,7 @@ def normal_interval(values: Sequence[float], level: float = 0.95,
 
 def summarize_scores(scores: Mapping[str, Any], *, ci_level: float = 0.95,
                      keep_values: bool = False) -> dict[str, Metric]:
-    """One :class:`~veil.experiments.records.Metric` per metric: mean, sample sd, n and a CI over queries.
+    """One :class:`~veil.results.Metric` per metric: mean, sample sd, n and a CI over queries.
 
     Metrics in :data:`PROPORTIONS` get a Wilson interval, the others a normal
     approximation (see the module docstring). ``keep_values`` stores the

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from veil._io import atomic_write_text
 from veil.errors import DataFormatError, ResourceMissingError
-from veil.experiments.records import ResultRecord
+from veil.results import ResultRecord
 
 __all__ = ["RENDERERS", "register_renderer", "render_method", "render_all", "HEADER"]
 

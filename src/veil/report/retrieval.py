@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from veil.experiments.records import ResultRecord
+from veil.results import ResultRecord
 from veil.report.markdown import register_renderer
 
 SETTINGS = ("baseline", "mix-only", "texthide", "random")

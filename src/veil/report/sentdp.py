@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veil.experiments.records import Metric, ResultRecord
+from veil.results import Metric, ResultRecord
 from veil.report.markdown import register_renderer
 
 EPSILONS = (1.0, 3.0, 6.0, 10.0, 15.0, 23.0, 30.0)

@@ -224,7 +224,7 @@ class MaskPool:
             fresh = torch.from_numpy(_random_signs(n, self._dim, self._source))
             return None, fresh.to(device=device, dtype=dtype)
         if generator is None:
-            from veil.defenses.texthide_mix import secure_randint
+            from veil.defenses.texthide.mix import secure_randint
 
             idx = secure_randint(self._m, (n,))
         else:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from veil.attacks.base import Attack, Observation, ThreatModel, as_vectors, rng_description
-from veil.attacks.retrieval_index import Retrieved, SimilaritySearch
+from veil.attacks.retrieval.index import Retrieved, SimilaritySearch
 from veil.defenses.base import check_int, check_real, check_rng
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike
@@ -41,7 +41,7 @@ class RepRecon(Attack):
 
     Parameters (keyword-only except ``index``)
     -------------------------------------------
-    index: the attacker's :class:`~veil.attacks.retrieval_index.SimilaritySearch`.
+    index: the attacker's :class:`~veil.attacks.retrieval.index.SimilaritySearch`.
     hidden: hidden layer sizes (paper: (1024, 1024)).
     epochs, batch_size, lr: Adam training (paper: 20 epochs).
     rng: None (OS entropy) or an int seed / numpy Generator (experiments).

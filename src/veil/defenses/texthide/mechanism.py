@@ -65,8 +65,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, seeded_rng
-from veil.defenses.texthide_masks import MaskPool
-from veil.defenses.texthide_mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
+from veil.defenses.texthide.masks import MaskPool
+from veil.defenses.texthide.mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
                                         mix_labels, mix_representations)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
@@ -168,7 +168,7 @@ class TextHide(Defense):
         self._bound = coefficient_bound
         seeded = seeded_rng(rng, "TextHide", "mixing (permutations, coefficients, public rows, mask choice)")
         self._seeded = seeded is not None
-        # None = every draw straight from the OS CSPRNG (see texthide_mix); else a reproducible torch stream
+        # None = every draw straight from the OS CSPRNG (see veil.defenses.texthide.mix); else a reproducible torch stream
         self._generator: torch.Generator | None = None if seeded is None else torch_generator(seeded)
         if not isinstance(record_details, bool):
             raise InvalidTypeError(f"record_details must be a bool, got {type(record_details).__name__}")

@@ -23,13 +23,13 @@ Departures from the paper:
 * the index holds MiniLM (all-MiniLM-L6-v2, mean pooled, L2-normalised)
   sentence embeddings, not BERT [CLS] vectors, and corpora are the offline
   ones (no CoLA/SST-2 here); search is exact (torch or faiss, identical
-  answers, ties to the lowest index; see :mod:`veil.attacks.retrieval_index`);
+  answers, ties to the lowest index; see :mod:`veil.attacks.retrieval.index`);
 * SBERT similarity is scored with MiniLM too (see :mod:`veil.metrics.leakage`);
 * TextHide masks come from the OS CSPRNG (fresh pool per setting); the query
   of RSS is the training-time encryption (mixed with k-1 other queries of its
   batch of 64);
 * RepRecon training details the paper leaves open are listed in
-  :mod:`veil.attacks.retrieval_reprecon`.
+  :mod:`veil.attacks.retrieval.reprecon`.
 
 >>> from veil.attacks.retrieval import SimilaritySearch, RSS, evaluate_retrieval, sample_queries
 >>> from veil.attacks.retrieval import protect_with_texthide
@@ -53,10 +53,10 @@ from typing import Any
 import numpy as np
 
 from veil.attacks.base import Attack, AttackResult, Observation, ThreatModel, as_vectors, rng_description
-from veil.attacks.retrieval_index import Retrieved, SimilaritySearch
-from veil.attacks.retrieval_observe import (observe, observe_original, protect, protect_with_texthide,
+from veil.attacks.retrieval.index import Retrieved, SimilaritySearch
+from veil.attacks.retrieval.observe import (observe, observe_original, protect, protect_with_texthide,
                                             sample_queries)
-from veil.attacks.retrieval_reprecon import RepRecon
+from veil.attacks.retrieval.reprecon import RepRecon
 from veil.defenses.base import check_int, check_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
@@ -254,7 +254,7 @@ def reprecon_table(index: SimilaritySearch, train_ids: Any, query_ids: Any, *,
     training pairs and its queries (one client's key); ``rng`` seeds the
     mixing, the MLP's initialisation and shuffling, and the random guesses.
     """
-    from veil.attacks.retrieval_observe import experiment_texthide
+    from veil.attacks.retrieval.observe import experiment_texthide
     from veil.defenses.texthide import MaskPool
 
     index = _check_index(index)
