@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from veil.results import Metric, ResultRecord
 from veil.report import render_all
 
@@ -31,8 +33,8 @@ def test_texthide_page_tables_and_heatmap(tmp_path):
     assert "| rt-polarity | accuracy | 81.0 ± 1.4 | 71.0 ± 1.4 | 61.0 ± 1.4 | – | – | SST-2 acc.: 92.4 / 91.7 / 91.3 |" in page
     assert "intra (256,4) -10.0, inter (256,4) -20.0" in page
     assert "| inf | – | – | – | 55.0 |" in page
-    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 10.0, missed by 7.0 points." in page
-    assert "Target, inter (256,4) loses at most 5 points on rt-polarity: it loses 20.0, missed by 15.0 points." in page
+    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 10.0, missed by 7.0 points (no interval" in page
+    assert "Target, inter (256,4) loses at most 5 points on rt-polarity: it loses 20.0, missed by 15.0 points (no interval" in page
     png = tmp_path / "docs" / "texthide_grid.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -46,7 +48,7 @@ def test_texthide_targets_met_and_warm_start_kept(tmp_path):
         rec.write(res / f"{rec.experiment}.json")
     render_all(tmp_path / "results", tmp_path / "docs")
     page = (tmp_path / "docs" / "texthide.md").read_text()
-    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 1.5, met." in page
+    assert "Target, intra (256,4) loses at most 3 points on rt-polarity: it loses 1.5, met on the means; too few seeds for an interval, so not established" in page
     assert "inter (256,4) loses at most 5 points on rt-polarity: not run in this setting." in page
     assert "rt-polarity intra-m256-k4: fine-tuning never beat the head-only warm start" in page
     assert "- rt-polarity intra-m0-k4 (outside the table): 83.0 ± 0.0, +2.0 against the baseline." in page
@@ -61,3 +63,21 @@ def test_committed_pages_match_committed_results(tmp_path):
         committed = ROOT / "docs" / "results" / page.name
         assert committed.exists(), f"{committed} missing: run `veil report`"
         assert committed.read_text() == page.read_text(), f"{committed} is stale: run `veil report`"
+
+
+def test_difference_interval_is_welch_and_says_when_it_cannot_be_formed():
+    from scipy import stats
+
+    from veil.report.texthide import _diff_interval
+    from veil.results import Metric, ResultRecord
+
+    def rec(values):
+        return ResultRecord(method="texthide", experiment="x", config={},
+                            metrics={"test_accuracy": Metric.from_values(values)}, wall_time_s=0.0)
+
+    a, b = [0.80, 0.84, 0.82], [0.70, 0.71, 0.75]
+    low, high, text = _diff_interval(rec(a), rec(b), "test_accuracy")
+    ref = stats.ttest_ind([100 * v for v in a], [100 * v for v in b], equal_var=False).confidence_interval(0.95)
+    assert (low, high) == pytest.approx((ref.low, ref.high)) and "Welch, 3 vs 3 seeds" in text
+    assert _diff_interval(rec([0.8]), rec(b), "test_accuracy")[:2] == (None, None)
+    assert "the seeds agree exactly" in _diff_interval(rec([0.8, 0.8]), rec([0.7, 0.7]), "test_accuracy")[2]

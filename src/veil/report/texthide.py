@@ -88,9 +88,35 @@ def _other_cells(index, corpora, setting) -> list[str]:
                 continue
             key = _primary(rec)
             delta = "" if base is None else \
-                f", {_points(rec, base, key):+.1f} against the baseline"
+                f", {_points(rec, base, key):+.1f} against the baseline ({_diff_ci(rec, base, key)})"
             out.append(f"- {corpus} {variant} (outside the table): {_cell(rec)}{delta}.")
     return out + ([""] if out else [])
+
+
+def _diff_ci(rec: ResultRecord, base: ResultRecord, key: str, level: float = 0.95) -> str:
+    """Welch's t interval of ``rec - base`` in points, from the per-seed values; says so when it cannot be formed."""
+    return _diff_interval(rec, base, key, level)[2]
+
+
+def _diff_interval(rec: ResultRecord, base: ResultRecord, key: str,
+                   level: float = 0.95) -> tuple[float | None, float | None, str]:
+    """(low, high, text) of Welch's t interval of ``rec - base`` in points (None, None, reason) when impossible."""
+    a, b = rec.metrics[key].values, base.metrics[key].values
+    if len(a) < 2 or len(b) < 2:
+        return None, None, f"no interval: {len(a)} vs {len(b)} seed(s), at least 2 each are needed"
+    import numpy as np
+    from scipy import stats
+
+    a, b = 100 * np.asarray(a, dtype=float), 100 * np.asarray(b, dtype=float)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = float(np.sqrt(va + vb))
+    if se == 0.0:
+        return None, None, f"no interval: the seeds agree exactly ({len(a)} vs {len(b)} seeds)"
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    d = float(a.mean() - b.mean())
+    return d - half, d + half, (f"{level:.0%} CI of the difference [{d - half:+.1f}, {d + half:+.1f}] (Welch, "
+                                f"{len(a)} vs {len(b)} seeds, {df:.1f} df)")
 
 
 # The issue's targets on rt-polarity: largest allowed loss against the baseline, in points of accuracy.
@@ -108,9 +134,18 @@ def _targets(index, setting: str) -> list[str]:
             out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: not run in this setting.")
             continue
         loss = -_points(rec, base, "test_accuracy")
-        verdict = "met" if loss <= limit else f"missed by {loss - limit:.1f} points"
+        low, high, ci = _diff_interval(rec, base, "test_accuracy")
+        if loss > limit:
+            verdict = f"missed by {loss - limit:.1f} points"
+        elif low is None:
+            verdict = "met on the means; too few seeds for an interval, so not established"
+        elif low >= -limit:
+            verdict = "met (the whole interval is inside the target)"
+        else:
+            verdict = (f"met on the means only: the interval reaches {low:+.1f}, so these seeds cannot rule out a "
+                       f"loss beyond {limit:.0f} points")
         change = f"it loses {loss:.1f}" if loss >= 0 else f"it scores {-loss:.1f} above the baseline"
-        out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: {change}, {verdict}.")
+        out.append(f"- Target, {name} loses at most {limit:.0f} points on rt-polarity: {change}, {verdict} ({ci}).")
     return out + [""]
 
 
