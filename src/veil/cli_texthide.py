@@ -169,8 +169,107 @@ def attack_reprecon(
     _attack("reprecon", corpus, defense, m, k, positive("--queries", queries), seed, results, force, as_json)
 
 
+def _adaptive(attack: str, corpus: str, defense: str, m: str, k: int, mode: str, epochs: int, index: str,
+              queries: int, seed: int, public: str, results: Optional[Path], force: bool, as_json: bool) -> None:
+    import veil.corpora as vc
+    from veil.errors import UnknownNameError
+    from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
+    from veil.experiments.texthide_attacks import AttackCell, result_path, run_cell
+
+    if defense != "texthide":
+        raise typer.BadParameter(f"--defense must be texthide for {attack} (the only defense it applies to), "
+                                 f"got {defense!r}")
+    for name in (corpus, public) + ((index.split(":", 1)[1],) if index.startswith("public:") else ()):
+        if name not in vc.names():
+            raise UnknownNameError("corpus", name, vc.names())
+    cell = AttackCell(corpus=corpus, attack=attack, m=parse_m(m), k=k, mode=_check_mode(mode), epochs=epochs,
+                      index=index, queries=queries, seed=seed, public=public)
+    root = check_output_dir(results if results is not None else default_results_dir("texthide-attacks"))
+    path = result_path(cell, root)
+    refuse_existing(path, force)
+    record = run_cell(cell)
+    record.write(path)
+    if as_json:
+        echo_json(record.to_dict())
+        return
+    out = console()
+    for key, metric in record.metrics.items():
+        if not key.startswith("random_"):
+            floor = record.metrics.get(f"random_{key}")
+            out.print(f"{cell.name}: {key} = {metric}" + (f"   (random: {floor})" if floor else ""), highlight=False)
+    out.print(f"wrote {path}")
+
+
+def _adaptive_command(attack: str, summary: str):
+    def command(
+        corpus: Annotated[str, typer.Option(help="Private corpus.")] = "rt-polarity",
+        defense: Annotated[str, typer.Option(help="texthide (the defense these attacks target).")] = "texthide",
+        m: Annotated[str, typer.Option("--m", help="Mask pool size: an integer >= 1, or inf (abs-rss: also 0).")] = "256",
+        k: Annotated[int, typer.Option("--k", min=1, help="TextHide k.")] = 4,
+        mode: Annotated[str, typer.Option(help="intra or inter.")] = "intra",
+        epochs: Annotated[int, typer.Option(min=1, help="Encodings observed per training example (mask-recovery, "
+                                                        "unmix).")] = 5 if attack != "abs-rss" else 1,
+        index: Annotated[str, typer.Option(help="private (the index holds the private texts) or public:CORPUS.")]
+        = "private",
+        queries: Annotated[int, typer.Option(min=1, help="Queries (encodings attacked).")] = 1000,
+        seed: Annotated[int, typer.Option(min=0, help="Selects queries and the attacker's choices; never the key or "
+                                                      "the mixing (OS CSPRNG).")] = 0,
+        public: Annotated[str, typer.Option(help="Public corpus: inter mode's public set and the attacker's "
+                                                 "statistics.")] = "health-tweets",
+        results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide-attacks).")]
+        = None,
+        force: ForceOpt = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        _adaptive(attack, corpus, defense, m, k, mode, epochs, index, queries, seed, public, results, force, as_json)
+
+    command.__doc__ = summary
+    return command
+
+
+def texthide_attacks_sweep(
+    which: Annotated[str, typer.Argument(help="headline ((256,4), (256,1), mix-only on 3 corpora) or grid (m x k x "
+                                              "epochs x mode on one corpus).")],
+    corpus: Annotated[str, typer.Option(help="Corpus of the grid.")] = "rt-polarity",
+    queries: Annotated[int, typer.Option(min=1, help="Queries per cell.")] = 1000,
+    attacks: Annotated[Optional[str], typer.Option(help="Only these attacks, comma-separated.")] = None,
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide-attacks).")]
+    = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-run cells whose result file exists.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run many adaptive-attack cells; finished cells are skipped (resumable), each written when done."""
+    from veil.experiments.outputs import default_results_dir
+    from veil.experiments.texthide_attacks import ATTACKS, grid_cells, headline_cells, run_cells
+
+    if which == "headline":
+        cells = headline_cells(queries=queries)
+    elif which == "grid":
+        cells = grid_cells(corpus=corpus, queries=queries)
+    else:
+        raise typer.BadParameter(f"unknown sweep {which!r}; use headline or grid")
+    if attacks:
+        wanted = [a.strip() for a in attacks.split(",") if a.strip()]
+        bad = [a for a in wanted if a not in ATTACKS]
+        if bad:
+            raise typer.BadParameter(f"--attacks: unknown {bad}; use some of {', '.join(ATTACKS)}")
+        cells = [c for c in cells if c.attack in wanted]
+    msg = console(as_json)
+    paths = run_cells(cells, results if results is not None else default_results_dir("texthide-attacks"),
+                      force=force, log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json({"results": [str(p) for p in paths]})
+
+
 def register(texthide_app: typer.Typer, attack_app: typer.Typer) -> None:
     texthide_app.command("eval")(texthide_eval)
     texthide_app.command("sweep")(texthide_sweep)
     attack_app.command("rss")(attack_rss)
     attack_app.command("reprecon")(attack_reprecon)
+    attack_app.command("abs-rss")(_adaptive_command(
+        "abs-rss", "Sign-invariant search: |e~| - mu against |e| - mu over the index (masks keep magnitudes)."))
+    attack_app.command("mask-recovery")(_adaptive_command(
+        "mask-recovery", "Recover TextHide's secret mask pool from the encodings an eavesdropper collects."))
+    attack_app.command("unmix")(_adaptive_command(
+        "unmix", "Unmask encodings with recovered masks and solve for their k sources over the index."))
+    attack_app.command("texthide-sweep")(texthide_attacks_sweep)

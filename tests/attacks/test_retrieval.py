@@ -13,9 +13,9 @@ import pytest
 
 from veil.attacks import attack_names, get_attack
 from veil.attacks.base import AttackResult, Observation
-from veil.attacks.retrieval import (PAPER_SETTINGS, RSS, RandomGuess, RepRecon, RetrievalResult, SimilaritySearch,
-                                    evaluate_retrieval, observe, observe_original, protect, protect_with_texthide,
-                                    reprecon_table, rss_table, sample_queries)
+from veil.attacks.retrieval import (PAPER_SETTINGS, RSS, AbsRSS, RandomGuess, RepRecon, RetrievalResult,
+                                    SimilaritySearch, evaluate_retrieval, observe, observe_original, protect,
+                                    protect_with_texthide, reprecon_table, rss_table, sample_queries)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, UnknownNameError
 from veil.results import Metric
 
@@ -53,8 +53,10 @@ def test_import_does_not_load_torch_faiss_or_sklearn():
 
 
 def test_registry():
-    assert attack_names() == ["random-guess", "reprecon", "rss"]
+    # other attack families register further names; the retrieval ones must all be there
+    assert {"abs-rss", "random-guess", "reprecon", "rss"} <= set(attack_names())
     assert get_attack("rss") is RSS and get_attack("reprecon") is RepRecon and get_attack("random-guess") is RandomGuess
+    assert get_attack("abs-rss") is AbsRSS
     with pytest.raises(UnknownNameError, match="rss"):
         get_attack("nope")
 
@@ -440,3 +442,85 @@ def test_evaluate_validation():
         evaluate_retrieval(RSS(index), obs, np.array([0, 1, 2]), text_embeddings=X[:4])
     with pytest.raises(InvalidTypeError):
         RSS(X)
+
+
+# ---------------------------------------------------------------- abs-rss tables, any-source scoring, verdicts
+def test_rss_table_runs_abs_rss_with_any_source_scoring_and_verdicts():
+    """Random unit vectors in d=64 (as above): with TextHide (256, 4), abs-RSS's answer is one of the 4 sources
+    for most encodings and beats Rand on every metric; RSS's slot-0 identity stays at chance."""
+    rng = np.random.default_rng(13)
+    n, d = 2000, 64
+    X = unit(rng.normal(size=(n, d))).astype(np.float32)
+    index = SimilaritySearch(make_texts(n), X, labels=rng.integers(0, 2, n))
+    q = sample_queries(n, 300, rng=1)
+    settings = (("baseline", 0, 1), ("inference", 256, 1), ("texthide", 256, 4))
+    abs_rows = rss_table(index, q, settings=settings, rng=2, text_embeddings=X, attack="abs-rss", any_source=True)
+    rss_rows = rss_table(index, q, settings=settings, rng=2, text_embeddings=X, any_source=True)
+    a = {r.setting: r for r in abs_rows}
+    r = {x.setting: x for x in rss_rows}
+    assert [x.setting for x in abs_rows] == ["baseline", "inference", "texthide", "random"]
+    assert a["texthide"].attack == "abs-rss" and r["texthide"].attack == "rss"
+    assert a["inference"].metrics["identity"].mean == 1.0  # masks only: |sigma o e| == |e|
+    assert r["inference"].metrics["identity"].mean < 0.1
+    assert a["texthide"].metrics["identity_any"].mean > 0.5
+    assert a["texthide"].metrics["identity_any"].mean >= a["texthide"].metrics["identity"].mean
+    assert a["baseline"].metrics["identity_any"].mean == a["baseline"].metrics["identity"].mean == 1.0
+    assert "identity_any" not in a["random"].metrics  # Rand has no mixture to score against
+    # verdicts: exact tests for identity, identity_any and label, permutation tests vs Rand for the others
+    sig = a["texthide"].significance
+    assert set(sig) == {"identity", "identity_any", "label", "jaccard", "tfidf_cosine", "sbert_cosine"}
+    assert all(v.reject for v in sig.values())
+    assert sig["jaccard"].test.startswith("permutation") and sig["identity"].test.startswith("exact binomial")
+    assert not a["random"].significance["identity"].reject
+    assert set(a["random"].significance) == {"identity", "label"}
+    # export: JSON, rows with p-values, record config with the identity verdict
+    d = json.loads(json.dumps(a["texthide"].to_dict(), allow_nan=False))
+    assert d["significance"]["identity"]["reject"] is True and d["significance"]["identity"]["alpha"] == 0.05
+    assert "scores" not in d  # per-query scores stay in memory
+    rows = {row["metric"]: row for row in a["texthide"].to_rows()}
+    assert rows["identity_any"]["beats_random"] is True and rows["identity"]["p_value"] < 1e-10
+    rec = a["texthide"].to_record("retrieval", "x")
+    assert rec.config["identity_beats_random"] is True and rec.config["significance_alpha"] == 0.05
+    assert set(rec.config["significance"]) == set(sig)
+    with pytest.raises(InvalidParameterError, match="abs-rss"):
+        rss_table(index, q, attack="reprecon")
+    with pytest.raises(InvalidTypeError):
+        rss_table(index, q, any_source="yes")
+
+
+def test_default_rss_table_outputs_are_unchanged_by_the_new_options():
+    """any_source off (the default): no identity_any metric; mixing and guesses draw from the rng exactly as
+    before (the permutation tests consume the rng only after every answer was drawn). Settings without masks
+    only: masks come from the OS CSPRNG, so masked rows differ between runs by design."""
+    rng = np.random.default_rng(14)
+    X = unit(rng.normal(size=(300, 16))).astype(np.float32)
+    index = SimilaritySearch(make_texts(300), X)
+    q = sample_queries(300, 100, rng=0)
+    settings = PAPER_SETTINGS[:2]  # baseline (0, 1) and mix-only (0, 4)
+    one = rss_table(index, q, settings=settings, rng=5, text_embeddings=X)
+    two = rss_table(index, q, settings=settings, rng=5, text_embeddings=X, random_guess=False)
+    assert len(one) == 3 and len(two) == 2
+    assert all("identity_any" not in r.metrics for r in one)
+    for a, b in zip(one, two):
+        assert {k: m.mean for k, m in a.metrics.items()} == {k: m.mean for k, m in b.metrics.items()}
+    assert "jaccard" in one[0].significance and "jaccard" not in two[0].significance
+
+
+def test_compare_to_random_and_evaluate_alpha():
+    from veil.attacks.retrieval import compare_to_random
+
+    rng = np.random.default_rng(15)
+    X = unit(rng.normal(size=(200, 8))).astype(np.float32)
+    index = SimilaritySearch(make_texts(200), X)
+    q = np.arange(100)
+    hit = evaluate_retrieval(RSS(index), observe_original(X[q]), q, text_embeddings=X, alpha=0.01)
+    rand = evaluate_retrieval(RandomGuess(index, rng=0), observe_original(X[q]), q, text_embeddings=X)
+    assert hit.significance["identity"].alpha == 0.01 and hit.config["alpha"] == 0.01
+    both = compare_to_random(hit, rand, rng=0, n_resamples=999)
+    assert both.significance["sbert_cosine"].reject and both.significance["sbert_cosine"].alpha == 0.01
+    back = compare_to_random(rand, hit, rng=0, n_resamples=999)
+    assert not back.significance["sbert_cosine"].reject  # one-sided: Rand does not beat the exact attack
+    with pytest.raises(InvalidTypeError):
+        compare_to_random(hit, {"identity": 1})
+    with pytest.raises(InvalidParameterError, match="alpha"):
+        evaluate_retrieval(RSS(index), observe_original(X[q]), q, alpha=1.0)

@@ -2,7 +2,7 @@
 
 >>> from veil.attacks import attack_names, get_attack
 >>> attack_names()
-['random-guess', 'reprecon', 'rss']
+['abs-rss', 'mask-recovery', 'random-guess', 'reprecon', 'rss']
 >>> from veil.attacks.retrieval import SimilaritySearch, RSS, evaluate_retrieval, protect_with_texthide
 >>> index = SimilaritySearch(texts, X, labels=y)             # exact cosine index (torch or faiss)
 >>> obs = protect_with_texthide(X[q], m=256, k=4)            # what the attacker sees
@@ -24,6 +24,12 @@ _LAZY = {
     "SimilaritySearch": "veil.attacks.retrieval.index",
     "Retrieved": "veil.attacks.retrieval.index",
     "RSS": "veil.attacks.retrieval",
+    "AbsRSS": "veil.attacks.retrieval.abs_rss",
+    "MixTruth": "veil.attacks.retrieval.observe",
+    "Protected": "veil.attacks.retrieval.observe",
+    "protect_with_truth": "veil.attacks.retrieval.observe",
+    "protect_with_texthide_truth": "veil.attacks.retrieval.observe",
+    "compare_to_random": "veil.attacks.retrieval",
     "RepRecon": "veil.attacks.retrieval.reprecon",
     "RandomGuess": "veil.attacks.retrieval",
     "RetrievalResult": "veil.attacks.retrieval",
@@ -35,6 +41,10 @@ _LAZY = {
     "protect": "veil.attacks.retrieval.observe",
     "protect_with_texthide": "veil.attacks.retrieval.observe",
     "sample_queries": "veil.attacks.retrieval.observe",
+    "MaskRecovery": "veil.attacks.texthide.mask_recovery",
+    "Unmix": "veil.attacks.texthide.unmix",
+    "observe_training_run": "veil.attacks.texthide.observe",
+    "observe_inference": "veil.attacks.texthide.observe",
 }
 
 

@@ -105,6 +105,10 @@ class Observation:
         if not isinstance(self.defense, Mapping):
             raise InvalidTypeError("defense must be a mapping of public configuration, "
                                    f"not {type(self.defense).__name__}")
+        bad = _not_plain(self.defense, "defense")
+        if bad is not None:  # keeps keys, masks and mixing details (arrays, tensors, objects) out of the attacker's view
+            raise InvalidTypeError(f"{bad}: an Observation's defense description holds public configuration only "
+                                   "(strings, numbers, booleans, lists and mappings of them), never arrays or objects")
         object.__setattr__(self, "defense", MappingProxyType(dict(self.defense)))
         if self.source not in ("original", "defense", "precomputed"):
             raise InvalidParameterError(f"source must be 'original', 'defense' or 'precomputed', got {self.source!r}")
@@ -119,6 +123,27 @@ class Observation:
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (no vectors)."""
         return {"source": self.source, "n": len(self), "dim": self.dim, "defense": _jsonable(dict(self.defense))}
+
+
+def _not_plain(x: Any, where: str) -> str | None:
+    """None when ``x`` is plain JSON-like data, else where the first non-plain value is and what it is."""
+    if x is None or isinstance(x, (str, bool, numbers.Number)) and not isinstance(x, np.ndarray):
+        return None
+    if isinstance(x, Mapping):
+        for key, value in x.items():
+            if not isinstance(key, str):
+                return f"{where} has a non-string key {key!r}"
+            found = _not_plain(value, f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(x, (list, tuple)):
+        for i, value in enumerate(x):
+            found = _not_plain(value, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    return f"{where} is a {type(x).__name__}"
 
 
 class Attack:
@@ -228,6 +253,9 @@ _REGISTRY = LazyRegistry("attack", {
     "rss": "veil.attacks.retrieval:RSS",
     "reprecon": "veil.attacks.retrieval:RepRecon",
     "random-guess": "veil.attacks.retrieval:RandomGuess",
+    "abs-rss": "veil.attacks.retrieval:AbsRSS",
+    "mask-recovery": "veil.attacks.texthide.mask_recovery:MaskRecovery",
+    "unmix": "veil.attacks.texthide.unmix:Unmix",
 })
 
 

@@ -42,7 +42,6 @@ scipy is imported inside the functions that need it.
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -52,8 +51,8 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "hit_rate_test",
-           "two_sample_test", "TWO_SAMPLE_METHODS"]
+__all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "poisson_binomial_tail",
+           "hit_rate_test", "two_sample_test", "check_alpha", "TWO_SAMPLE_METHODS"]
 
 DEFAULT_ALPHA = 0.05
 TWO_SAMPLE_METHODS = ("permutation", "mann-whitney")
@@ -82,7 +81,8 @@ class Verdict:
         return asdict(self)
 
 
-def _check_alpha(alpha: Any) -> float:
+def check_alpha(alpha: Any) -> float:
+    """``alpha`` as a float in (0, 1), or a typed error."""
     if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real):
         raise InvalidTypeError(f"alpha must be a real number in (0, 1), e.g. 0.05, got {type(alpha).__name__}")
     alpha = float(alpha)
@@ -109,7 +109,8 @@ def _check_rate(name: str, p: Any) -> float:
 
 
 def _verdict(test: str, statistic: float, p_value: float, alpha: float, null: str, n: int) -> Verdict:
-    p_value = min(1.0, max(0.0, float(p_value)))
+    p_value = float(p_value)
+    p_value = 1.0 if p_value != p_value else min(1.0, max(0.0, p_value))  # NaN (no evidence) never rejects
     return Verdict(test=test, statistic=float(statistic), p_value=p_value, alpha=alpha, reject=bool(p_value <= alpha),
                    null=null, n=int(n))
 
@@ -126,7 +127,7 @@ def binomial_test(hits: int, n: int, p0: float, *, alpha: float = DEFAULT_ALPHA)
     """
     from scipy.stats import binomtest
 
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     n = _check_count("n", n, 1)
     hits = _check_count("hits", hits, 0)
     if hits > n:
@@ -167,7 +168,7 @@ def poisson_binomial_test(hits: int, rates: Any, *, alpha: float = DEFAULT_ALPHA
     p-value = P(S >= hits), S ~ Poisson-binomial(rates). With equal rates this
     is :func:`binomial_test`.
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     r = _rates(rates)
     hits = _check_count("hits", hits, 0)
     if hits > len(r):
@@ -213,7 +214,7 @@ def two_sample_test(scores: Any, baseline: Any, *, alpha: float = DEFAULT_ALPHA,
     one-sided Mann-Whitney U (statistic U of ``scores``); ``n_resamples`` and
     ``rng`` are unused.
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     x, y = _scores("scores", scores), _scores("baseline", baseline)
     if method not in TWO_SAMPLE_METHODS:
         raise InvalidParameterError(f"method must be one of {', '.join(TWO_SAMPLE_METHODS)}, got {method!r}")
@@ -242,7 +243,3 @@ def two_sample_test(scores: Any, baseline: Any, *, alpha: float = DEFAULT_ALPHA,
     p = (1 + extreme) / (n_resamples + 1)
     return _verdict(f"permutation (difference of means, {n_resamples} resamples), one-sided", observed, p, alpha,
                     "scores exchangeable with the baseline's", len(x))
-
-
-def _finite(x: float) -> bool:  # pragma: no cover - helper kept for symmetry
-    return math.isfinite(x)
