@@ -38,6 +38,7 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/encode.py
 	$(BIN)/python benchmarks/texthide.py
+	$(BIN)/python benchmarks/texthide_attacks.py
 
 report: setup
 	$(BIN)/veil report --results results --out docs/results

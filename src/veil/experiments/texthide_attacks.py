@@ -289,7 +289,7 @@ def run_cells(cells: list[AttackCell], root: str | Path, *, force: bool = False,
         else:
             rec = run_cell(cell, progress=False)
             rec.write(path)
-            shown = {k: v for k, v in rec.metrics.items() if k in ("identity", "identity_any", "bits", "all_k",
+            shown = {k: v for k, v in rec.metrics.items() if k in ("identity", "identity_any", "mask_bits", "all_sources",
                                                                      "source_recall", "sbert_cosine")}
             log(f"[{i}/{len(cells)}] {cell.name}: " + ", ".join(f"{k}={v}" for k, v in shown.items())
                 + f" ({rec.wall_time_s:.0f} s) -> {path}")

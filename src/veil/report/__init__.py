@@ -4,5 +4,6 @@ from veil.report.markdown import RENDERERS, register_renderer, render_all, rende
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)
 from veil.report import sentdp as _sentdp  # noqa: E402,F401  (registers its renderer)
 from veil.report import texthide as _texthide  # noqa: E402,F401  (registers its renderer)
+from veil.report import texthide_attacks as _texthide_attacks  # noqa: E402,F401  (registers its renderer)
 
 __all__ = ["RENDERERS", "register_renderer", "render_all", "render_method"]
