@@ -77,3 +77,19 @@ def test_mask_recovery_and_unmix_cells_break_a_training_run():
                   progress=False)
     assert un.metrics["all_sources"].n == 100 and un.metrics["all_sources"].mean >= 0.9
     assert un.metrics["mask_mask_bits"].mean >= 0.95  # the masks it used were recovered, not given
+
+
+def test_page_renders_tables_plot_and_summary(tmp_path):
+    from veil.report import render_all
+
+    folder = tmp_path / "results" / "texthide-attacks"
+    run_cells([AttackCell(corpus="trec-questions", attack="rss", m=256, k=4, queries=60),
+               AttackCell(corpus="trec-questions", attack="abs-rss", m=256, k=4, queries=60),
+               AttackCell(corpus="trec-questions", attack="mask-recovery", m=16, k=4, epochs=1)],
+              folder, log=lambda line: None)
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "texthide-attacks.md").read_text()
+    assert "| trec-questions | (256,4) intra |" in page and "**beats random**" in page
+    assert "trec-questions, training encodings (256,4) intra: abs-RSS finds" in page
+    assert "| trec-questions | mask-recovery | (16,4) intra | 1 |" in page
+    assert (tmp_path / "docs" / "texthide_mask_recovery.png").stat().st_size > 5000
