@@ -26,7 +26,7 @@ def test_rss_runner_writes_records_and_page(builtin, tmp_path):
     assert any(p.name == f"trec-questions-rss-texthide-m256-k4-q{n}-seed1.json" for p in paths)
     render_all(tmp_path / "results", tmp_path / "docs")
     page = (tmp_path / "docs" / "retrieval.md").read_text()
-    assert "### trec-questions (60 queries" in page and "paper, CoLA" in page and "Rand's" in page
+    assert "### trec-questions (60 queries" in page and "paper, CoLA" in page and "exact one-sided binomial test" in page
 
 
 def test_bad_runner_arguments():
