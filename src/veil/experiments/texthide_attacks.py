@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import InvalidParameterError
-from veil.results import Metric, ResultRecord
+from veil.results import ResultRecord
 
 __all__ = ["AttackCell", "ATTACKS", "run_cell", "run_cells", "headline_cells", "grid_cells", "result_path"]
 
@@ -131,6 +131,20 @@ def _public(name: str, size: int):
     return _CACHE[key]
 
 
+def _private_index(name: str):
+    """The corpus' own search index and its TF-IDF scorer, built once per process (a grid reuses them)."""
+    key = ("index", name)
+    if key not in _CACHE:
+        from veil.attacks.retrieval import SimilaritySearch
+        from veil.metrics.leakage import TfidfScorer
+
+        corpus, X = _corpus(name)
+        labels = corpus.labels if corpus.task == "classification" else None
+        index = SimilaritySearch(corpus.texts, X, labels=labels)
+        _CACHE[key] = (index, TfidfScorer(list(index.texts)))
+    return _CACHE[key]
+
+
 def _texthide(cell: AttackCell, dim: int, public_vectors: np.ndarray | None):
     from veil.defenses.texthide import MaskPool, TextHide
 
@@ -146,11 +160,9 @@ def _pub_for(cell: AttackCell) -> tuple[list[str], np.ndarray] | None:
 # ---------------------------------------------------------------- retrieval cells
 def _retrieval(cell: AttackCell, progress: bool) -> ResultRecord:
     from veil.attacks import get_attack
-    from veil.attacks.retrieval import RandomGuess, SimilaritySearch, evaluate_retrieval, observe_original
-    from veil.attacks.retrieval import sample_queries
+    from veil.attacks.retrieval import RandomGuess, evaluate_retrieval, observe_original, sample_queries
     from veil.attacks.retrieval.observe import protect_with_truth
     from veil.attacks.retrieval.rss import compare_to_random
-    from veil.metrics.leakage import TfidfScorer
 
     corpus, X = _corpus(cell.corpus)
     pub = _pub_for(cell)
@@ -159,11 +171,9 @@ def _retrieval(cell: AttackCell, progress: bool) -> ResultRecord:
         obs, truth = observe_original(X[q]), None
     else:
         obs, truth = protect_with_truth(X[q], _texthide(cell, X.shape[1], None if pub is None else pub[1]))
-    labels = corpus.labels if corpus.task == "classification" else None
     if cell.index == "private":
-        index = SimilaritySearch(corpus.texts, X, labels=labels)
+        index, tfidf = _private_index(cell.corpus)
         attacker = get_attack(cell.attack)(index)
-        tfidf = TfidfScorer(list(index.texts))
         res = evaluate_retrieval(attacker, obs, q, truth=truth, tfidf=tfidf, text_embeddings=X,
                                  setting=cell.name)
         rand = evaluate_retrieval(RandomGuess(index, rng=cell.seed), observe_original(X[q]), q, tfidf=tfidf,
@@ -329,6 +339,3 @@ def grid_cells(*, corpus: str = "rt-polarity", queries: int = 1000, seed: int = 
                         out += [replace(base, attack="mask-recovery", epochs=e), replace(base, attack="unmix", epochs=e)]
     return out
 
-
-def metric(rec: ResultRecord, name: str) -> Metric | None:
-    return rec.metrics.get(name)

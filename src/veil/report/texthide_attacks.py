@@ -115,6 +115,17 @@ def _training_tables(recs: list[ResultRecord]) -> list[str]:
     return lines + [""]
 
 
+def _save(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
 def _mask_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     pts = [(r, r.extra.get("per_mask_encodings"), r.extra.get("per_mask_bits")) for r in recs
            if _cell(r).get("attack") == "mask-recovery" and r.extra.get("per_mask_bits")]
@@ -138,11 +149,7 @@ def _mask_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     ax.set_title("Mask-pool recovery: each point is one secret mask")
     fig.tight_layout()
     path = out_dir / "texthide_mask_recovery.png"
-    from veil._io import atomic_write
-
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return [f"![mask bits recovered against encodings observed per mask]({path.name})", ""]
 
 
@@ -212,8 +219,6 @@ def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from veil._io import atomic_write
-
     grid = np.full((len(ms), len(ks)), np.nan)
     for (m, k), (v, _, _) in best.items():
         if m in ms:
@@ -233,9 +238,7 @@ def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
     ax.set_title("rt-polarity, intra: what the strongest attack recovers")
     fig.tight_layout()
     heat = out_dir / "texthide_attack_grid.png"
-    with atomic_write(heat, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _save(fig, heat)
     lines = ["## The (m, k) grid on rt-polarity (intra)", "",
              "Each cell: the highest share of queries for which any attack on the private index returned one of the "
              "encoding's private sources (abs-RSS or RSS any-source Identity; unmix all-sources where it ran), over "
@@ -254,9 +257,7 @@ def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
         ax.set_title("TextHide settings on rt-polarity: utility against leakage")
         fig.tight_layout()
         front = out_dir / "texthide_attack_frontier.png"
-        with atomic_write(front, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110)
-        plt.close(fig)
+        _save(fig, front)
         floor = [p for p in pts if p[1] < 5.0]
         lines += [f"![utility against the strongest attack]({front.name})", "",
                   "Utility is the frozen-encoder test accuracy of the same (m, k) from the TextHide utility runs "
