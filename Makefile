@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test bench report clean-venv
+.PHONY: setup demo test bench report report-check clean-venv
 
 setup: $(STAMP) $(CORPORA_STAMP)
 
@@ -28,9 +28,10 @@ $(CORPORA_STAMP): $(STAMP) $(wildcard src/veil/corpora/*.py)
 	$(BIN)/veil corpora pull --all --skip-unavailable
 	touch $(CORPORA_STAMP)
 
+# the main job: every defense against every attack that applies, on two built-in corpora, one report
 demo: setup
-	$(BIN)/veil corpora list
-	$(BIN)/veil demo
+	$(BIN)/veil bench --quick --out veil-results/bench
+	@echo "open veil-results/bench/report.html (Markdown twin: veil-results/bench/report.md)"
 
 test: setup
 	$(BIN)/python -m pytest
@@ -39,9 +40,17 @@ bench: setup
 	$(BIN)/python benchmarks/encode.py
 	$(BIN)/python benchmarks/texthide.py
 	$(BIN)/python benchmarks/texthide_attacks.py
+	$(BIN)/python benchmarks/bench.py
 
 report: setup
 	$(BIN)/veil report --results results --out docs/results
+
+# open the bench report in headless Chromium (Debian package, installed if missing): fails on broken images or
+# script errors, and writes a screenshot next to it
+REPORT ?= veil-results/bench/report.html
+report-check: setup
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m veil.report.browser $(REPORT) $(REPORT:.html=.png)
 
 clean-venv:
 	rm -rf $(VENV)

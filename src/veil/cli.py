@@ -217,6 +217,10 @@ from veil import cli_texthide as _cli_texthide  # noqa: E402  (registers `veil t
 
 _cli_texthide.register(texthide_app, attack_app)
 
+from veil import cli_bench as _cli_bench  # noqa: E402  (registers `veil bench`)
+
+_cli_bench.register(app)
+
 
 def _one_line_usage_error(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)

@@ -50,14 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.base import _jsonable, as_vectors
+from veil.attacks.base import Attack, ThreatModel, _jsonable, as_vectors
 from veil.defenses.base import check_int, check_real
 from veil.defenses.sentdp import DeepCandidate, check_document
 from veil.defenses.sentdp_depth import ProjectionSet, draw_projections, project_sentences
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["NEIGHBOUR_KINDS", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep", "make_neighbours",
+__all__ = ["ExactAudit", "NEIGHBOUR_KINDS", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep", "make_neighbours",
            "audit_document", "audit_sentdp"]
 
 NEIGHBOUR_KINDS = ("random", "reflect", "tie", "deepest", "extreme", "duplicate", "mean")
@@ -345,6 +345,19 @@ def audit_document(mechanism: DeepCandidate, S: np.ndarray, projections: Project
         max_du = max(max_du, float(np.abs(u - mechanism.utilities(S2, proj)).max()))
         tally.add(np.abs(base - mechanism.log_probabilities(S2, proj)), 0, nb)
     return tally.result(1, max_du, tolerance, 0.0)
+
+
+class ExactAudit(Attack):
+    """The exact audit as an attack for the bench: white-box, it checks the SentDP bound on every candidate for a
+    document and its one-sentence neighbours (:func:`audit_sentdp`). Its success is a violated bound."""
+
+    name = "exact-audit"
+    citation = "Meehan et al. 2022, Def. 1 (epsilon-SentDP), checked exactly over every output (veil)"
+    threat = ThreatModel(observes="the mechanism itself (white-box): every output's probability on a document "
+                                  "and on its one-sentence neighbours",
+                         needs=("public sentences to build neighbours from",))
+    observes_kind = "dp-mechanism"
+    bench_cell = "veil.bench.cells:audit_cell"
 
 
 def audit_sentdp(mechanism: DeepCandidate, documents: Sequence[np.ndarray], *,

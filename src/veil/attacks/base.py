@@ -15,6 +15,14 @@ An attack is built from parts (STYLE.md, practice 4):
   and a few example rows, exportable with :meth:`AttackResult.to_dict` (JSON)
   and :meth:`AttackResult.to_rows` (one flat row per metric, for CSV/tables).
 
+For the benchmark (:mod:`veil.bench`), an attack also declares
+:attr:`Attack.observes_kind` (one of :data:`veil.defenses.base.OBSERVATION_KINDS`:
+the bench pairs it with every defense that releases that kind),
+:attr:`Attack.bench_cell` (``"module:function"`` that runs and scores one
+bench cell of it) and, if it is built from bench resources, :meth:`Attack.for_bench`.
+An attack with ``floor = True`` (random guessing) is a reference, run once per
+corpus against the undefended baseline.
+
 Attacks are found by name through a registry (:func:`attack_names`,
 :func:`get_attack`) that imports the implementing module only when asked.
 This module imports nothing heavy.
@@ -156,10 +164,25 @@ class Attack:
     name: ClassVar[str] = ""
     citation: ClassVar[str] = ""
     threat: ClassVar[ThreatModel] = ThreatModel("nothing")
+    observes_kind: ClassVar[str] = ""
+    bench_cell: ClassVar[str] = ""
+    floor: ClassVar[bool] = False
 
     def config(self) -> dict[str, Any]:
         """Public, JSON-ready configuration; subclasses extend it."""
         return {"attack": self.name, "citation": self.citation, "threat": self.threat.to_dict()}
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Mapping[str, Any]) -> bool:
+        """Whether a bench setting of ``defense`` is one this attack can run on (default: every one)."""
+        return True
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "Attack":
+        """The attack built from what its threat model grants in one bench cell (``resources``: a
+        :class:`veil.bench.cells.AttackResources`: the index, public statistics, the seed of the attacker's own
+        choices, and for attacks that train, known pairs)."""
+        raise NotImplementedError(f"attack {cls.name!r} does not say how to build itself for the bench")
 
 
 def rng_description(rng: Any) -> str:
@@ -256,6 +279,7 @@ _REGISTRY = LazyRegistry("attack", {
     "abs-rss": "veil.attacks.retrieval:AbsRSS",
     "mask-recovery": "veil.attacks.texthide.mask_recovery:MaskRecovery",
     "unmix": "veil.attacks.texthide.unmix:Unmix",
+    "exact-audit": "veil.attacks.audit:ExactAudit",
 })
 
 

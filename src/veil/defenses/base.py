@@ -14,6 +14,25 @@ Every defense
 * reports its public, non-secret configuration with :meth:`Defense.config`
   (JSON-ready; never keys, masks or per-example randomness).
 
+For the benchmark (:mod:`veil.bench`), every defense also declares
+
+* :attr:`Defense.kind`: ``"representation"`` (vectors in, protected vectors
+  out), ``"training-hook"`` (applied between encoder and head while training,
+  TextHide), ``"document-release"`` (one private embedding per document,
+  SentDP) or ``"text-transform"`` (rewritten text, word-level metric DP);
+* :attr:`Defense.releases`: what an eavesdropper gets to see, as observation
+  kinds (:data:`OBSERVATION_KINDS`); the bench pairs the defense with every
+  attack whose :attr:`~veil.attacks.base.Attack.observes_kind` is among them;
+* :attr:`Defense.tasks`: the tasks it serves (``"sentence-classification"``,
+  ``"document-classification"``), which decide the corpora and the utility
+  measure;
+* by kind, how it releases: a ``representation`` defense has ``protect(X) -> X~``, a ``training-hook``
+  defense is TextHide-like (``encrypt`` in batches), a ``document-release`` defense has
+  ``release_embeddings(documents) -> (n, d)``;
+* :meth:`Defense.bench_settings` (the parameter settings the bench runs) and
+  :meth:`Defense.bench_make` (the defense for one setting, built from a
+  corpus' public data and a key source).
+
 Defenses are found by name through a registry (:func:`defense_names`,
 :func:`get_defense`) that imports the implementing module only when asked, so
 ``import veil.defenses`` does not import torch.
@@ -33,7 +52,7 @@ import numpy as np
 from veil._registry import LazyRegistry
 from veil.errors import InvalidParameterError, InvalidTypeError, VeilError
 
-__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+__all__ = ["Defense", "Guarantee", "DEFENSE_KINDS", "OBSERVATION_KINDS", "TASKS", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
            "register_defense", "check_int", "check_real", "check_choice", "check_rng", "seeded_rng",
            "check_sentence_embeddings", "check_documents"]
 
@@ -72,24 +91,59 @@ class Guarantee:
 NO_GUARANTEE = Guarantee("none", "heuristic (no formal guarantee)")
 
 
+#: what a defense can be (see the module docstring)
+DEFENSE_KINDS = ("representation", "training-hook", "document-release", "text-transform")
+#: what an eavesdropper can observe of a defended pipeline:
+#: ``vectors``: one protected vector per private item (a query at inference, an encoding in training);
+#: ``training-encodings``: every encoding of one client's training run (TextHide: the same examples re-mixed
+#: and re-masked each epoch); ``dp-mechanism``: white-box access to a DP mechanism (for exact audits);
+#: ``text``: rewritten text
+OBSERVATION_KINDS = ("vectors", "training-encodings", "dp-mechanism", "text")
+#: the tasks a defense serves; a corpus offers one of them (sentences with labels, or documents with labels)
+TASKS = ("sentence-classification", "document-classification")
+
+
 class Defense:
     """Base class of veil's defenses.
 
     Subclasses set the class attribute ``name`` (their registry name) and
     ``guarantee`` (class or instance attribute), and override :meth:`config`.
+    For the benchmark they also declare ``kind``, ``releases`` and ``tasks``
+    and implement :meth:`bench_settings` and :meth:`bench_make`.
     """
 
     name: ClassVar[str] = ""
     guarantee: Guarantee = NO_GUARANTEE
+    kind: ClassVar[str] = ""
+    releases: ClassVar[tuple[str, ...]] = ()
+    tasks: ClassVar[tuple[str, ...]] = ()
 
     def config(self) -> dict[str, Any]:
         """Public, JSON-ready configuration (no secrets); subclasses extend it."""
         return {"defense": self.name, "guarantee": self.guarantee.to_dict()}
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The parameter settings the bench runs (JSON-ready dicts; ``[]``: not benchmarked)."""
+        return []
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None) -> "Defense":
+        """The defense for one bench ``setting`` on a corpus (``data``: a :class:`veil.bench.data.BenchData`,
+        whose public parts only may be used); ``rng``: None = OS CSPRNG keys (the default), an int = a
+        reproducible key for checks only."""
+        raise NotImplementedError(f"defense {cls.name!r} does not say how to build itself for the bench")
+
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        """The formal guarantee of one setting (default: the class' own)."""
+        return cls.guarantee if isinstance(cls.guarantee, Guarantee) else NO_GUARANTEE
+
 
 # ---------------------------------------------------------------- registry
 # name -> "module:attribute"; the module is imported on first use only.
 _REGISTRY = LazyRegistry("defense", {
+    "none": "veil.defenses.none:NoDefense",
     "texthide": "veil.defenses.texthide:TextHide",
     "deepcandidate": "veil.defenses.sentdp:DeepCandidate",
     "truncation": "veil.defenses.truncation:Truncation",

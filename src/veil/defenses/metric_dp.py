@@ -89,6 +89,9 @@ class WordMetricDP(Defense):
     """
 
     name = "metric-dp"
+    kind = "text-transform"
+    releases = ("text",)
+    tasks = ("document-classification",)
 
     def __init__(self, *, vectors: WordVectors, epsilon: float, rng: RngLike = None) -> None:
         if not isinstance(vectors, WordVectors):

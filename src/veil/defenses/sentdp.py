@@ -113,6 +113,23 @@ class DeepCandidate(Defense):
     """
 
     name = "deepcandidate"
+    kind = "document-release"
+    releases = ("vectors", "dp-mechanism")
+    tasks = ("document-classification",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        return [{"epsilon": e} for e in ((3.0, 30.0) if quick else (1.0, 3.0, 10.0, 30.0))]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "DeepCandidate":
+        """Candidates: the public (train) documents' mean sentence embeddings, ``data.candidates``."""
+        return cls(candidates=data.candidates, epsilon=float(setting["epsilon"]), n_projections=50, rng=rng)
+
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        eps = float(setting["epsilon"])
+        return Guarantee("sentdp", f"epsilon-SentDP, epsilon={eps:g} per released document", epsilon=eps)
 
     def __init__(self, *, candidates: np.ndarray, epsilon: float, n_projections: int = 50,
                  depth: str = "tukey-min", rng: RngLike = None) -> None:
@@ -193,6 +210,10 @@ class DeepCandidate(Defense):
         index = self._draw(self.log_probabilities(S, projections))
         return Release(index=index, embedding=self.candidates[index].copy(), epsilon=self.epsilon,
                        n_sentences=int(S.shape[0]))
+
+    def release_embeddings(self, documents: Sequence[np.ndarray]) -> np.ndarray:
+        """The document-release contract: one private embedding per document, (n, d)."""
+        return self.release(documents).embeddings
 
     def release(self, documents: Sequence[np.ndarray], projections: ProjectionSet | np.ndarray | None = None,
                 *, progress: bool = False) -> Releases:

@@ -108,6 +108,24 @@ class Truncation(Defense):
     """
 
     name = "truncation"
+    kind = "document-release"
+    releases = ("vectors",)
+    tasks = ("document-classification",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        return [{"epsilon": e} for e in ((3.0, 30.0) if quick else (1.0, 3.0, 10.0, 30.0))]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "Truncation":
+        """The box from the public (train) documents' mean embeddings, ``data.candidates``, as the paper."""
+        return cls.fit(data.candidates, epsilon=float(setting["epsilon"]), rng=rng)
+
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        eps = float(setting["epsilon"])
+        return Guarantee("sentdp", f"epsilon-SentDP, epsilon={eps:g} per released document (real arithmetic)",
+                         epsilon=eps)
 
     def __init__(self, *, lower: np.ndarray, upper: np.ndarray, epsilon: float, rng: RngLike = None) -> None:
         self.lower = _check_bound("lower", lower)
@@ -185,6 +203,10 @@ class Truncation(Defense):
         """One epsilon-SentDP release (d,) float64: truncated mean + Laplace(d * w / (k * epsilon)) noise."""
         self._check_document(S, None)
         return self.privatize_many([S])[0]
+
+    def release_embeddings(self, documents: Sequence[np.ndarray]) -> np.ndarray:
+        """The document-release contract: one private embedding per document, (n, d)."""
+        return self.privatize_many(documents)
 
     def privatize_many(self, documents: Sequence[np.ndarray]) -> np.ndarray:
         """Releases (n, d) float64 of many documents (a list of (k_i, d) arrays), each spending epsilon."""

@@ -78,8 +78,14 @@ def render_all(results_dir: str | os.PathLike = "results", out_dir: str | os.Pat
                                            f"(e.g. `veil attack rss --corpus rt-polarity`) or pass --results with "
                                            f"a folder of result records")
     out_dir.mkdir(parents=True, exist_ok=True)
-    pages = [render_method(d, out_dir) for d in sorted(results_dir.iterdir())
-             if d.is_dir() and any(d.glob("*.json"))]
+    from veil.report.bench import render_bench
+
+    pages = []
+    for d in sorted(results_dir.iterdir()):
+        if d.is_dir() and (d / "cells").is_dir():  # a `veil bench` output folder
+            pages.append(render_bench(d, out_dir, name=d.name)[0])
+        elif d.is_dir() and any(d.glob("*.json")):
+            pages.append(render_method(d, out_dir))
     index = ["# Results", "", f"Pages rendered by `veil report` from the JSON records under `{results_dir.name}/`.", ""]
     index += [f"- [{p.stem}]({p.name})" for p in pages] or ["No result records yet."]
     atomic_write_text(out_dir / "index.md", HEADER.format(src=f"{results_dir.name}/") + "\n".join(index) + "\n")

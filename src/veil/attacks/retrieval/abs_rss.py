@@ -85,6 +85,12 @@ class AbsRSS(Attack):
                 "2020, Sec. 4.4)")
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
+    observes_kind = "vectors"
+    bench_cell = "veil.bench.cells:retrieval_cell"
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "AbsRSS":
+        return cls(resources.index)
 
     def __init__(self, index: SimilaritySearch) -> None:
         if not isinstance(index, SimilaritySearch):

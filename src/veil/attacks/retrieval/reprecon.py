@@ -58,6 +58,13 @@ class RepRecon(Attack):
                          needs=("a search index of (text, original representation) pairs of the corpus",
                                 "(protected, original) representation pairs of the train split"),
                          trains=True)
+    observes_kind = "vectors"
+    bench_cell = "veil.bench.cells:retrieval_cell"
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "RepRecon":
+        protected, original = resources.known_pairs()
+        return cls(resources.index, epochs=resources.train_epochs, rng=resources.seed).fit(protected, original)
 
     def __init__(self, index: SimilaritySearch, *, hidden: Sequence[int] = (1024, 1024), epochs: int = 20,
                  batch_size: int = 64, lr: float = 1e-3, rng: RngLike = None, progress: bool = False) -> None:

@@ -115,6 +115,12 @@ class RSS(Attack):
     citation = "Huang et al. 2020, TextHide, Sec. 4.4 (RSS, Tables 3-4), App. C.2"
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
+    observes_kind = "vectors"
+    bench_cell = "veil.bench.cells:retrieval_cell"
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "RSS":
+        return cls(resources.index)
 
     def __init__(self, index: SimilaritySearch) -> None:
         self.index = _check_index(index)
@@ -137,6 +143,13 @@ class RandomGuess(Attack):
     name = "random-guess"
     citation = "Huang et al. 2020, TextHide, Sec. 4.4 ('Rand' column of Tables 3 and 8)"
     threat = ThreatModel(observes="nothing but the number of queries", needs=("the index's entries",))
+    observes_kind = "vectors"
+    bench_cell = "veil.bench.cells:retrieval_cell"
+    floor = True
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "RandomGuess":
+        return cls(resources.index, rng=resources.seed)
 
     def __init__(self, index: SimilaritySearch, *, rng: RngLike = None) -> None:
         self.index = _check_index(index)

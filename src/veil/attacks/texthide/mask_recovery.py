@@ -231,6 +231,17 @@ class MaskRecovery(Attack):
     threat = ThreatModel(observes="TextHide encodings of one client (a training run or inference encodings)",
                          needs=("mean and covariance of original representations of a public corpus",
                                 "the public encoder's output dimension"))
+    observes_kind = "training-encodings"
+    bench_cell = "veil.bench.cells:mask_recovery_cell"
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """A finite, non-empty pool only (m=0 has no mask, m=inf no pool to recover)."""
+        return setting.get("m") not in (0, "inf", None)
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "MaskRecovery":
+        return cls(resources.stats, rng=resources.seed)
 
     def __init__(self, stats: PublicStats, *, max_masks: int | None = None, min_cluster_size: int = 3,
                  seeds_per_round: int = 64, seed_z: float = 4.5, member_z: float = 5.0, assign_z: float = 3.0,

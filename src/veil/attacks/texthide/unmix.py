@@ -166,6 +166,18 @@ class Unmix(Attack):
                                 "an index of original representations of the candidate texts "
                                 "(private, plus the public corpus in inter mode)",
                                 "k, the defense's public parameter"))
+    observes_kind = "training-encodings"
+    bench_cell = "veil.bench.cells:unmix_cell"
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """A finite, non-empty pool only (m=0 has no mask, m=inf no pool to recover)."""
+        return setting.get("m") not in (0, "inf", None)
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "Unmix":
+        """Built from the masks the attacker RECOVERED (never the true pool), the index and the public k."""
+        return cls(resources.index, resources.recovered_masks(), k=resources.k)
 
     def __init__(self, index: SimilaritySearch, masks: Any, *, k: int, mask_candidates: int = 3,
                  polish_passes: int = 8, swap_candidates: int = 4, repair_signs: bool = True,

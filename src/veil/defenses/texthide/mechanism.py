@@ -137,6 +137,34 @@ class TextHide(Defense):
 
     name = "texthide"
     guarantee = TEXTHIDE_GUARANTEE
+    kind = "training-hook"
+    releases = ("vectors", "training-encodings")
+    tasks = ("sentence-classification",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """Mix-only, inference-time masking (256,1), the paper's (256,4) intra and inter; the full bench adds the
+        (m, k) grid."""
+        if quick:
+            pairs = [(0, 4, "intra"), (256, 1, "intra"), (256, 4, "intra"), (256, 4, "inter")]
+        else:
+            pairs = [(m, k, "intra") for m in (0, 16, 256, 1024, "inf") for k in (1, 4, 8) if (m, k) != (0, 1)]
+            pairs += [(m, k, "inter") for m in (256, 1024, "inf") for k in (4, 8)]
+        return [{"m": m, "k": k, "mode": mode} for m, k, mode in pairs]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "TextHide":
+        """A fresh pool and mixing for one setting; ``data.public_vectors`` feed inter mode (times
+        ``options["scale"]`` when the training loop scales representations)."""
+        m = None if setting["m"] == "inf" else int(setting["m"])
+        seeds = [None, None] if rng is None else [int(s.generate_state(1)[0]) for s in
+                                                  np.random.SeedSequence(int(rng)).spawn(2)]
+        pool = MaskPool(m, data.dim, rng=seeds[0])
+        public = None
+        if setting.get("mode", "intra") == "inter":
+            public = data.public_vectors * float(options.get("scale", 1.0))
+        return cls(k=int(setting["k"]), pool=pool, public=public, rng=seeds[1],
+                   record_details=bool(options.get("record_details", False)))
 
     def __init__(self, *, k: int, pool: MaskPool, public: Any = None, mode: str | None = None,
                  coefficient_bound: float | None = None, rng: Any = None, record_details: bool = False):

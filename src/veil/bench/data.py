@@ -1,0 +1,175 @@
+"""One corpus as the bench sees it: embeddings, the public/private split, the attacker's index, public sets.
+
+Sentence corpora (labelled single texts): every text is private and can be queried; the attacker's index holds
+the corpus' own texts (the paper's worst case, scored by Identity); the train split is what a TextHide client
+trains on; dev + test are the attacker's held-out public statistics for mask recovery (never encrypted); the
+public corpus (health-tweets) fills inter-mode slots.
+
+Document corpora (labelled multi-sentence documents, SentDP): train documents are public (candidates, the
+truncation box, the utility classifier), test documents are private (released, queried; the attacker's index
+holds their non-private mean embeddings, the worst case).
+
+A quick bench uses a fixed, seed-free slice of each split (every k-th example) so that every cell and every
+run sees the same examples; a full bench uses whole corpora.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+
+__all__ = ["BenchData", "bench_data", "corpus_task", "SIZES"]
+
+#: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
+#: corpus (train = public, test = private), public texts; None = all
+SIZES = {"sentences": (2000, None), "documents": ({"train": 400, "dev": 60, "test": 200}, None),
+         "public": (2000, 20000)}
+PUBLIC_CORPUS = "health-tweets"
+
+
+def _every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    if limit is None or len(idx) <= limit:
+        return idx
+    return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
+
+
+def corpus_task(corpus: Any) -> str | None:
+    """The bench task a loaded corpus offers, or None (unlabelled, regression, ...)."""
+    if corpus.task != "classification":
+        return None
+    return "document-classification" if corpus.documents is not None else "sentence-classification"
+
+
+@dataclass
+class BenchData:
+    """Everything cells of one corpus share (built once per process; see :func:`bench_data`)."""
+
+    name: str
+    task: str
+    quick: bool
+    texts: list[str]
+    labels: np.ndarray
+    X: np.ndarray  # (n, d): sentence embeddings (sentence corpora) or mean sentence embeddings (documents)
+    splits: dict[str, np.ndarray]
+    num_classes: int
+    label_names: list[str]
+    documents: list[np.ndarray] | None = None  # per example, its (k, d) sentence embeddings
+    limit: int | None = None
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def dim(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def private_ids(self) -> np.ndarray:
+        """What the attacker tries to identify: every text (sentences) or the test documents (documents)."""
+        return np.arange(len(self.texts)) if self.documents is None else self.splits["test"]
+
+    @property
+    def candidates(self) -> np.ndarray:
+        """The public (train) documents' mean sentence embeddings: SentDP's candidates and truncation box."""
+        return self.X[self.splits["train"]].astype(np.float64)
+
+    @property
+    def index(self) -> Any:
+        """The attacker's search index over the private items' original (undefended) vectors."""
+        if "index" not in self._cache:
+            from veil.attacks.retrieval import SimilaritySearch
+
+            ids = self.private_ids
+            labels = self.labels[ids]
+            self._cache["index"] = SimilaritySearch([self.texts[i] for i in ids], self.X[ids], labels=labels)
+        return self._cache["index"]
+
+    @property
+    def tfidf(self) -> Any:
+        if "tfidf" not in self._cache:
+            from veil.metrics.leakage import TfidfScorer
+
+            self._cache["tfidf"] = TfidfScorer(list(self.index.texts))
+        return self._cache["tfidf"]
+
+    @property
+    def public_texts(self) -> list[str]:
+        return self._public()[0]
+
+    @property
+    def public_vectors(self) -> np.ndarray:
+        """Representations of a public corpus the attacker and the defender both can get (inter-mode slots)."""
+        return self._public()[1]
+
+    def _public(self) -> tuple[list[str], np.ndarray]:
+        if "public" not in self._cache:
+            import veil.corpora as vc
+            from veil.encoders import TextEncoder
+
+            size = SIZES["public"][0 if self.quick else 1]
+            size = size if self.limit is None else min(size, self.limit)
+            pub = vc.load(PUBLIC_CORPUS)
+            idx = pub.indices("train")[:size]
+            sel = pub.select(idx, name=f"{PUBLIC_CORPUS}-train{len(idx)}")
+            X = TextEncoder("minilm").encode_corpus(sel, None, progress=True)
+            self._cache["public"] = (list(sel.texts), np.ascontiguousarray(X, dtype=np.float32))
+        return self._cache["public"]
+
+    def describe(self) -> dict[str, Any]:
+        return {"corpus": self.name, "task": self.task, "slice": "quick" if self.quick else "full",
+                "n": len(self.texts), "splits": {k: int(len(v)) for k, v in self.splits.items()},
+                "num_classes": self.num_classes, "provenance": self.provenance}
+
+
+_DATA: dict[tuple[str, bool, int | None], BenchData] = {}
+
+
+def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
+    """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split."""
+    key = (name, quick, limit)
+    if key in _DATA:
+        return _DATA[key]
+    import veil.corpora as vc
+    from veil.encoders import TextEncoder
+
+    corpus = vc.load(name)
+    task = corpus_task(corpus)
+    if task is None:
+        raise InvalidParameterError(f"corpus {name!r} has no classification labels; the bench needs a labelled "
+                                    f"sentence or document corpus (e.g. rt-polarity, news-articles)")
+    encoder = TextEncoder("minilm")
+    kind = "documents" if corpus.documents is not None else "sentences"
+    limit = SIZES[kind][0 if quick else 1]
+    if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)
+        keep = np.asarray([len(d) >= 2 for d in corpus.documents])
+        picks = [_every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if limit is None else limit[s])
+                 for s in ("train", "dev", "test")]
+    else:
+        picks = [_every_kth(corpus.indices(s), None if limit is None else
+                            max(1, int(round(limit * len(corpus.indices(s)) / len(corpus))))) for s in
+                 ("train", "dev", "test")]
+    if limit is not None:
+        picks = [_every_kth(p, limit) for p in picks]
+    sel_idx = np.sort(np.concatenate(picks))
+    tag = ("quick" if quick else "full") + ("" if limit is None else f"-limit{limit}")
+    sel = corpus.select(sel_idx, name=f"{name}-bench-{tag}{len(sel_idx)}")
+    documents = None
+    if kind == "documents":
+        from veil.encoders import encode_sentences
+
+        S, offsets = encode_sentences(encoder, sel, progress=True)
+        documents = [S[offsets[i]:offsets[i + 1]] for i in range(len(sel.texts))]
+        X = np.stack([d.astype(np.float64).mean(axis=0) for d in documents]).astype(np.float32)
+    else:
+        X = np.ascontiguousarray(encoder.encode_corpus(sel, None, progress=True), dtype=np.float32)
+    splits = {s: sel.indices(s) for s in ("train", "dev", "test")}
+    prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
+            for p in (corpus.provenance or [])]
+    data = BenchData(name=name, task=task, quick=quick, texts=list(sel.texts), labels=np.asarray(sel.labels),
+                     X=X, splits=splits, num_classes=int(corpus.num_classes), label_names=list(corpus.label_names),
+                     documents=documents, provenance=prov, limit=limit)
+    _DATA[key] = data
+    return data

@@ -1,0 +1,292 @@
+"""The bench report: one privacy-utility page (self-contained HTML, and a Markdown twin) from the cell records.
+
+Per corpus: a plot of utility (x: task accuracy with its 95% CI) against the strongest attack's success (y:
+the highest re-identification rate any attack reached on that setting, with its CI), one point per defense
+setting, the undefended baseline and the random floor marked; a table with the same numbers, the attack that
+was strongest, the paper's own attack next to it, and the exact test against the random rate. Per defense: its
+formal guarantee next to what was measured. Provenance: veil version, commits, corpora with checksums, machine,
+wall time.
+
+"Strongest" compares only measures on one scale (the share of private items re-identified: Identity, any mixed
+source, all k sources). Mask-bit recovery and the exact audit are shown beside it, not folded in.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from veil.results import ResultRecord
+
+__all__ = ["BenchPoint", "load_bench", "bench_points", "render_bench"]
+
+PAPER_ATTACK = {"texthide": "rss", "deepcandidate": "rss", "truncation": "rss", "none": "rss"}
+
+
+@dataclass
+class BenchPoint:
+    corpus: str
+    defense: str
+    setting: dict[str, Any]
+    label: str
+    guarantee: dict[str, Any]
+    utility: dict[str, Any] | None = None
+    attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # attack -> bench block (+ "record")
+
+    @property
+    def strongest(self) -> tuple[str, dict[str, Any]] | None:
+        comp = [(a, b) for a, b in self.attacks.items() if b.get("comparable") and "success_metric" in b]
+        if not comp:
+            return None
+        return max(comp, key=lambda ab: (ab[1]["success_metric"]["mean"], ab[0]))
+
+    @property
+    def name(self) -> str:
+        return self.defense if self.label == "default" else f"{self.defense} {self.label}"
+
+
+def load_bench(folder: str | Path) -> tuple[list[ResultRecord], dict[str, Any]]:
+    """The cell records under ``folder/cells`` and the last run's summary (``folder/run.json``, or {})."""
+    folder = Path(folder)
+    records = [ResultRecord.read(p) for p in sorted((folder / "cells").glob("*.json"))]
+    run = folder / "run.json"
+    return records, (json.loads(run.read_text(encoding="utf-8")) if run.is_file() else {})
+
+
+def _guarantee(defense: str, setting: dict[str, Any]) -> dict[str, Any]:
+    from veil.defenses.base import get_defense
+
+    try:
+        return get_defense(defense).bench_guarantee(setting).to_dict()
+    except Exception:  # noqa: BLE001 - a defense no longer registered still gets its row
+        return {"kind": "unknown", "statement": "defense not registered in this veil"}
+
+
+def bench_points(records: list[ResultRecord]) -> dict[str, list[BenchPoint]]:
+    """Points per corpus (in first-seen order), one per (defense, setting)."""
+    points: dict[str, dict[tuple[str, str], BenchPoint]] = defaultdict(dict)
+    for rec in records:
+        cell = rec.config.get("cell")
+        if not cell or "bench" not in rec.extra:
+            continue
+        key = (cell["defense"], cell["setting_label"])
+        p = points[cell["corpus"]].get(key)
+        if p is None:
+            p = points[cell["corpus"]][key] = BenchPoint(cell["corpus"], cell["defense"], cell["setting"],
+                                                         cell["setting_label"],
+                                                         _guarantee(cell["defense"], cell["setting"]))
+        block = dict(rec.extra["bench"])
+        if cell["attack"] == "utility":
+            p.utility = block
+        else:
+            p.attacks[cell["attack"]] = block
+    return {c: list(v.values()) for c, v in points.items()}
+
+
+def _pct(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "n/a"
+    s = f"{100 * m['mean']:.1f}%"
+    if m.get("ci_low") is not None:
+        s += f" [{100 * m['ci_low']:.1f}, {100 * m['ci_high']:.1f}]"
+    return s
+
+
+def _p(test: dict[str, Any] | None) -> str:
+    if not test:
+        return ""
+    p = test.get("p_value")
+    if p is None:
+        return ""
+    verdict = "beats random" if test.get("reject") else "not distinguishable from random"
+    return f"p={p:.2g} ({verdict})" if p >= 1e-4 else f"p<1e-4 ({verdict})"
+
+
+def _floor(points: list[BenchPoint]) -> dict[str, Any] | None:
+    for p in points:
+        for b in p.attacks.values():
+            if b.get("floor"):
+                return b
+    return None
+
+
+def _rows(points: list[BenchPoint]) -> list[list[str]]:
+    rows = []
+    for p in points:
+        strongest = p.strongest
+        paper = PAPER_ATTACK.get(p.defense)
+        extra = []
+        if "mask-recovery" in p.attacks:
+            extra.append(f"mask bits {_pct(p.attacks['mask-recovery']['success_metric'])}")
+        if "exact-audit" in p.attacks:
+            extra.append("exact audit: " + ("VIOLATED" if p.attacks["exact-audit"]["success_metric"]["mean"] > 0
+                                            else "bound holds"))
+        g = p.guarantee
+        guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
+                     ("none" if p.defense == "none" else "heuristic"))
+        rows.append([p.name, guarantee, _pct(p.utility and p.utility["utility_metric"]),
+                     strongest[0] if strongest else "n/a",
+                     _pct(strongest[1]["success_metric"]) if strongest else "n/a",
+                     _p(strongest[1].get("test")) if strongest else "",
+                     _pct(p.attacks[paper]["success_metric"]) if paper in p.attacks else "n/a",
+                     "; ".join(extra)])
+    return rows
+
+
+HEAD = ["defense / setting", "guarantee", "utility (accuracy)", "strongest attack", "its success",
+        "test vs random (alpha 0.05)", "paper's attack (RSS)", "other attacks"]
+
+
+def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
+    """The privacy-utility plot of one corpus as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    colours = {"none": "black", "texthide": "tab:blue", "deepcandidate": "tab:green", "truncation": "tab:orange"}
+    for i, p in enumerate(points):
+        s = p.strongest
+        if p.utility is None or s is None:
+            continue
+        u, a = p.utility["utility_metric"], s[1]["success_metric"]
+        xerr = [[u["mean"] - u.get("ci_low", u["mean"])], [u.get("ci_high", u["mean"]) - u["mean"]]]
+        yerr = [[a["mean"] - a.get("ci_low", a["mean"])], [a.get("ci_high", a["mean"]) - a["mean"]]]
+        ax.errorbar(u["mean"], a["mean"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
+                    color=colours.get(p.defense, "tab:purple"), label=p.defense)
+        ax.annotate(p.label if p.defense != "none" else "no defense", (u["mean"], a["mean"]),
+                    textcoords="offset points", xytext=(5, (6, -12, 16, -22)[i % 4]), fontsize=7)
+    floor = _floor(points)
+    if floor:
+        ax.axhline(floor["success_metric"]["mean"], ls="--", color="grey", lw=1, label="random guessing")
+    maj = next((p.utility.get("majority_rate") for p in points if p.utility), None)
+    if maj is not None:
+        ax.axvline(maj, ls=":", color="grey", lw=1, label="majority class")
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="best")
+    ax.set_xlabel("utility: task accuracy (95% CI)")
+    ax.set_ylabel("strongest attack: share re-identified (95% CI)")
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_title(f"{corpus}: privacy against utility (lower right is better)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _provenance(records: list[ResultRecord], run: dict[str, Any]) -> list[tuple[str, str]]:
+    import veil
+
+    commits = sorted({r.git_commit for r in records})
+    corpora = {}
+    for r in records:
+        c = r.config.get("corpus")
+        if isinstance(c, dict):
+            corpora[c["corpus"]] = c
+    env = records[0].environment if records else {}
+    cell_time = sum(r.wall_time_s for r in records)
+    out = [("veil", getattr(veil, "__version__", "?")), ("commit(s)", ", ".join(commits)),
+           ("cells", str(len(records))), ("sum of cell wall times", f"{cell_time / 60:.1f} min")]
+    if run:
+        out.append(("last run", f"{run.get('engine')} with {run.get('workers')} worker(s), "
+                                f"{run.get('wall_time_s', 0) / 60:.1f} min wall, counts {run.get('counts')}"))
+    out.append(("machine", ", ".join(f"{k}={v}" for k, v in env.items() if k in
+                                     ("platform", "python", "torch", "cpu_count", "machine"))))
+    for name, c in corpora.items():
+        prov = "; ".join(f"{p['package']} {p['file']} sha256 {p['sha256'][:16]}..." for p in c.get("provenance", []))
+        out.append((f"corpus {name}", f"{c.get('slice')} slice, {c.get('n')} items {c.get('splits')}; {prov}"))
+    return out
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+INTRO = ("Every defense veil has, against every attack that observes what it releases, on the same data. "
+         "Each point is one defense setting: x is the task accuracy it keeps, y the share of private items the "
+         "strongest attack re-identified (the private text itself, or a text mixed into it). The dashed line is "
+         "random guessing, the dotted line the majority-class accuracy. A good defense sits low and to the "
+         "right; a point high up leaks no matter what its paper's attack reported, which is in its own column.")
+
+
+def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench") -> tuple[Path, Path]:
+    """Write ``out_dir/<name>.md`` (+ one PNG per corpus) and the self-contained ``out_dir/<name>.html``."""
+    from veil._io import atomic_write, atomic_write_text
+
+    records, run = load_bench(folder)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_corpus = bench_points(records)
+    md = [f"<!-- generated by `veil report` from {Path(folder).name}/cells/*.json; do not edit by hand -->", "",
+          "# veil bench: privacy against utility", "", INTRO, ""]
+    body = [f"<h1>veil bench: privacy against utility</h1><p>{html.escape(INTRO)}</p>"]
+    for corpus, points in by_corpus.items():
+        png = _plot(corpus, points)
+        png_name = f"{name}_{corpus}.png"
+        with atomic_write(out_dir / png_name, "wb") as fh:
+            fh.write(png)
+        rows = _rows(points)
+        floor = _floor(points)
+        floor_line = (f"Random guessing re-identifies {_pct(floor['success_metric'])} (1 in "
+                      f"{round(1 / floor['random_rate']):,}).") if floor and floor.get("random_rate") else ""
+        md += [f"## {corpus}", "", f"![privacy-utility plot of {corpus}]({png_name})", "", floor_line, ""]
+        md += _md_table(HEAD, rows) + [""]
+        b64 = base64.b64encode(png).decode()
+        body.append(f"<h2>{html.escape(corpus)}</h2><img alt='privacy-utility plot of {html.escape(corpus)}' "
+                    f"src='data:image/png;base64,{b64}'><p>{html.escape(floor_line)}</p>")
+        body.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in HEAD) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+                    + "</table>")
+    guarantees = []
+    seen = set()
+    for points in by_corpus.values():
+        for p in points:
+            if (p.defense, p.label) in seen:
+                continue
+            seen.add((p.defense, p.label))
+            s = p.strongest
+            guarantees.append([p.name, p.guarantee.get("statement", ""),
+                               f"{s[0]}: {_pct(s[1]['success_metric'])} on {p.corpus}" if s else "n/a"])
+    ghead = ["defense / setting", "formal guarantee", "strongest measured leakage"]
+    md += ["## Guarantees against measurements", ""] + _md_table(ghead, guarantees) + [""]
+    body.append("<h2>Guarantees against measurements</h2><table><tr>"
+                + "".join(f"<th>{h}</th>" for h in ghead) + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in guarantees)
+                + "</table>")
+    prov = _provenance(records, run)
+    md += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in prov] + [""]
+    body.append("<h2>Provenance</h2><ul>" + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>"
+                                                    for k, v in prov) + "</ul>")
+    md_path, html_path = out_dir / f"{name}.md", out_dir / f"{name}.html"
+    atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
+    atomic_write_text(html_path, _html_page("\n".join(body)))
+    return md_path, html_path
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 6px;
+text-align:left;vertical-align:top}th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee}"""
+
+# Sets data-check on <body> once loaded: "ok", "broken-images:N" or "script-error"; `make report-check` reads it.
+_CHECK = """window.addEventListener('error',function(){document.body.dataset.check='script-error';});
+window.addEventListener('load',function(){var bad=0;var imgs=document.images;
+for(var i=0;i<imgs.length;i++){if(!imgs[i].complete||imgs[i].naturalWidth===0){bad++;}}
+if(document.body.dataset.check!=='script-error'){document.body.dataset.check=bad?('broken-images:'+bad):'ok';}});"""
+
+
+def _html_page(body: str) -> str:
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>veil bench</title>"
+            f"<style>{_CSS}</style><script>{_CHECK}</script></head><body data-check='pending'>"
+            f"{body}</body></html>\n")
