@@ -129,3 +129,21 @@ def test_report_is_self_contained(tmp_path):
     text = md.read_text()
     assert "## rt-polarity" in text and "report_rt-polarity.png" in text and "## Provenance" in text
     assert (tmp_path / "out" / "report_rt-polarity.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_document_defenses_release_embeddings_and_pass_the_exact_audit(tmp_path):
+    from veil.bench.runner import run_bench
+
+    cfg = BenchConfig(quick=True, queries=20, limit=30)
+    cells = plan_cells(["drug-reviews"], defenses=["none", "deepcandidate", "truncation"],
+                       attacks=["rss", "exact-audit"], config=cfg, corpus_tasks=TASKS)
+    assert {c.defense for c in cells if c.attack == "exact-audit"} == {"deepcandidate"}
+    run = run_bench(cells, tmp_path, progress=False)
+    assert not run.failed, [o.error for o in run.failed]
+    m = _metrics(tmp_path)
+    assert next(v for k, v in m.items() if "--none-default--rss--" in k)["identity"] == 1.0
+    audits = [v for k, v in m.items() if "--exact-audit--" in k]
+    assert len(audits) == 2 and all(a["violation"] == 0.0 and a["max_ratio_over_epsilon"] <= 1.0 for a in audits)
+    utility = [v for k, v in m.items() if "--utility--" in k]
+    assert len(utility) == 5 and all(0.0 <= u["accuracy"] <= 1.0 for u in utility)

@@ -142,14 +142,14 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
                                     f"sentence or document corpus (e.g. rt-polarity, news-articles)")
     encoder = TextEncoder("minilm")
     kind = "documents" if corpus.documents is not None else "sentences"
-    limit = SIZES[kind][0 if quick else 1]
+    size = SIZES[kind][0 if quick else 1]
     if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)
         keep = np.asarray([len(d) >= 2 for d in corpus.documents])
-        picks = [_every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if limit is None else limit[s])
+        picks = [_every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if size is None else size[s])
                  for s in ("train", "dev", "test")]
     else:
-        picks = [_every_kth(corpus.indices(s), None if limit is None else
-                            max(1, int(round(limit * len(corpus.indices(s)) / len(corpus))))) for s in
+        picks = [_every_kth(corpus.indices(s), None if size is None else
+                            max(1, int(round(size * len(corpus.indices(s)) / len(corpus))))) for s in
                  ("train", "dev", "test")]
     if limit is not None:
         picks = [_every_kth(p, limit) for p in picks]
