@@ -83,7 +83,7 @@ def bench_points(records: list[ResultRecord]) -> dict[str, list[BenchPoint]]:
                                                          _guarantee(cell["defense"], cell["setting"]))
         block = dict(rec.extra["bench"])
         if cell["attack"] == "utility":
-            p.utility = block
+            p.utility = {**block, "collapsed": bool(rec.extra.get("collapsed", False))}
         else:
             p.attacks[cell["attack"]] = block
     return {c: list(v.values()) for c, v in points.items()}
@@ -130,7 +130,10 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
         g = p.guarantee
         guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
                      ("none" if p.defense == "none" else "heuristic"))
-        rows.append([p.name, guarantee, _pct(p.utility and p.utility["utility_metric"]),
+        utility = _pct(p.utility and p.utility["utility_metric"])
+        if p.utility and p.utility.get("collapsed"):
+            utility += " (collapsed: predicts one class)"
+        rows.append([p.name, guarantee, utility,
                      strongest[0] if strongest else "n/a",
                      _pct(strongest[1]["success_metric"]) if strongest else "n/a",
                      _p(strongest[1].get("test")) if strongest else "",
@@ -161,7 +164,9 @@ def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
         yerr = [[a["mean"] - a.get("ci_low", a["mean"])], [a.get("ci_high", a["mean"]) - a["mean"]]]
         ax.errorbar(u["mean"], a["mean"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
                     color=colours.get(p.defense, "tab:purple"), label=p.defense)
-        ax.annotate(p.label if p.defense != "none" else "no defense", (u["mean"], a["mean"]),
+        tag = p.label if p.defense != "none" else "no defense"
+        tag += " (collapsed)" if p.utility.get("collapsed") else ""
+        ax.annotate(tag, (u["mean"], a["mean"]),
                     textcoords="offset points", xytext=(5, (6, -12, 16, -22)[i % 4]), fontsize=7)
     floor = _floor(points)
     if floor:
