@@ -136,10 +136,18 @@ def _mask_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    # One legend entry per (corpus, mode, pool size), not per cell: the grid has dozens of cells, and a
+    # per-cell legend no longer fits the figure.
+    groups: dict[tuple[str, str, int], list[tuple[Any, Any]]] = {}
     for rec, enc, bits in pts:
         c = _cell(rec)
-        ax.scatter(enc, bits, s=8, alpha=0.6, label=f"{c['corpus']} {_setting(c)}, {c['epochs']} ep")
+        groups.setdefault((str(c["corpus"]), str(c.get("mode", "")), int(c["m"])), []).append((enc, bits))
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for (corpus, mode, m), series in sorted(groups.items()):
+        xs = [x for enc, _ in series for x in enc]
+        ys = [y for _, bits in series for y in bits]
+        ax.scatter(xs, ys, s=6, alpha=0.5, marker="o" if mode != "inter" else "^",
+                   label=f"{corpus} {mode} m={m} ({len(series)} runs)")
     ax.set_xscale("log")
     ax.set_xlabel("encodings observed with this mask")
     ax.set_ylabel("fraction of its bits recovered")
