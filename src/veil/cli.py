@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from veil.cli_common import warn_line
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from click.exceptions import ClickException, NoArgsIsHelpError
 
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
