@@ -173,7 +173,7 @@ def _summary(recs: list[ResultRecord]) -> list[str]:
                        f"{100 * rec.metrics['identity'].mean:.1f}% of {rec.metrics['identity'].n} queries and one of "
                        f"its private sources for {100 * any_src.mean:.1f}%" if any_src else "")
         if c.get("attack") == "unmix":
-            out.append(f"- {c['corpus']}, ({c['m']},{c['k']}) training run, {c['epochs']} epochs: with masks it "
+            out.append(f"- {c['corpus']}, {_setting(c)} training run, {c['epochs']} epochs: with masks it "
                        f"recovered itself ({100 * rec.metrics['mask_mask_bits'].mean:.1f}% of pool bits), the "
                        f"unmixing attack recovers all {c['k']} private sources of "
                        f"{100 * rec.metrics['all_sources'].mean:.1f}% of {rec.metrics['all_sources'].n} encodings.")
