@@ -164,6 +164,18 @@ def _mask_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
 def _summary(recs: list[ResultRecord]) -> list[str]:
     """Plain statements computed from the records: what the strongest attack does to the headline settings."""
     out = []
+    unmix = [r for r in recs if _cell(r).get("attack") == "unmix"]
+    if unmix:
+        def where(rec: ResultRecord) -> str:
+            c = _cell(rec)
+            return f"{c['corpus']} {_setting(c)}, {c['epochs']} epochs"
+
+        low_bits = min(unmix, key=lambda r: r.metrics["mask_mask_bits"].mean)
+        low_all = min(unmix, key=lambda r: r.metrics["all_sources"].mean)
+        out.append(f"- Over all {len(unmix)} masked training runs attacked: the weakest mask recovery still got "
+                   f"{100 * low_bits.metrics['mask_mask_bits'].mean:.1f}% of pool bits ({where(low_bits)}), and the "
+                   f"weakest unmixing still recovered all sources of "
+                   f"{100 * low_all.metrics['all_sources'].mean:.1f}% of encodings ({where(low_all)}). Per run:")
     for rec in sorted(recs, key=lambda r: r.experiment):
         c = _cell(rec)
         if c.get("attack") == "abs-rss" and c.get("index") == "private" and c.get("m") == "256" and c.get("k") in (1, 4):
