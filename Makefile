@@ -9,6 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Flower posts usage events to flower.ai unless told not to; Ray warns about an accelerator default otherwise
+export FLWR_TELEMETRY_ENABLED := 0
+export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO := 0
 
 .PHONY: setup demo test bench report report-check clean-venv
 

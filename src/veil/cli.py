@@ -221,6 +221,10 @@ from veil import cli_bench as _cli_bench  # noqa: E402  (registers `veil bench`)
 
 _cli_bench.register(app)
 
+from veil.cli_federated import federated_app as _federated_app  # noqa: E402
+
+app.add_typer(_federated_app, name="federated")
+
 
 def _one_line_usage_error(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)

@@ -24,6 +24,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "DataWarning",
     "CollapsedModelWarning",
+    "FederatedError",
 ]
 
 
@@ -99,6 +100,21 @@ class CacheLocationError(VeilError, OSError):
     """The cache folder (``VEIL_HOME``) is a file, lies under a file, or cannot be created or written."""
 
     def __init__(self, message: str):
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class FederatedError(VeilError, RuntimeError):
+    """A federated run cannot go on: a client failed or replied with an error, or too few clients came.
+
+    ``client`` names the client (its partition id, or its Flower node id when the partition is unknown) when one
+    client is to blame; None otherwise.
+    """
+
+    def __init__(self, message: str, *, client: str | None = None):
+        self.client = client
         super().__init__(message)
 
     def __str__(self) -> str:

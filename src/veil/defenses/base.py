@@ -97,8 +97,9 @@ DEFENSE_KINDS = ("representation", "training-hook", "document-release", "text-tr
 #: ``vectors``: one protected vector per private item (a query at inference, an encoding in training);
 #: ``training-encodings``: every encoding of one client's training run (TextHide: the same examples re-mixed
 #: and re-masked each epoch); ``dp-mechanism``: white-box access to a DP mechanism (for exact audits);
-#: ``text``: rewritten text
-OBSERVATION_KINDS = ("vectors", "training-encodings", "dp-mechanism", "text")
+#: ``text``: rewritten text; ``model-updates``: the weights (or gradients) a federated client sends the server
+#: each round (what the server, or anyone on the wire, records)
+OBSERVATION_KINDS = ("vectors", "training-encodings", "dp-mechanism", "text", "model-updates")
 #: the tasks a defense serves; a corpus offers one of them (sentences with labels, or documents with labels)
 TASKS = ("sentence-classification", "document-classification")
 

@@ -1,0 +1,76 @@
+"""``veil federated run``: federated TextHide on Flower (simulation), one result JSON per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+
+federated_app = typer.Typer(help="Federated TextHide on Flower: clients encrypt their own batches with their own "
+                                 "secret pools; only head weights leave them.", no_args_is_help=True)
+
+
+@federated_app.command("run")
+def run(
+    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus (see `veil corpora list`).")] = "rt-polarity",
+    clients: Annotated[int, typer.Option(min=1, help="Number of clients (virtual SuperNodes).")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, help="Federated rounds.")] = 5,
+    mode: Annotated[str, typer.Option(help="alg2: one plain SGD step per round (the update is lr x gradient, as "
+                                           "Algorithm 2 sends); fedavg: local epochs of AdamW.")] = "alg2",
+    m: Annotated[int, typer.Option(min=0, help="Mask pool size per client (0 with --k 1: no defense).")] = 256,
+    k: Annotated[int, typer.Option(min=1, help="Examples mixed per encoding.")] = 4,
+    mixing: Annotated[str, typer.Option(help="TextHide intra- or inter-dataset mixing.")] = "intra",
+    alpha: Annotated[Optional[float], typer.Option(min=0.0, help="Per-class Dirichlet(alpha) non-IID partition; "
+                                                                 "leave out for IID.")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Batch size (>= k).")] = 32,
+    lr: Annotated[Optional[float], typer.Option(min=0.0, help="Learning rate (default 0.5 alg2, 1e-3 fedavg).")]
+    = None,
+    local_epochs: Annotated[int, typer.Option(min=1, help="fedavg: local epochs per round.")] = 1,
+    max_train: Annotated[int, typer.Option(min=0, help="Use this many training examples (0 = all).")] = 0,
+    max_test: Annotated[int, typer.Option(min=0, help="Use this many test examples (0 = all).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Partition, head init, batch order; never a client's key.")] = 0,
+    engine: Annotated[str, typer.Option(help="flower (simulation on Ray) or reference (the in-process loop).")]
+    = "flower",
+    record: Annotated[Optional[Path], typer.Option(help="Record every global model and client reply here (the "
+                                                        "eavesdropper's tap; the input of `veil attack analytic`).")]
+    = None,
+    truth: Annotated[bool, typer.Option("--truth", help="With --record: clients also write the ground truth of "
+                                                        "their head inputs to RECORD.truth (experiments only: it "
+                                                        "holds what the keys protect).")] = False,
+    results: Annotated[Optional[Path], typer.Option(help="Folder for the result JSON (default "
+                                                         "./veil-results/federated).")] = None,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for clients, per round.")] = 600.0,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train a classifier head on TextHide-encrypted MiniLM vectors across clients with Flower."""
+    from veil._io import atomic_write_json
+    from veil.errors import InvalidParameterError
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.federated.config import FederatedConfig
+    from veil.federated.run import result_path, run_federated
+
+    if truth and record is None:
+        raise InvalidParameterError("--truth needs --record FOLDER (the truth is written next to the tap)")
+    cfg = FederatedConfig(corpus=corpus, clients=clients, rounds=rounds, client_mode=mode, m=m, k=k, mode=mixing,
+                          alpha=alpha or 0.0, batch_size=batch_size, lr=lr or 0.0, local_epochs=local_epochs,
+                          max_train=max_train, max_test=max_test, seed=seed, timeout=timeout)
+    out = check_output_dir(results if results is not None else default_results_dir("federated"))
+    path = result_path(cfg, out)
+    if path.exists() and not force:
+        raise InvalidParameterError(f"{path} exists; pass --force to run it again")
+    con = console(as_json)
+    con.print(f"federated {cfg.name}: {clients} clients x {rounds} rounds on Flower ({engine})", markup=False)
+    rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force)
+    atomic_write_json(path, rec.to_dict())
+    if as_json:
+        echo_json({"result": str(path), **rec.to_dict()})
+        return
+    for row in rec.extra["rounds"]:
+        acc = row.get("test_accuracy")
+        con.print(f"round {row['round']}: train loss {row['train_loss']:.4f}"
+                  + (f", test accuracy {acc:.3f}" if acc is not None else ""), markup=False)
+    con.print(f"wrote {path}" + (f"; tap in {record}" if record else ""), markup=False)

@@ -1,0 +1,129 @@
+"""The configuration of one federated TextHide run, shared by the Flower apps and the in-process reference loop.
+
+:class:`FederatedConfig` is plain, validated data. It travels to Flower's
+ClientApp and ServerApp as a flat ``ConfigRecord``/run config
+(:meth:`FederatedConfig.to_run_config`, :meth:`FederatedConfig.from_run_config`),
+so the same run is described identically in simulation, in a real
+SuperLink/SuperNode deployment (``[tool.flwr.app.config]``) and in the
+reference loop. It carries no secret: each client's mask pool lives on the
+client only.
+
+Client modes (Huang et al. 2020, Algorithm 2):
+
+* ``alg2``: one plain SGD step per round on one batch of ``batch_size``
+  encrypted examples (no momentum, no weight decay), so the client's update is
+  exactly ``lr x gradient``: Flower's FedAvg averages weights, which for one
+  SGD step from the same global weights equals averaging gradients, as
+  Algorithm 2 does (weighted by ``num-examples``, the batch size).
+* ``fedavg``: ``local_epochs`` epochs of AdamW over the client's whole
+  partition per round (McMahan et al. 2017's FedAvg with a modern optimiser):
+  more realistic, and harder to invert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from veil.errors import InvalidParameterError, InvalidTypeError
+
+__all__ = ["FederatedConfig", "CLIENT_MODES"]
+
+CLIENT_MODES = ("alg2", "fedavg")
+
+
+@dataclass(frozen=True)
+class FederatedConfig:
+    corpus: str = "rt-polarity"
+    clients: int = 3
+    rounds: int = 5
+    client_mode: str = "alg2"
+    m: int = 256  # pool size; 0 (with k = 1) is no defense
+    k: int = 4
+    mode: str = "intra"  # TextHide intra- or inter-dataset mixing
+    alpha: float = 0.0  # per-class Dirichlet(alpha) non-IID partition; 0 = IID
+    batch_size: int = 32
+    lr: float = 0.0  # 0 = the mode's default: 0.5 (alg2, plain SGD) or 1e-3 (fedavg, AdamW)
+    local_epochs: int = 1
+    weight_decay: float = 0.01  # fedavg only (alg2 is plain SGD)
+    hidden_layers: int = 1
+    dropout: float = 0.0
+    seed: int = 0  # partition, head init, data order, dropout; NEVER the clients' keys or mixing
+    max_train: int = 0  # 0 = the whole train split; else an evenly spaced subset (seed-free)
+    max_test: int = 0
+    public: str = "health-tweets"  # inter mode: public sentences every client may mix in
+    public_size: int = 5000
+    finetune: bool = False  # reserved: only the frozen-encoder (head-only) setting is implemented
+    timeout: float = 600.0  # seconds to wait for clients to connect and to reply, per round
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = type(f.default)
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, f.name, float(value))
+            elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise InvalidTypeError(f"{f.name} must be {expected.__name__}, got {type(value).__name__} {value!r}")
+        if self.clients < 1 or self.rounds < 1:
+            raise InvalidParameterError(f"clients and rounds must be >= 1, got {self.clients} and {self.rounds}")
+        if self.client_mode not in CLIENT_MODES:
+            raise InvalidParameterError(f"client_mode must be one of {CLIENT_MODES}, got {self.client_mode!r}")
+        if self.mode not in ("intra", "inter"):
+            raise InvalidParameterError(f"mode must be 'intra' or 'inter', got {self.mode!r}")
+        if self.m < 0 or self.k < 1:
+            raise InvalidParameterError(f"need m >= 0 and k >= 1, got m={self.m}, k={self.k}")
+        if self.mode == "inter" and self.k < 2:
+            raise InvalidParameterError("inter mode needs k >= 2 (floor(k/2) public slots)")
+        if self.batch_size < self.k:
+            raise InvalidParameterError(f"batch_size ({self.batch_size}) must be >= k ({self.k}): TextHide mixes k "
+                                        "examples of one batch")
+        if self.alpha < 0:
+            raise InvalidParameterError(f"alpha must be > 0 (Dirichlet non-IID) or 0 (IID), got {self.alpha}")
+        if self.lr < 0 or self.weight_decay < 0 or self.dropout < 0 or self.dropout >= 1:
+            raise InvalidParameterError("need lr >= 0 (0 = default), weight_decay >= 0 and dropout in [0, 1)")
+        if self.local_epochs < 1 or self.hidden_layers < 0 or self.seed < 0:
+            raise InvalidParameterError("need local_epochs >= 1, hidden_layers >= 0 and seed >= 0")
+        if self.max_train < 0 or self.max_test < 0 or self.public_size < 1 or self.timeout <= 0:
+            raise InvalidParameterError("need max_train, max_test >= 0 (0 = all), public_size >= 1 and timeout > 0")
+        if self.finetune:
+            raise InvalidParameterError("federated fine-tuning of the encoder is not implemented yet; run the "
+                                        "frozen-encoder setting (finetune=False)")
+
+    @property
+    def defended(self) -> bool:
+        return not (self.m == 0 and self.k == 1)
+
+    @property
+    def learning_rate(self) -> float:
+        if self.lr > 0:
+            return self.lr
+        return 0.5 if self.client_mode == "alg2" else 1e-3
+
+    @property
+    def name(self) -> str:
+        setting = f"m{self.m}-k{self.k}-{self.mode}" if self.defended else "plain"
+        part = "iid" if self.alpha == 0 else f"a{self.alpha:g}"
+        return (f"{self.corpus}-{self.client_mode}-{setting}-c{self.clients}-{part}-r{self.rounds}"
+                f"-b{self.batch_size}-seed{self.seed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_run_config(self) -> dict[str, bool | int | float | str]:
+        """Flat keys with dashes, as Flower's run config and ConfigRecord want them."""
+        return {k.replace("_", "-"): v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_run_config(cls, run_config: Any) -> FederatedConfig:
+        """Inverse of :meth:`to_run_config`; unknown keys are an error (a typo must not fall back to a default)."""
+        names = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in dict(run_config).items():
+            if key in ("server-round", "veil-config"):
+                continue
+            name = str(key).replace("-", "_")
+            if name not in names:
+                raise InvalidParameterError(f"unknown federated setting {key!r}; valid: "
+                                            f"{', '.join(sorted(n.replace('_', '-') for n in names))}")
+            values[name] = value
+        return cls(**values)

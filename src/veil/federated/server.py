@@ -1,0 +1,152 @@
+"""The server's side of a federated run, with no Flower in it: FedAvg aggregation as Flower computes it, the
+per-round summary, and the eavesdropper tap (what the server, or anyone on the wire, records).
+
+The tap directory is the attacker's whole input (format ``veil-federated-tap/1``,
+read by :mod:`veil.attacks.gradients.tap`)::
+
+    DIR/tap.json                          the run's public description (model shape, optimiser, lr, defense m/k/mode)
+    DIR/round-0001/global.npz             the weights the server sent in round 1
+    DIR/round-0001/client-<id>.npz        what client <id> (its partition id) replied
+    DIR/round-0001/client-<id>.json       its reply's metrics (num-examples, train_loss)
+
+Ground truth for scoring attacks is written only by experiments, by the
+clients themselves, in the sibling ``DIR.truth/`` (never inside DIR, so the
+tap can be handed to an attacker alone). Both are written under
+``*.partial`` names and renamed when the run succeeds; a failed run removes
+them, so no half-recorded run is ever left looking complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil._io import atomic_write, atomic_write_json
+from veil.errors import InvalidParameterError
+from veil.federated.config import FederatedConfig
+
+__all__ = ["aggregate", "RoundSummary", "Recorder", "TAP_FORMAT", "tap_description", "write_arrays"]
+
+TAP_FORMAT = "veil-federated-tap/1"
+
+
+def aggregate(replies: list[tuple[dict[str, np.ndarray], float]]) -> dict[str, np.ndarray]:
+    """The num-examples-weighted mean of the replies' weights, computed as Flower's FedAvg does (same order of
+    operations: weights normalised first, then summed in reply order)."""
+    if not replies:
+        raise InvalidParameterError("nothing to aggregate: no client replied")
+    total = sum(w for _, w in replies)
+    factors = [w / total for _, w in replies]
+    out: dict[str, np.ndarray] = {}
+    for (arrays, _), f in zip(replies, factors, strict=True):
+        for key, value in arrays.items():
+            if key not in out:
+                out[key] = np.asarray(value) * f
+            else:
+                out[key] += np.asarray(value) * f
+    return out
+
+
+@dataclass
+class RoundSummary:
+    """What the server learns each round (weighted by num-examples): train loss and the clients' test accuracy."""
+
+    server_round: int
+    train_loss: float
+    test_accuracy: float | None = None
+    test_examples: int = 0
+    clients: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.server_round, "train_loss": self.train_loss, "test_accuracy": self.test_accuracy,
+                "test_examples": self.test_examples, "clients": self.clients}
+
+
+def tap_description(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[str, Any]:
+    """The public description of a run an eavesdropper is assumed to know (Kerckhoffs: everything but the keys)."""
+    from veil.federated.client import rep_scale
+
+    return {"format": TAP_FORMAT,
+            "model": {"in_dim": dim, "out_dim": num_classes, "hidden": [dim] * cfg.hidden_layers,
+                      "dropout": cfg.dropout},
+            "rep_scale": rep_scale(dim), "task": "classification", "num_classes": num_classes,
+            "client_mode": cfg.client_mode, "optimizer": "sgd" if cfg.client_mode == "alg2" else "adamw",
+            "lr": cfg.learning_rate, "weight_decay": 0.0 if cfg.client_mode == "alg2" else cfg.weight_decay,
+            "batch_size": cfg.batch_size, "local_epochs": cfg.local_epochs if cfg.client_mode == "fedavg" else 0,
+            "rounds": cfg.rounds,
+            "defense": ({"name": "texthide", "m": cfg.m, "k": cfg.k, "mode": cfg.mode} if cfg.defended
+                        else {"name": "none", "m": 0, "k": 1, "mode": "intra"}),
+            "clients": [str(i) for i in range(cfg.clients)], "corpus": cfg.corpus}
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with atomic_write(path, "wb", encoding=None) as fh:
+        np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+def _round_dir(root: Path, server_round: int) -> Path:
+    return root / f"round-{server_round:04d}"
+
+
+class Recorder:
+    """Writes the tap as the run goes (under ``DIR.partial``); :meth:`finish` publishes it, :meth:`abort` removes it.
+
+    ``truth``: also reserve ``DIR.truth`` for the clients' ground truth (experiments only).
+    """
+
+    def __init__(self, directory: str | Path, *, truth: bool = False, force: bool = False) -> None:
+        self.final = Path(directory)
+        self.truth_final = self.final.with_name(self.final.name + ".truth")
+        for path in (self.final, self.truth_final):
+            if path.exists():
+                if not force:
+                    raise InvalidParameterError(f"{path} exists; choose another --record folder or pass --force "
+                                                "to replace it")
+        self.partial = self.final.with_name(self.final.name + ".partial")
+        self.truth_partial = self.final.with_name(self.final.name + ".truth.partial") if truth else None
+        for path in (self.partial, self.truth_partial):
+            if path is not None and path.exists():
+                shutil.rmtree(path)
+        self.partial.mkdir(parents=True)
+        if self.truth_partial is not None:
+            self.truth_partial.mkdir(parents=True)
+        self.force = force
+
+    def describe(self, description: dict[str, Any]) -> None:
+        atomic_write_json(self.partial / "tap.json", description)
+
+    def global_weights(self, server_round: int, arrays: dict[str, np.ndarray]) -> None:
+        write_arrays(_round_dir(self.partial, server_round) / "global.npz", arrays)
+
+    def reply(self, server_round: int, client: str, arrays: dict[str, np.ndarray], metrics: dict[str, Any]) -> None:
+        folder = _round_dir(self.partial, server_round)
+        write_arrays(folder / f"client-{client}.npz", arrays)
+        atomic_write_json(folder / f"client-{client}.json", metrics)
+
+    def finish(self) -> Path:
+        for partial, final in ((self.partial, self.final), (self.truth_partial, self.truth_final)):
+            if partial is None:
+                continue
+            if final.exists() and self.force:
+                shutil.rmtree(final)
+            partial.rename(final)
+        return self.final
+
+    def abort(self) -> None:
+        for path in (self.partial, self.truth_partial):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def write_truth(truth_dir: str | Path, server_round: int, client: str, truth: dict[str, np.ndarray]) -> None:
+    """A client's ground truth for one round (experiments only; called on the client)."""
+    write_arrays(_round_dir(Path(truth_dir), server_round) / f"client-{client}.npz", truth)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

@@ -1,0 +1,29 @@
+"""`veil federated run` (the in-process engine here; Flower itself is tested in test_federated_runs.py)."""
+
+import json
+
+import pytest
+
+from veil.cli import main
+
+pytestmark = pytest.mark.slow
+ARGS = ["federated", "run", "--clients", "2", "--rounds", "2", "--max-train", "160", "--max-test", "60",
+        "--batch-size", "16", "--m", "16", "--k", "2", "--mode", "fedavg", "--engine", "reference"]
+
+
+def test_run_writes_a_result_and_json(tmp_path, capsys):
+    assert main([*ARGS, "--results", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "federated" and len(out["extra"]["rounds"]) == 2
+    assert (tmp_path / "rt-polarity-fedavg-m16-k2-intra-c2-iid-r2-b16-seed0.json").is_file()
+    # an existing result is kept unless --force
+    assert main([*ARGS, "--results", str(tmp_path)]) == 2
+    assert "--force" in capsys.readouterr().err
+
+
+def test_bad_settings_are_one_line_user_errors(tmp_path, capsys):
+    assert main([*ARGS, "--results", str(tmp_path), "--truth"]) == 2
+    assert "--truth needs --record" in capsys.readouterr().err
+    assert main(["federated", "run", "--k", "8", "--batch-size", "4", "--results", str(tmp_path)]) == 2
+    assert "batch_size (4) must be >= k (8)" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
