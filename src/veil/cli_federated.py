@@ -74,3 +74,37 @@ def run(
         con.print(f"round {row['round']}: train loss {row['train_loss']:.4f}"
                   + (f", test accuracy {acc:.3f}" if acc is not None else ""), markup=False)
     con.print(f"wrote {path}" + (f"; tap in {record}" if record else ""), markup=False)
+
+
+@federated_app.command("sweep")
+def sweep(
+    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
+    clients: Annotated[str, typer.Option(help="Comma-separated client counts (1 = centralised is always run).")]
+    = "3,5,10",
+    alphas: Annotated[str, typer.Option(help="Comma-separated Dirichlet alphas (0 = IID).")] = "0,0.5,0.1",
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds (= epochs over the data: one local epoch each).")] = 20,
+    engine: Annotated[str, typer.Option(help="flower or reference.")] = "flower",
+    results: Annotated[Optional[Path], typer.Option(help="Folder for the result JSONs (default "
+                                                         "./veil-results/federated).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The utility grid: centralised vs federated, plain vs TextHide (256,4), IID and non-IID; resumable."""
+    from veil.cli_common import parse_seeds
+    from veil.experiments.federated import run_cells, utility_grid
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    def floats(text: str, what: str) -> list[float]:
+        try:
+            return [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
+
+    out = check_output_dir(results if results is not None else default_results_dir("federated"))
+    cells = utility_grid(corpus=corpus, seeds=parse_seeds(seeds), clients=[int(c) for c in floats(clients, "--clients")],
+                         alphas=floats(alphas, "--alphas"), rounds=rounds)
+    con = console(as_json)
+    paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
+    if as_json:
+        echo_json({"results": [str(p) for p in paths]})

@@ -1,0 +1,163 @@
+"""``docs/results/federated.md``: utility of federated TextHide on Flower against centralised training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil.report.markdown import register_renderer
+from veil.results import ResultRecord
+
+__all__ = ["federated_page"]
+
+
+def _setting(c: dict[str, Any]) -> str:
+    return "none" if (c.get("m") == 0 and c.get("k") == 1) else f"TextHide ({c['m']},{c['k']}) {c.get('mode', 'intra')}"
+
+
+def _partition(c: dict[str, Any]) -> str:
+    if c.get("clients") == 1:
+        return "centralised"
+    return "IID" if not c.get("alpha") else f"Dirichlet {c['alpha']:g}"
+
+
+def _key(c: dict[str, Any]) -> tuple:
+    return (c.get("corpus"), c.get("client_mode"), _setting(c), c.get("clients"), _partition(c), c.get("rounds"),
+            c.get("batch_size"), c.get("engine"))
+
+
+def _mean_ci(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{100 * values[0]:.1f}"
+    from scipy import stats
+
+    arr = np.asarray(values)
+    half = stats.t.ppf(0.975, len(arr) - 1) * arr.std(ddof=1) / np.sqrt(len(arr))
+    return f"{100 * arr.mean():.1f} ± {100 * half:.1f}"
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    central: dict[str, float] = {}
+    for key, recs in groups.items():
+        accs = [r.metrics["test_accuracy"].mean for r in recs]
+        if key[4] == "centralised":
+            central[key[2]] = float(np.mean(accs))
+        else:
+            series.setdefault((key[2], key[4]), []).append((int(key[3]), float(np.mean(accs))))
+    if not series:
+        return []
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    colors = {"none": "tab:blue"}
+    for (setting, part), pts in sorted(series.items()):
+        pts.sort()
+        color = colors.setdefault(setting, f"C{len(colors) + 1}")
+        style = {"IID": "-", "Dirichlet 0.5": "--"}.get(part, ":")
+        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], style, marker="o", color=color,
+                label=f"{setting}, {part}")
+    for setting, acc in central.items():
+        ax.axhline(100 * acc, color=colors.get(setting, "grey"), lw=0.8, alpha=0.6)
+    ax.set_xlabel("clients (horizontal lines: centralised, same budget)")
+    ax.set_ylabel("test accuracy % (mean over seeds)")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted({p[0] for pts in series.values() for p in pts}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("Federated utility: plain vs TextHide")
+    fig.tight_layout()
+    path = out_dir / "federated_utility.png"
+    _save(fig, path)
+    return [f"![test accuracy against number of clients]({path.name})", ""]
+
+
+def _curves_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    picked = [r for r in recs if r.config.get("clients") == 3 and not r.config.get("alpha") and r.config.get("seed") == 0
+              and r.metrics.get("test_accuracy") is not None]
+    if not picked:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for rec in sorted(picked, key=lambda r: r.experiment):
+        rows = [row for row in rec.extra.get("rounds", []) if row.get("test_accuracy") is not None]
+        ax.plot([row["round"] for row in rows], [100 * row["test_accuracy"] for row in rows],
+                label=f"{_setting(rec.config)}, {rec.config['client_mode']}")
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy %")
+    ax.legend(fontsize=7)
+    ax.set_title("3 clients, IID, seed 0: accuracy after every round")
+    fig.tight_layout()
+    path = out_dir / "federated_rounds.png"
+    _save(fig, path)
+    return [f"![test accuracy after every round]({path.name})", ""]
+
+
+@register_renderer("federated")
+def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
+    recs = [r for _, r in records]
+    done = [r for r in recs if "test_accuracy" in r.metrics]
+    infeasible = [r for r in recs if r.extra.get("infeasible")]
+    lines = ["# Results: federated TextHide on Flower", "",
+             "Frozen MiniLM encoder; a classifier head (one hidden layer) trained across clients with Flower 1.41. "
+             "Every client encrypts its batches with its own TextHide mask pool (OS CSPRNG, never sent) and sends "
+             "head weights; the server averages them (FedAvg). Centralised = the same code with one client "
+             "holding the whole train split, so model, optimiser, epochs over the data and test set are the same. "
+             "Test accuracy: every client scores its IID share of the test split through its own pool after the "
+             "last round (nothing is selected on the test set). Seeds set the partition, head init and batch "
+             "order; keys and mixing come from the OS CSPRNG in every run. ± is a t 95% interval over seeds.", ""]
+    groups: dict[tuple, list[ResultRecord]] = {}
+    for rec in done:
+        groups.setdefault(_key(rec.config), []).append(rec)
+    central = {(k[0], k[1], k[2], k[5], k[6]): float(np.mean([r.metrics["test_accuracy"].mean for r in v]))
+               for k, v in groups.items() if k[4] == "centralised"}
+    lines += ["| corpus | client mode | defense | clients | partition | rounds | batch | engine | seeds | "
+              "test accuracy % | vs centralised (points) | wall time / run |",
+              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---:|"]
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3] != 1, k[3], k[4], k[5])):
+        rs = groups[key]
+        accs = [r.metrics["test_accuracy"].mean for r in rs]
+        if len(rs) == 1:
+            m = rs[0].metrics["test_accuracy"]
+            acc = f"{100 * m.mean:.1f} [{100 * m.ci_low:.1f}, {100 * m.ci_high:.1f}]"
+        else:
+            acc = _mean_ci(accs)
+        ref = central.get((key[0], key[1], key[2], key[5], key[6]))
+        gap = "–" if ref is None or key[4] == "centralised" else f"{100 * (np.mean(accs) - ref):+.1f}"
+        wall = np.mean([r.wall_time_s for r in rs])
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]} | {key[6]} | {key[7]} | "
+                     f"{len(rs)} | {acc} | {gap} | {wall:.0f} s |")
+    lines.append("")
+    if len(done) == 1:
+        lines += ["(one run: the interval is Wilson 95% over test examples)", ""]
+    lines += _utility_plot(groups, out_dir)
+    lines += _curves_plot(done, out_dir)
+    if infeasible:
+        lines += ["## Infeasible cells", "",
+                  "A per-class Dirichlet partition that cannot give every client a batch is reported, not changed:", ""]
+        for rec in sorted(infeasible, key=lambda r: r.experiment):
+            lines.append(f"- `{rec.experiment}`: {rec.extra['infeasible']}")
+        lines.append("")
+    commits = sorted({r.git_commit for r in recs})
+    lines += [f"Commits: {', '.join(commits)}. Reproduce: `veil federated sweep --results results/federated` "
+              "(resumable; see docs/federated.md).", ""]
+    return "\n".join(lines)
