@@ -11,14 +11,20 @@ ARGS = ["federated", "run", "--clients", "2", "--rounds", "2", "--max-train", "1
         "--batch-size", "16", "--m", "16", "--k", "2", "--mode", "fedavg", "--engine", "reference"]
 
 
-def test_run_writes_a_result_and_json(tmp_path, capsys):
-    assert main([*ARGS, "--results", str(tmp_path), "--json"]) == 0
+def test_run_writes_a_result_and_json_and_the_page_renders(tmp_path, capsys):
+    res = tmp_path / "federated"
+    assert main([*ARGS, "--results", str(res), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == "federated" and len(out["extra"]["rounds"]) == 2
-    assert (tmp_path / "rt-polarity-fedavg-m16-k2-intra-c2-iid-r2-b16-seed0.json").is_file()
+    assert (res / "rt-polarity-fedavg-m16-k2-intra-c2-iid-r2-b16-seed0.json").is_file()
     # an existing result is kept unless --force
-    assert main([*ARGS, "--results", str(tmp_path)]) == 2
+    assert main([*ARGS, "--results", str(res)]) == 2
     assert "--force" in capsys.readouterr().err
+    assert main(["report", "--results", str(tmp_path), "--out", str(tmp_path / "pages")]) == 0
+    page = (tmp_path / "pages" / "federated.md").read_text()
+    acc = 100 * out["metrics"]["test_accuracy"]["mean"]
+    assert f"| rt-polarity | fedavg | TextHide (16,2) intra | 2 | IID | 2 | 16 | reference | 1 | {acc:.1f} [" in page
+    assert (tmp_path / "pages" / "federated_utility.png").stat().st_size > 1000
 
 
 def test_bad_settings_are_one_line_user_errors(tmp_path, capsys):

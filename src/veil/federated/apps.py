@@ -170,6 +170,7 @@ class StrictFedAvg(FedAvg):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid):
         self._wait_for_clients(grid)
+        self._round_start = time.perf_counter()
         if self.recorder is not None:
             self.recorder.global_weights(server_round, from_record(arrays))
         messages = list(super().configure_train(server_round, arrays, config, grid))
@@ -208,7 +209,8 @@ class StrictFedAvg(FedAvg):
                                     from_record(msg.content["arrays"]), metrics)
         arrays, metrics = super().aggregate_train(server_round, replies)
         self.history.append(from_record(arrays))
-        self.summaries.append({"round": server_round, "train_loss": float(metrics["train_loss"]),
+        self.summaries.append({"round": server_round, "seconds": time.perf_counter() - self._round_start,
+                               "train_loss": float(metrics["train_loss"]),
                                "clients": sorted(str(int(m.content["metrics"]["partition-id"])) for m in replies)})
         return arrays, metrics
 
@@ -219,6 +221,7 @@ class StrictFedAvg(FedAvg):
         n = sum(int(m.content["metrics"]["num-examples"]) for m in replies)
         row = next(s for s in self.summaries if s["round"] == server_round)
         row["test_accuracy"], row["test_examples"] = correct / max(1, n), n
+        row["seconds"] = time.perf_counter() - self._round_start  # training + evaluation, as the reference loop
         return super().aggregate_evaluate(server_round, replies)
 
 

@@ -8,6 +8,7 @@ through Flower (:func:`veil.federated.run.run_federated`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,7 @@ def run_reference(cfg: FederatedConfig, *, pools: Mapping[int, Any] | None = Non
         recorder.describe(tap_description(cfg, dim, num_classes))
     try:
         for r in range(1, cfg.rounds + 1):
+            start = time.perf_counter()
             if recorder is not None:
                 recorder.global_weights(r, state)
             replies, losses = [], []
@@ -70,6 +72,7 @@ def run_reference(cfg: FederatedConfig, *, pools: Mapping[int, Any] | None = Non
                 n_test = int(sum(e["num-examples"] for e in evals))
                 summary.test_accuracy = sum(e["correct"] for e in evals) / max(1, n_test)
                 summary.test_examples = n_test
+            summary.seconds = time.perf_counter() - start
             summaries.append(summary)
     except BaseException:
         if recorder is not None:

@@ -61,10 +61,11 @@ class RoundSummary:
     test_accuracy: float | None = None
     test_examples: int = 0
     clients: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # wall time of the round: local training of every client, aggregation, evaluation
 
     def to_dict(self) -> dict[str, Any]:
-        return {"round": self.server_round, "train_loss": self.train_loss, "test_accuracy": self.test_accuracy,
-                "test_examples": self.test_examples, "clients": self.clients}
+        return {"round": self.server_round, "seconds": self.seconds, "train_loss": self.train_loss,
+                "test_accuracy": self.test_accuracy, "test_examples": self.test_examples, "clients": self.clients}
 
 
 def tap_description(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[str, Any]:
