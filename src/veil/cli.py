@@ -221,6 +221,10 @@ from veil import cli_bench as _cli_bench  # noqa: E402  (registers `veil bench`)
 
 _cli_bench.register(app)
 
+from veil import cli_gradients as _cli_gradients  # noqa: E402  (registers `veil attack gradmatch-table/analytic/gradmatch`)
+
+_cli_gradients.register(attack_app)
+
 from veil.cli_federated import federated_app as _federated_app  # noqa: E402
 
 app.add_typer(_federated_app, name="federated")

@@ -280,6 +280,8 @@ _REGISTRY = LazyRegistry("attack", {
     "mask-recovery": "veil.attacks.texthide.mask_recovery:MaskRecovery",
     "unmix": "veil.attacks.texthide.unmix:Unmix",
     "exact-audit": "veil.attacks.audit:ExactAudit",
+    "gradmatch": "veil.attacks.gradients.alg3:GradMatch",
+    "analytic": "veil.attacks.gradients.analytic:AnalyticInversion",
 })
 
 

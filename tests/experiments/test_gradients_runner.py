@@ -1,0 +1,145 @@
+"""The gradient-attack runners (veil.experiments.gradients) and commands (veil.cli_gradients): resumable Table 2
+cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
+and the rendered page. The commands are exercised through ``register`` on a fresh Typer app (how cli.py mounts
+them)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from veil.attacks.gradients.tap import write_tap_meta, write_tap_round
+from veil.attacks.gradients.truth import write_tap_truth
+from veil.errors import InvalidParameterError, ResourceMissingError
+from veil.experiments.gradients import (Table2Cell, result_path, run_table2, run_tap_attack, table2_cells,
+                                        tap_result_path)
+from veil.results import ResultRecord
+
+pytestmark = pytest.mark.usefixtures("builtin")
+
+
+@pytest.fixture(autouse=True)
+def _corpus(builtin):
+    builtin("rt-polarity")
+
+
+def _app() -> typer.Typer:
+    from veil.cli_gradients import register
+
+    app = typer.Typer()
+    attack = typer.Typer()
+    app.add_typer(attack, name="attack")
+    register(attack)
+    return app
+
+
+def _tap(path, *, truth=True, batch=4):
+    """One alg2 round of two clients on TextHide (k=2, m=8) encodings of random unit vectors, recorded."""
+    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.models.heads import MLPHead
+
+    d, scale = 24, math.sqrt(24)
+    write_tap_meta(path, {"model": {"in_dim": d, "out_dim": 2, "hidden": [256], "dropout": 0.0}, "rep_scale": scale,
+                          "task": "classification", "num_classes": 2, "client_mode": "alg2", "optimizer": "sgd",
+                          "lr": 0.5, "weight_decay": 0.0, "batch_size": batch, "local_epochs": 0, "rounds": 1,
+                          "defense": {"name": "texthide", "m": 8, "k": 2, "mode": "intra"}, "clients": ["0", "1"]})
+    head = MLPHead(d, 2, hidden=(256,), dropout=0.0, rng=0)
+    start = {k: v.detach().numpy().copy() for k, v in head.state_dict().items()}
+    rng = np.random.default_rng(0)
+    replies = {}
+    for c in ("0", "1"):
+        head.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in start.items()})
+        x = rng.standard_normal((batch, d)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        y = torch.nn.functional.one_hot(torch.arange(batch) % 2, 2).float()
+        out = TextHide(k=2, pool=MaskPool(8, d)).encrypt(torch.from_numpy(x) * scale, y)
+        loss = -(out.y * torch.log_softmax(head(out.e), -1)).sum(-1).mean()
+        opt = torch.optim.SGD(head.parameters(), lr=0.5)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        replies[c] = ({k: v.detach().numpy().copy() for k, v in head.state_dict().items()},
+                      {"num-examples": batch, "train_loss": float(loss.detach())})
+        if truth:
+            write_tap_truth(path, 1, c, inputs=out.e.detach().numpy(), step=np.zeros(batch, dtype=np.int64),
+                            sources=np.arange(batch)[:, None], soft_labels=out.y.numpy())
+    write_tap_round(path, 1, global_state=start, replies=replies)
+    return path
+
+
+def test_table2_cells_resume_and_carry_wilson_intervals(tmp_path):
+    cells = [Table2Cell(k=0, d=4, runs=3, max_evals=60), Table2Cell(k=1, d=4, runs=3, max_evals=60)]
+    first = run_table2(cells, tmp_path, progress=False, log=lambda line: None)
+    stamps = [p.stat().st_mtime_ns for p in first]
+    lines: list[str] = []
+    again = run_table2(cells, tmp_path, progress=False, log=lines.append)
+    assert again == first and [p.stat().st_mtime_ns for p in again] == stamps
+    assert all("skip" in line for line in lines)
+    rec = ResultRecord.read(result_path(cells[1], tmp_path))
+    s = rec.metrics["success"]
+    assert s.n == 3 and s.ci_low is not None and s.ci_low <= s.mean <= s.ci_high and s.ci_level == 0.95
+    assert rec.config["defense"]["k"] == 1 and "OS CSPRNG" in rec.config["secret_randomness"]
+    assert len(rec.extra["runs"]) == 3 and "mask_bits" in rec.metrics
+    base = ResultRecord.read(result_path(cells[0], tmp_path))
+    assert base.config["defense"] == {"defense": "none"} and "mask_bits" not in base.metrics
+    grid = table2_cells()
+    assert {(c.k, c.d) for c in grid} == {(k, d) for k in (0, 1, 2, 4) for d in (4, 16, 64, 256, 1024)}
+    assert len({c.name for c in grid}) == len(grid)
+    with pytest.raises(InvalidParameterError, match="placement"):
+        Table2Cell(placement="output")
+
+
+def test_gradmatch_table_command_prints_json(tmp_path):
+    result = CliRunner().invoke(_app(), ["attack", "gradmatch-table", "--k", "2", "--d", "4", "--runs", "2",
+                                         "--max-evals", "30", "--no-baseline", "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert len(out["results"]) == 1 and out["table"][0]["k"] == 2 and out["table"][0]["success"]["n"] == 2
+    bad = CliRunner().invoke(_app(), ["attack", "gradmatch-table", "--k", "0", "--results", str(tmp_path)])
+    assert bad.exit_code == 2 and ">= 1" in bad.output
+
+
+def test_attacks_on_a_recorded_run_with_and_without_truth(tmp_path):
+    tap = _tap(tmp_path / "run")
+    rec = run_tap_attack(tap, "analytic", seed=0, match=False)
+    assert rec.config["scored"] and len(rec.extra["updates"]) == 2
+    assert rec.metrics["rows_recovered"].n == 8 and rec.metrics["rows_recovered"].ci_high is not None
+    assert rec.metrics["rows_recovered"].mean == 1.0 and rec.metrics["precision"].mean == 1.0
+    assert rec.metrics["per_row_label_error"].mean < 1e-4
+    blind = _tap(tmp_path / "blind", truth=False)
+    rec = run_tap_attack(blind, "analytic", seed=0, match=False)
+    assert not rec.config["scored"] and rec.metrics == {} and rec.extra["updates"][0]["vectors"] == 4
+
+    result = CliRunner().invoke(_app(), ["attack", "analytic", "--record", str(tap), "--results", str(tmp_path / "r"),
+                                         "--no-match", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["experiment"] == "tap-analytic" and out["metrics"]["rows_recovered"]["mean"] == 1.0
+    assert tap_result_path(tap, "analytic", tmp_path / "r").is_file()
+    again = CliRunner().invoke(_app(), ["attack", "analytic", "--record", str(tap), "--results", str(tmp_path / "r")])
+    assert isinstance(again.exception, InvalidParameterError) and "--force" in str(again.exception)
+    result = CliRunner().invoke(_app(), ["attack", "gradmatch", "--record", str(tap), "--results", str(tmp_path / "r"),
+                                         "--max-evals", "20", "--restarts", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["experiment"] == "tap-gradmatch"
+    missing = CliRunner().invoke(_app(), ["attack", "analytic", "--record", str(tmp_path / "none")])
+    assert isinstance(missing.exception, ResourceMissingError) and "--record" in str(missing.exception)
+
+
+def test_page_renders_both_tables(tmp_path):
+    from veil.report import render_all
+
+    folder = tmp_path / "results" / "gradients"
+    run_table2([Table2Cell(k=0, d=4, runs=2, max_evals=30), Table2Cell(k=2, d=4, runs=2, max_evals=30)], folder,
+               progress=False, log=lambda line: None)
+    run_tap_attack(_tap(tmp_path / "run"), "analytic", match=False).write(folder / "analytic-run-seed0.json")
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "gradients.md").read_text()
+    assert "## Table 2 analogue" in page and "| baseline (no TextHide) |" in page and "| k=2 |" in page
+    assert "(0.82)" in page and "| run | analytic | alg2 | texthide (8,2) intra | 4 | 2 | " in page
