@@ -108,3 +108,31 @@ def sweep(
     paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
+
+
+@federated_app.command("analytic-sweep")
+def analytic_sweep(
+    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated alg2 batch sizes.")] = "1,2,4,8,16,32",
+    taps: Annotated[Path, typer.Option(help="Folder for the recorded runs and their truth (data; not for git).")]
+    = Path("veil-results/taps"),
+    results: Annotated[Optional[Path], typer.Option(help="Folder for the attack results (default "
+                                                         "./veil-results/gradients).")] = None,
+    engine: Annotated[str, typer.Option(help="flower or reference.")] = "flower",
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record small TextHide (256,4) runs on Flower and read their encodings off the updates, by batch size."""
+    from veil.experiments.federated import analytic_grid, run_analytic_cells
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    try:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
+    out = check_output_dir(results if results is not None else default_results_dir("gradients"))
+    con = console(as_json)
+    paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
+                               force=force, log=lambda msg: con.print(msg, markup=False))
+    if as_json:
+        echo_json({"results": [str(p) for p in paths]})

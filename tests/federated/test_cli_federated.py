@@ -1,6 +1,7 @@
 """`veil federated run` (the in-process engine here; Flower itself is tested in test_federated_runs.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,14 @@ def test_bad_settings_are_one_line_user_errors(tmp_path, capsys):
     assert main(["federated", "run", "--k", "8", "--batch-size", "4", "--results", str(tmp_path)]) == 2
     assert "batch_size (4) must be >= k (8)" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_analytic_sweep_reads_every_encoding_off_a_batch_of_two(tmp_path, capsys):
+    """End to end: record an alg2 run (TextHide (256,2), batch 2), invert its updates, score against the truth."""
+    assert main(["federated", "analytic-sweep", "--batch-sizes", "2", "--engine", "reference",
+                 "--taps", str(tmp_path / "taps"), "--results", str(tmp_path / "res"), "--json"]) == 0
+    paths = json.loads(capsys.readouterr().out)["results"]
+    assert len(paths) == 3  # batch 2, plus the dropout and fedavg runs at batch 8
+    rec = json.loads(Path(paths[0]).read_text())
+    assert rec["config"]["batch_size"] == 2 and rec["config"]["defense"]["k"] == 2
+    assert rec["metrics"]["rows_recovered"]["mean"] == 1.0 and rec["metrics"]["rows_recovered"]["n"] == 12

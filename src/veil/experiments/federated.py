@@ -78,3 +78,51 @@ def run_cells(cells: Sequence[FederatedConfig], root: str | Path, *, engine: str
         acc = rec.metrics.get("test_accuracy")
         log(f"[{i}/{len(cells)}] {cfg.name}: test accuracy {acc.mean:.3f} ({rec.wall_time_s:.0f} s) -> {path}")
     return paths
+
+
+def analytic_grid(*, corpus: str = "rt-polarity", batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), m: int = 256,
+                  k: int = 4, seed: int = 0) -> list[FederatedConfig]:
+    """Recorded runs for the end-to-end first-layer inversion: ``alg2`` at every batch size (k = min(k, batch),
+    so batch 1 is inference-style masking only), plus at batch 8 a head with dropout 0.1 and a ``fedavg`` client
+    (one local AdamW epoch: many steps)."""
+    base = FederatedConfig(corpus=corpus, clients=3, rounds=2, client_mode="alg2", m=m, max_train=3000, max_test=300,
+                           seed=seed)
+    cells = [replace(base, batch_size=b, k=min(k, b)) for b in batch_sizes]
+    cells.append(replace(base, batch_size=8, k=min(k, 8), dropout=0.1))
+    cells.append(replace(base, batch_size=8, k=min(k, 8), client_mode="fedavg", lr=1e-3))
+    return cells
+
+
+def tap_name(cfg: FederatedConfig) -> str:
+    return cfg.name + (f"-drop{cfg.dropout:g}" if cfg.dropout else "")
+
+
+def run_analytic_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: str | Path, *,
+                       engine: str = "flower", force: bool = False, log: Any = print) -> list[Path]:
+    """Record each run on Flower (tap + client-side truth under ``taps``), attack it with the analytic inversion,
+    write ``root/analytic-<run>-seed0.json``. Resumable per cell; the taps are data (never committed)."""
+    import shutil
+
+    from veil.experiments.gradients import run_tap_attack, tap_result_path
+    from veil.experiments.outputs import check_output_dir
+    from veil.federated.run import run_federated
+
+    root = check_output_dir(root)
+    taps = Path(taps)
+    paths = []
+    for i, cfg in enumerate(cells, 1):
+        tap = taps / tap_name(cfg)
+        path = tap_result_path(tap, "analytic", root)
+        paths.append(path)
+        if path.exists() and not force:
+            log(f"[{i}/{len(cells)}] skip {tap.name}: {path} exists")
+            continue
+        for old in (tap, tap.with_name(tap.name + ".truth")):
+            if old.exists():
+                shutil.rmtree(old)
+        run_federated(cfg, engine=engine, record=tap, truth=True)
+        rec = run_tap_attack(tap, "analytic")
+        rec.write(path)
+        got = rec.metrics.get("rows_recovered")
+        log(f"[{i}/{len(cells)}] {tap.name}: rows recovered {got} -> {path}")
+    return paths
