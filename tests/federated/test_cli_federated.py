@@ -25,6 +25,10 @@ def test_run_writes_a_result_and_json_and_the_page_renders(tmp_path, capsys):
     page = (tmp_path / "pages" / "federated.md").read_text()
     acc = 100 * out["metrics"]["test_accuracy"]["mean"]
     assert f"| rt-polarity | fedavg | TextHide (16,2) intra | 2 | IID | 2 | 16 | reference | 1 | {acc:.1f} [" in page
+    last = out["extra"]["rounds"][-1]
+    assert sum(last["predicted"]) == sum(last["labels"]) == 60
+    assert out["extra"]["collapsed"] == (sum(1 for p in last["predicted"] if p) == 1)
+    assert f"| {out['extra']['collapsed'] and '1/1' or '0/1'} |" in page
     assert (tmp_path / "pages" / "federated_utility.png").stat().st_size > 1000
 
 

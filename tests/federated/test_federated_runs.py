@@ -105,6 +105,8 @@ def test_flower_equals_reference_and_keeps_secrets_on_clients(tmp_path):
             np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=f"round {r} {key}")
     # same weights; test accuracy may differ: each test vector gets a pool mask chosen by the OS CSPRNG
     assert all(0 <= row["test_accuracy"] <= 1 for row in fl.extra["rounds"] + ref.extra["rounds"])
+    for rec in (fl, ref):  # both engines sum the clients' per-class counts
+        assert sum(rec.extra["rounds"][-1]["predicted"]) == sum(rec.extra["rounds"][-1]["labels"]) == 90
     # each client kept one key all run long
     for p in range(cfg.clients):
         hashes = set()

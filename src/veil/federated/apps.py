@@ -140,7 +140,8 @@ def _evaluate(msg: Message, context: Context) -> Message:
     except Exception as exc:
         raise _client_error(context, exc) from exc
     metrics = MetricRecord({"num-examples": int(out["num-examples"]), "correct": int(out["correct"]),
-                            "accuracy": float(out["accuracy"]), "partition-id": data.partition})
+                            "accuracy": float(out["accuracy"]), "partition-id": data.partition,
+                            **{k: int(v) for k, v in out.items() if k.startswith(("pred-", "label-"))}})
     return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
 
 
@@ -221,6 +222,9 @@ class StrictFedAvg(FedAvg):
         n = sum(int(m.content["metrics"]["num-examples"]) for m in replies)
         row = next(s for s in self.summaries if s["round"] == server_round)
         row["test_accuracy"], row["test_examples"] = correct / max(1, n), n
+        from veil.federated.server import class_counts
+
+        row.update(class_counts([dict(m.content["metrics"]) for m in replies]))
         row["seconds"] = time.perf_counter() - self._round_start  # training + evaluation, as the reference loop
         return super().aggregate_evaluate(server_round, replies)
 

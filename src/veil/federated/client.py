@@ -171,5 +171,9 @@ def local_evaluate(state: dict[str, np.ndarray], data: ClientData, cfg: Federate
     X = torch.as_tensor(data.X_test, dtype=torch.float32) * rep_scale(data.dim)
     pred = predict_head(head, X, hook, "classification")
     correct = int((pred == data.y_test).sum())
+    # per-class counts of predictions and of true labels (aggregates only): the server can then tell a head that
+    # predicts one class for everything (accuracy = that class's share) from one that learned something
+    counts = {f"pred-{c}": float((pred == c).sum()) for c in range(data.num_classes)}
+    counts |= {f"label-{c}": float((data.y_test == c).sum()) for c in range(data.num_classes)}
     return {"correct": float(correct), "num-examples": float(len(data.y_test)),
-            "accuracy": correct / max(1, len(data.y_test))}
+            "accuracy": correct / max(1, len(data.y_test)), **counts}

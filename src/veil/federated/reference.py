@@ -18,7 +18,7 @@ from veil.errors import FederatedError, VeilError
 from veil.federated.client import initial_state, local_evaluate, local_train
 from veil.federated.config import FederatedConfig
 from veil.federated.data import client_data
-from veil.federated.server import Recorder, RoundSummary, aggregate, tap_description, write_truth
+from veil.federated.server import Recorder, RoundSummary, aggregate, class_counts, tap_description, write_truth
 
 __all__ = ["run_reference"]
 
@@ -72,6 +72,7 @@ def run_reference(cfg: FederatedConfig, *, pools: Mapping[int, Any] | None = Non
                 n_test = int(sum(e["num-examples"] for e in evals))
                 summary.test_accuracy = sum(e["correct"] for e in evals) / max(1, n_test)
                 summary.test_examples = n_test
+                summary.classes = class_counts(evals)
             summary.seconds = time.perf_counter() - start
             summaries.append(summary)
     except BaseException:

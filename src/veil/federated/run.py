@@ -48,13 +48,15 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
         hits = round(float(last["test_accuracy"]) * n)
         lo, hi = wilson_interval(hits, n, 0.95)
         metrics["test_accuracy"] = Metric(mean=hits / n, n=n, ci_low=lo, ci_high=hi, ci_level=0.95)
+        if "majority_rate" in last:
+            metrics["majority_rate"] = Metric(mean=float(last["majority_rate"]), n=n)
     config = {**cfg.to_dict(), "learning_rate": cfg.learning_rate, "engine": engine,
               "encoder": "minilm (all-MiniLM-L6-v2), frozen, mean pooling, L2-normalised",
               "evaluation": "after every round, each client scores its IID share of the test split through its own "
                             "pool (k = 1); accuracy = correct / examples over all clients; nothing is selected on it",
               "secret_randomness": SECRET_RANDOMNESS, "tap": record}
     return ResultRecord(method="federated", experiment=cfg.name, config=config, metrics=metrics,
-                        wall_time_s=seconds, extra={"rounds": summaries})
+                        wall_time_s=seconds, extra={"rounds": summaries, "collapsed": last.get("collapsed")})
 
 
 def write_result(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: float, *, engine: str,

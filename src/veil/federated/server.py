@@ -52,6 +52,20 @@ def aggregate(replies: list[tuple[dict[str, np.ndarray], float]]) -> dict[str, n
     return out
 
 
+def class_counts(evals: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum the clients' per-class prediction and label counts: ``predicted`` and ``labels`` (lists by class),
+    ``majority_rate`` (the test split's most common class share: what a one-class head scores) and
+    ``collapsed`` (every test prediction is the same class)."""
+    keys = sorted({k for e in evals for k in e if str(k).startswith("pred-")}, key=lambda k: int(k[5:]))
+    if not keys:
+        return {}
+    pred = [int(sum(e.get(k, 0) for e in evals)) for k in keys]
+    labels = [int(sum(e.get("label-" + k[5:], 0) for e in evals)) for k in keys]
+    n = max(1, sum(labels))
+    return {"predicted": pred, "labels": labels, "majority_rate": max(labels) / n,
+            "collapsed": sum(1 for p in pred if p > 0) <= 1}
+
+
 @dataclass
 class RoundSummary:
     """What the server learns each round (weighted by num-examples): train loss and the clients' test accuracy."""
@@ -62,10 +76,12 @@ class RoundSummary:
     test_examples: int = 0
     clients: list[str] = field(default_factory=list)
     seconds: float = 0.0  # wall time of the round: local training of every client, aggregation, evaluation
+    classes: dict[str, Any] = field(default_factory=dict)  # see class_counts
 
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.server_round, "seconds": self.seconds, "train_loss": self.train_loss,
-                "test_accuracy": self.test_accuracy, "test_examples": self.test_examples, "clients": self.clients}
+                "test_accuracy": self.test_accuracy, "test_examples": self.test_examples, "clients": self.clients,
+                **self.classes}
 
 
 def tap_description(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[str, Any]:

@@ -74,6 +74,11 @@ def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> lis
                 label=f"{setting}, {part}")
     for setting, acc in central.items():
         ax.axhline(100 * acc, color=colors.get(setting, "grey"), lw=0.8, alpha=0.6)
+    rates = {round(r.metrics["majority_rate"].mean, 4) for rs in groups.values() for r in rs
+             if "majority_rate" in r.metrics}
+    for rate in rates:
+        ax.axhline(100 * rate, color="black", lw=0.8, ls=(0, (1, 3)))
+        ax.annotate("one-class head", (ax.get_xlim()[0], 100 * rate), fontsize=7, va="bottom")
     ax.set_xlabel("clients (horizontal lines: centralised, same budget)")
     ax.set_ylabel("test accuracy % (mean over seeds)")
     ax.set_xscale("log")
@@ -130,9 +135,14 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         groups.setdefault(_key(rec.config), []).append(rec)
     central = {(k[0], k[1], k[2], k[5], k[6]): float(np.mean([r.metrics["test_accuracy"].mean for r in v]))
                for k, v in groups.items() if k[4] == "centralised"}
+    majority = sorted({round(r.metrics["majority_rate"].mean, 4) for r in done if "majority_rate" in r.metrics})
+    if majority:
+        lines += [f"The test split's most common class is {', '.join(f'{100 * m:.1f}%' for m in majority)} of it: a "
+                  "head that predicts one class for everything scores exactly that. The 'one class' column counts "
+                  "the seeds whose final head did (every test prediction the same class).", ""]
     lines += ["| corpus | client mode | defense | clients | partition | rounds | batch | engine | seeds | "
-              "test accuracy % | vs centralised (points) | wall time / run |",
-              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---:|"]
+              "test accuracy % | vs centralised (points) | one class | wall time / run |",
+              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---|---:|"]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3] != 1, k[3], k[4], k[5])):
         rs = groups[key]
         accs = [r.metrics["test_accuracy"].mean for r in rs]
@@ -144,8 +154,10 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         ref = central.get((key[0], key[1], key[2], key[5], key[6]))
         gap = "–" if ref is None or key[4] == "centralised" else f"{100 * (np.mean(accs) - ref):+.1f}"
         wall = np.mean([r.wall_time_s for r in rs])
+        flags = [r.extra.get("collapsed") for r in rs]
+        one = "–" if any(f is None for f in flags) else f"{sum(bool(f) for f in flags)}/{len(flags)}"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]} | {key[6]} | {key[7]} | "
-                     f"{len(rs)} | {acc} | {gap} | {wall:.0f} s |")
+                     f"{len(rs)} | {acc} | {gap} | {one} | {wall:.0f} s |")
     lines.append("")
     if len(done) == 1:
         lines += ["(one run: the interval is Wilson 95% over test examples)", ""]
