@@ -142,3 +142,21 @@ def test_flower_client_error_fails_the_run_naming_the_client(tmp_path):
         run_federated(cfg, engine="flower", key_dir=keys, record=tmp_path / "tap")
     assert "dim" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys"]
+
+
+def test_a_deployed_client_refuses_the_servers_experiment_switches():
+    """Seeded mixing, server-chosen key paths and truth files exist for simulations; a server must not be able to
+    switch them on in a deployed client."""
+    from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+    from veil.errors import InvalidParameterError
+    from veil.federated.apps import _client_setup
+
+    cfg = FederatedConfig(**SMALL)
+    for switch in ({"x-mixing-seed": 1}, {"x-key-dir": "/tmp"}, {"x-truth-dir": "/tmp/t"}):
+        content = RecordDict({"config": ConfigRecord({**cfg.to_run_config(), **switch, "server-round": 1})})
+        msg = Message(content=content, dst_node_id=1, message_type="train")
+        ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 3}, state=RecordDict(),
+                      run_config={})
+        with pytest.raises(InvalidParameterError, match="a deployed client refuses them"):
+            _client_setup(msg, ctx, experiments=False)

@@ -46,7 +46,7 @@ from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
-__all__ = ["clientapp", "serverapp", "make_server_app", "StrictFedAvg", "to_record", "from_record",
+__all__ = ["clientapp", "simulation_clientapp", "serverapp", "make_server_app", "StrictFedAvg", "to_record", "from_record",
            "EXTRA_KEYS"]
 
 #: keys of the train/evaluate config that are not part of FederatedConfig: experiment-only switches
@@ -84,11 +84,16 @@ def _client_pool(cfg: FederatedConfig, context: Context, dim: int, key_dir: str 
     return pool
 
 
-def _client_setup(msg: Message, context: Context) -> tuple[FederatedConfig, Any, Any, dict[str, Any]]:
+def _client_setup(msg: Message, context: Context,
+                  experiments: bool) -> tuple[FederatedConfig, Any, Any, dict[str, Any]]:
     from veil.federated.data import client_data
 
     raw = dict(msg.content["config"])
     extra = {k: raw.pop(k) for k in EXTRA_KEYS if k in raw}
+    if extra and not experiments:  # a server must not be able to weaken a client's secrets
+        raise InvalidParameterError(f"the server asked for experiment-only settings {sorted(extra)}; a deployed "
+                                    "client refuses them (seeded mixing, server-chosen key paths and ground-truth "
+                                    "files exist for simulations only)")
     cfg = FederatedConfig.from_run_config(raw)
     if "partition-id" not in context.node_config:
         raise InvalidParameterError("this SuperNode has no partition-id; start it with --node-config "
@@ -106,43 +111,51 @@ def _client_error(context: Context, exc: BaseException) -> FederatedError:
     return FederatedError(f"client {who} failed: {type(exc).__name__}: {exc}", client=str(who))
 
 
-clientapp = ClientApp()
+def _make_clientapp(experiments: bool) -> ClientApp:
+    """The client. ``experiments=False`` (deployment) refuses the server's experiment-only switches."""
+    app = ClientApp()
+
+    @app.train()
+    def _train(msg: Message, context: Context) -> Message:
+        from veil.federated.client import local_train
+        from veil.federated.server import write_truth
+
+        try:
+            cfg, data, pool, extra = _client_setup(msg, context, experiments)
+            server_round = int(msg.content["config"]["server-round"])
+            seed = int(extra.get("x-mixing-seed", -1))
+            truth_dir = str(extra.get("x-truth-dir", ""))
+            res = local_train(from_record(msg.content["arrays"]), data, cfg, pool, server_round=server_round,
+                              mixing_seed=None if seed < 0 else seed, record_truth=bool(truth_dir))
+            if truth_dir and res.truth is not None:
+                write_truth(truth_dir, server_round, str(data.partition), res.truth)
+        except Exception as exc:  # named, so the server's error says which client failed and why
+            raise _client_error(context, exc) from exc
+        metrics = MetricRecord({"num-examples": res.num_examples, "train_loss": res.train_loss,
+                                "partition-id": data.partition})
+        return Message(content=RecordDict({"arrays": to_record(res.arrays), "metrics": metrics}), reply_to=msg)
+
+    @app.evaluate()
+    def _evaluate(msg: Message, context: Context) -> Message:
+        from veil.federated.client import local_evaluate
+
+        try:
+            cfg, data, pool, _ = _client_setup(msg, context, experiments)
+            out = local_evaluate(from_record(msg.content["arrays"]), data, cfg, pool)
+        except Exception as exc:
+            raise _client_error(context, exc) from exc
+        metrics = MetricRecord({"num-examples": int(out["num-examples"]), "correct": int(out["correct"]),
+                                "accuracy": float(out["accuracy"]), "partition-id": data.partition,
+                                **{k: int(v) for k, v in out.items() if k.startswith(("pred-", "label-"))}})
+        return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
+
+    return app
 
 
-@clientapp.train()
-def _train(msg: Message, context: Context) -> Message:
-    from veil.federated.client import local_train
-    from veil.federated.server import write_truth
-
-    try:
-        cfg, data, pool, extra = _client_setup(msg, context)
-        server_round = int(msg.content["config"]["server-round"])
-        seed = int(extra.get("x-mixing-seed", -1))
-        truth_dir = str(extra.get("x-truth-dir", ""))
-        res = local_train(from_record(msg.content["arrays"]), data, cfg, pool, server_round=server_round,
-                          mixing_seed=None if seed < 0 else seed, record_truth=bool(truth_dir))
-        if truth_dir and res.truth is not None:
-            write_truth(truth_dir, server_round, str(data.partition), res.truth)
-    except Exception as exc:  # named, so the server's error says which client failed and why
-        raise _client_error(context, exc) from exc
-    metrics = MetricRecord({"num-examples": res.num_examples, "train_loss": res.train_loss,
-                            "partition-id": data.partition})
-    return Message(content=RecordDict({"arrays": to_record(res.arrays), "metrics": metrics}), reply_to=msg)
-
-
-@clientapp.evaluate()
-def _evaluate(msg: Message, context: Context) -> Message:
-    from veil.federated.client import local_evaluate
-
-    try:
-        cfg, data, pool, _ = _client_setup(msg, context)
-        out = local_evaluate(from_record(msg.content["arrays"]), data, cfg, pool)
-    except Exception as exc:
-        raise _client_error(context, exc) from exc
-    metrics = MetricRecord({"num-examples": int(out["num-examples"]), "correct": int(out["correct"]),
-                            "accuracy": float(out["accuracy"]), "partition-id": data.partition,
-                            **{k: int(v) for k, v in out.items() if k.startswith(("pred-", "label-"))}})
-    return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
+#: the deployed client (`flwr run deploy/flower`): refuses experiment-only switches from the server
+clientapp = _make_clientapp(experiments=False)
+#: the client `veil federated run` simulates: the same code, accepting the experiment switches its own driver sets
+simulation_clientapp = _make_clientapp(experiments=True)
 
 
 # ------------------------------------------------------------------ server

@@ -1,7 +1,7 @@
 """Run federated TextHide on Flower's simulation engine (Ray), or in-process for reference, and write one result.
 
 ``veil federated run`` calls :func:`run_federated`. Each of ``cfg.clients``
-virtual SuperNodes runs :data:`veil.federated.apps.clientapp`; the ServerApp
+virtual SuperNodes runs :data:`veil.federated.apps.simulation_clientapp`; the ServerApp
 runs :class:`~veil.federated.apps.StrictFedAvg` in this process. The result
 (``results/federated/<name>.json``) is written atomically only when the run
 succeeds; a failing client raises :class:`~veil.errors.FederatedError` and
@@ -107,7 +107,7 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
                 backend: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[Any]]:
     import logging
 
-    from veil.federated.apps import clientapp, make_server_app
+    from veil.federated.apps import make_server_app, simulation_clientapp
 
     from flwr.simulation import run_simulation
 
@@ -123,7 +123,8 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
     level = flwr_logger.level
     flwr_logger.setLevel(logging.WARNING)  # one INFO line per message otherwise; errors still show
     try:
-        run_simulation(server_app=make_server_app(cfg, sink, recorder=recorder, extra=extra), client_app=clientapp,
+        run_simulation(server_app=make_server_app(cfg, sink, recorder=recorder, extra=extra),
+                       client_app=simulation_clientapp,
                        num_supernodes=cfg.clients, backend_config=backend or simulation_backend())
         if "error" in sink:
             raise sink["error"]
