@@ -64,7 +64,7 @@ def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> lis
             series.setdefault((key[2], key[4]), []).append((int(key[3]), float(np.mean(accs))))
     if not series:
         return []
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(8.0, 3.8))
     colors = {"none": "tab:blue"}
     for (setting, part), pts in sorted(series.items()):
         pts.sort()
@@ -81,10 +81,8 @@ def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> lis
         ax.annotate("one-class head", (ax.get_xlim()[0], 100 * rate), fontsize=7, va="bottom")
     ax.set_xlabel("clients (horizontal lines: centralised, same budget)")
     ax.set_ylabel("test accuracy % (mean over seeds)")
-    ax.set_xscale("log")
     ax.set_xticks(sorted({p[0] for pts in series.values() for p in pts}))
-    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Federated utility: plain vs TextHide")
     fig.tight_layout()
     path = out_dir / "federated_utility.png"
