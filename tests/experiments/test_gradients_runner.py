@@ -111,7 +111,9 @@ def test_attacks_on_a_recorded_run_with_and_without_truth(tmp_path):
     assert rec.config["scored"] and len(rec.extra["updates"]) == 2
     assert rec.metrics["rows_recovered"].n == 8 and rec.metrics["rows_recovered"].ci_high is not None
     assert rec.metrics["rows_recovered"].mean == 1.0 and rec.metrics["precision"].mean == 1.0
-    assert rec.metrics["per_row_label_error"].mean < 1e-4
+    # per-row soft labels come from float32 weight differences (w_global - w_client) / lr, whose cancellation
+    # error reaches ~1e-3 at batch 4 (one CI run saw 4e-3); a wrongly attributed label would be off by >= 0.1
+    assert rec.metrics["per_row_label_error"].mean < 0.02
     blind = _tap(tmp_path / "blind", truth=False)
     rec = run_tap_attack(blind, "analytic", seed=0, match=False)
     assert not rec.config["scored"] and rec.metrics == {} and rec.extra["updates"][0]["vectors"] == 4
