@@ -115,6 +115,22 @@ def _curves_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     return [f"![test accuracy after every round]({path.name})", ""]
 
 
+ALPHA = 0.05
+
+
+def _beats_majority(recs: list[ResultRecord]) -> str:
+    """Seeds whose test accuracy beats the majority-class share (exact one-sided binomial test at ALPHA)."""
+    from veil.metrics.stats import binomial_test
+
+    if any("majority_rate" not in r.metrics for r in recs):
+        return "–"
+    wins = 0
+    for r in recs:
+        acc = r.metrics["test_accuracy"]
+        wins += binomial_test(round(acc.mean * acc.n), acc.n, r.metrics["majority_rate"].mean, alpha=ALPHA).reject
+    return f"{wins}/{len(recs)}"
+
+
 @register_renderer("federated")
 def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
@@ -136,11 +152,13 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     majority = sorted({round(r.metrics["majority_rate"].mean, 4) for r in done if "majority_rate" in r.metrics})
     if majority:
         lines += [f"The test split's most common class is {', '.join(f'{100 * m:.1f}%' for m in majority)} of it: a "
-                  "head that predicts one class for everything scores exactly that. The 'one class' column counts "
-                  "the seeds whose final head did (every test prediction the same class).", ""]
+                  "head that predicts one class for everything scores exactly that. 'One class' counts the seeds "
+                  "whose final head did (every test prediction the same class); 'beats one-class' counts the seeds "
+                  "whose accuracy is above that share by an exact one-sided binomial test over the test examples "
+                  f"(alpha = {ALPHA}; veil.metrics.stats.binomial_test).", ""]
     lines += ["| corpus | client mode | defense | clients | partition | rounds | batch | engine | seeds | "
-              "test accuracy % | vs centralised (points) | one class | wall time / run |",
-              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---|---:|"]
+              "test accuracy % | vs centralised (points) | one class | beats one-class | wall time / run |",
+              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---|---|---:|"]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3] != 1, k[3], k[4], k[5])):
         rs = groups[key]
         accs = [r.metrics["test_accuracy"].mean for r in rs]
@@ -155,7 +173,7 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         flags = [r.extra.get("collapsed") for r in rs]
         one = "–" if any(f is None for f in flags) else f"{sum(bool(f) for f in flags)}/{len(flags)}"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]} | {key[6]} | {key[7]} | "
-                     f"{len(rs)} | {acc} | {gap} | {one} | {wall:.0f} s |")
+                     f"{len(rs)} | {acc} | {gap} | {one} | {_beats_majority(rs)} | {wall:.0f} s |")
     lines.append("")
     if len(done) == 1:
         lines += ["(one run: the interval is Wilson 95% over test examples)", ""]
