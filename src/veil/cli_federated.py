@@ -136,3 +136,36 @@ def analytic_sweep(
                                force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
+
+
+@federated_app.command("chain-sweep")
+def chain_sweep(
+    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated alg2 batch sizes.")] = "1,2,4,8,16,32",
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds per recorded run (3 clients each).")] = 5,
+    taps: Annotated[Path, typer.Option(help="Folder for the recorded runs and their truth (data; not for git).")]
+    = Path("veil-results/taps"),
+    results: Annotated[Optional[Path], typer.Option(help="Folder for the attack results (default "
+                                                         "./veil-results/gradients).")] = None,
+    engine: Annotated[str, typer.Option(help="flower or reference.")] = "flower",
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record TextHide (256,4) runs on Flower and attack them end to end: updates -> encodings -> sentences."""
+    from veil.experiments.gradient_chain import chain_grid, run_chain_cells
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    try:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise typer.BadParameter(f"--batch-sizes needs integers >= 1, got {batch_sizes!r}")
+    if engine not in ("flower", "reference"):
+        raise typer.BadParameter(f"--engine must be flower or reference, got {engine!r}")
+    out = check_output_dir(results if results is not None else default_results_dir("gradients"))
+    con = console(as_json)
+    paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps, engine=engine,
+                            force=force, log=lambda msg: con.print(msg, markup=False))
+    if as_json:
+        echo_json({"results": [str(p) for p in paths]})

@@ -1,4 +1,4 @@
-"""``veil attack gradmatch-table | analytic | gradmatch``: thin commands over veil.experiments.gradients.
+"""``veil attack gradmatch-table | analytic | gradmatch | chain``: thin commands over veil.experiments.gradients.
 
 Results go to ``./veil-results/gradients/`` (or ``$VEIL_RESULTS/gradients``) unless ``--results`` names another
 folder; every value and the output folder are checked before any work starts.
@@ -160,7 +160,48 @@ def attack_gradmatch(
     _tap("gradmatch", record, results, seed, True, max_evals, restarts, force, as_json)
 
 
+def attack_chain(
+    record: Annotated[Path, typer.Option(help="Tap folder of a run recorded with --truth (veil federated run "
+                                              "--record DIR --truth).")],
+    results: ResultsOpt = None,
+    seed: Annotated[int, typer.Option(min=0, help="The attacker's own randomness (matching starts, mask-recovery "
+                                                  "seeding).")] = 0,
+    pool: Annotated[bool, typer.Option("--pool/--no-pool", help="Try to recover each client's mask pool first.")]
+    = True,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """End to end: encodings off the updates, then each client's masks and the sentences mixed into them."""
+    from veil.attacks.gradients.tap import Tap
+    from veil.attacks.gradients.truth import truth_dir
+    from veil.experiments.gradient_chain import run_chain
+    from veil.experiments.outputs import refuse_existing
+
+    Tap(record)  # a missing or malformed tap fails here, before any work
+    if not (truth_dir(record) / "run.json").exists():
+        from veil.errors import ResourceMissingError
+
+        raise ResourceMissingError(f"{truth_dir(record)}/run.json", "veil federated run --record DIR --truth",
+                                   message=f"{record} has no ground truth with its run configuration next to it "
+                                           f"({truth_dir(record).name}/run.json): the chain is scored against it; "
+                                           "record the run with `veil federated run --record DIR --truth`")
+    root = _root(results)
+    path = root / f"chain-{record.name}-seed{seed}.json"
+    refuse_existing(path, force)
+    rec = run_chain(record, seed=seed, pool_recovery=pool, progress=True)
+    rec.write(path)
+    if as_json:
+        echo_json(rec.to_dict())
+        return
+    out = console()
+    for key, metric in rec.metrics.items():
+        out.print(f"{key} = {metric}", highlight=False)
+    out.print(f"masks that explained the encodings: {rec.extra['mask_source']}", highlight=False)
+    out.print(f"wrote {path}")
+
+
 def register(attack_app: typer.Typer) -> None:
     attack_app.command("gradmatch-table")(gradmatch_table)
     attack_app.command("analytic")(attack_analytic)
     attack_app.command("gradmatch")(attack_gradmatch)
+    attack_app.command("chain")(attack_chain)

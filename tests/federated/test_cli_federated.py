@@ -49,3 +49,22 @@ def test_analytic_sweep_reads_every_encoding_off_a_batch_of_two(tmp_path, capsys
     rec = json.loads(Path(paths[0]).read_text())
     assert rec["config"]["batch_size"] == 2 and rec["config"]["defense"]["k"] == 2
     assert rec["metrics"]["rows_recovered"]["mean"] == 1.0 and rec["metrics"]["rows_recovered"]["n"] == 12
+
+
+def test_attack_chain_on_a_recorded_run(tmp_path, capsys):
+    """`veil attack chain` on a tap recorded by `veil federated run --record --truth` (alg2, batch 4, k 2)."""
+    tap = tmp_path / "tap"
+    args = ["federated", "run", "--clients", "2", "--rounds", "1", "--max-train", "160", "--max-test", "60",
+            "--batch-size", "4", "--m", "16", "--k", "2", "--mode", "alg2", "--engine", "reference"]
+    assert main([*args, "--results", str(tmp_path / "fed"), "--record", str(tap), "--truth"]) == 0
+    assert (tmp_path / "tap.truth" / "run.json").is_file()
+    capsys.readouterr()
+    assert main(["attack", "chain", "--record", str(tap), "--results", str(tmp_path / "res"), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["experiment"] == "tap-chain" and rec["metrics"]["encodings_recovered"]["n"] == 8
+    assert (tmp_path / "res" / "chain-tap-seed0.json").is_file()
+    # without the truth's run configuration the chain cannot be scored: one line naming the fix
+    (tmp_path / "tap.truth" / "run.json").unlink()
+    assert main(["attack", "chain", "--record", str(tap), "--results", str(tmp_path / "res2")]) == 2
+    err = capsys.readouterr().err
+    assert "veil federated run --record DIR --truth" in err and not (tmp_path / "res2").exists()

@@ -282,6 +282,7 @@ _REGISTRY = LazyRegistry("attack", {
     "exact-audit": "veil.attacks.audit:ExactAudit",
     "gradmatch": "veil.attacks.gradients.alg3:GradMatch",
     "analytic": "veil.attacks.gradients.analytic:AnalyticInversion",
+    "update-chain": "veil.attacks.gradients.chain:UpdateChain",
 })
 
 

@@ -83,6 +83,8 @@ def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str |
     from veil.federated.server import Recorder
 
     recorder = Recorder(record, truth=truth, force=force) if record else None
+    if recorder is not None:
+        recorder.describe_truth(cfg.to_dict())
     start = time.perf_counter()
     if engine == "reference":
         from veil.federated.reference import run_reference

@@ -11,7 +11,8 @@ read by :mod:`veil.attacks.gradients.tap`)::
 
 Ground truth for scoring attacks is written only by experiments, by the
 clients themselves, in the sibling ``DIR.truth/`` (never inside DIR, so the
-tap can be handed to an attacker alone). Both are written under
+tap can be handed to an attacker alone), with the run's configuration in
+``DIR.truth/run.json``. Both are written under
 ``*.partial`` names and renamed when the run succeeds; a failed run removes
 them, so no half-recorded run is ever left looking complete.
 """
@@ -136,6 +137,11 @@ class Recorder:
 
     def describe(self, description: dict[str, Any]) -> None:
         atomic_write_json(self.partial / "tap.json", description)
+
+    def describe_truth(self, run_config: dict[str, Any]) -> None:
+        """``DIR.truth/run.json``: the run's full configuration (scoring maps truth rows to corpus rows with it)."""
+        if self.truth_partial is not None:
+            atomic_write_json(self.truth_partial / "run.json", run_config)
 
     def global_weights(self, server_round: int, arrays: dict[str, np.ndarray]) -> None:
         write_arrays(_round_dir(self.partial, server_round) / "global.npz", arrays)

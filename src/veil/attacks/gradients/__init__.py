@@ -5,6 +5,7 @@
 * :mod:`.analytic`: the head's inputs (TextHide encodings) read off one client update, exactly at batch
   size 1 (first-layer row ratios), by ReLU sparsity at small batches, by matching for the rest;
 * :mod:`.labels`: the batch's (mixed) labels from the last layer's gradient;
+* :mod:`.chain`: updates -> encodings -> each client's masks -> sentences (inversion, mask recovery, unmixing);
 * :mod:`.alg3`: Algorithm 3 (gradient matching with dummy masks), the paper's Table 2 attack.
 
 Nothing heavy is imported until a name is used.
@@ -33,6 +34,8 @@ _LAZY = {
     "LeakedLabels": "veil.attacks.gradients.labels",
     "leak_labels": "veil.attacks.gradients.labels",
     "score_labels": "veil.attacks.gradients.labels",
+    "UpdateChain": "veil.attacks.gradients.chain",
+    "ChainRecovery": "veil.attacks.gradients.chain",
     "GradMatch": "veil.attacks.gradients.alg3",
     "GradientObservation": "veil.attacks.gradients.alg3",
     "Alg3Truth": "veil.attacks.gradients.alg3",
