@@ -32,6 +32,11 @@ def run(
     max_train: Annotated[int, typer.Option(min=0, help="Use this many training examples (0 = all).")] = 0,
     max_test: Annotated[int, typer.Option(min=0, help="Use this many test examples (0 = all).")] = 0,
     seed: Annotated[int, typer.Option(min=0, help="Partition, head init, batch order; never a client's key.")] = 0,
+    finetune: Annotated[bool, typer.Option("--finetune", help="Also fine-tune MiniLM on every client (fedavg "
+                                                              "only; replies then carry the encoder, 91 MB).")]
+    = False,
+    encoder_lr: Annotated[float, typer.Option(help="--finetune: the encoder's AdamW "
+                                                                         "learning rate.")] = 2e-5,
     engine: Annotated[str, typer.Option(help="flower (simulation on Ray) or reference (the in-process loop).")]
     = "flower",
     record: Annotated[Optional[Path], typer.Option(help="Record every global model and client reply here (the "
@@ -46,7 +51,8 @@ def run(
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Train a classifier head on TextHide-encrypted MiniLM vectors across clients with Flower."""
+    """Train a classifier head (and with --finetune MiniLM) on TextHide-encrypted vectors across clients with
+    Flower."""
     from veil._io import atomic_write_json
     from veil.errors import InvalidParameterError
     from veil.experiments.outputs import check_output_dir, default_results_dir
@@ -57,7 +63,11 @@ def run(
         raise InvalidParameterError("--truth needs --record FOLDER (the truth is written next to the tap)")
     cfg = FederatedConfig(corpus=corpus, clients=clients, rounds=rounds, client_mode=mode, m=m, k=k, mode=mixing,
                           alpha=alpha or 0.0, batch_size=batch_size, lr=lr or 0.0, local_epochs=local_epochs,
-                          max_train=max_train, max_test=max_test, seed=seed, timeout=timeout)
+                          max_train=max_train, max_test=max_test, seed=seed, timeout=timeout, finetune=finetune,
+                          encoder_lr=encoder_lr)
+    if record is not None and finetune:
+        raise InvalidParameterError("--record works with the frozen encoder only (a fine-tuned reply holds the whole "
+                                    "encoder, 91 MB); drop --finetune or --record")
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
     path = result_path(cfg, out)
     if path.exists() and not force:

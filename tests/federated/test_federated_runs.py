@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from veil.errors import FederatedError, PrivacyLeakWarning
+from veil.errors import FederatedError, InvalidParameterError, PrivacyLeakWarning
 from veil.federated import FederatedConfig
 
 pytestmark = pytest.mark.slow
@@ -160,3 +160,32 @@ def test_a_deployed_client_refuses_the_servers_experiment_switches():
                       run_config={})
         with pytest.raises(InvalidParameterError, match="a deployed client refuses them"):
             _client_setup(msg, ctx, experiments=False)
+
+
+@RAY_TEARDOWN
+def test_finetuned_flower_equals_reference_and_trains_the_encoder(tmp_path):
+    """Fine-tuned encoder: clients send encoder + head; Flower's averaged weights equal the reference loop's
+    (same keys, seeded mixing, the transformer's dropout seeded per client and round)."""
+    from veil.experiments.gradients import torch_threads
+    from veil.federated.client import ENCODER_PREFIX, _encoder
+    from veil.federated.run import run_federated
+
+    cfg = FederatedConfig(corpus="rt-polarity", clients=2, rounds=1, max_train=64, max_test=32, batch_size=16, k=2,
+                          m=8, client_mode="fedavg", finetune=True, encoder_lr=1e-4)
+    keys = _keys(tmp_path / "keys", cfg)
+    # one torch thread, as each Ray worker (1 CPU) runs: the transformer's float32 reductions then add in the same
+    # order on both engines (with 2 threads here they do not, and AdamW turns last-bit gradient differences on
+    # near-zero coordinates into ~1e-6 weight differences)
+    with pytest.warns(PrivacyLeakWarning), torch_threads(1):
+        _, ref_hist = run_federated(cfg, engine="reference", mixing_seed=3, key_dir=keys)
+    _, fl_hist = run_federated(cfg, engine="flower", mixing_seed=3, key_dir=keys)
+    pretrained = _encoder()[1]
+    a, b = ref_hist[-1], fl_hist[-1]
+    assert a.keys() == b.keys() and set(pretrained) < set(a) and len(a) == len(pretrained) + 4
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-6, err_msg=key)
+    moved = [k for k in pretrained if not np.array_equal(pretrained[k], a[k])]
+    assert len(moved) > 0.9 * len(pretrained) and all(k.startswith(ENCODER_PREFIX) for k in moved)
+    # a fine-tuned run cannot be recorded (its replies hold the whole encoder)
+    with pytest.raises(InvalidParameterError, match="frozen-encoder"):
+        run_federated(cfg, engine="reference", record=tmp_path / "tap")

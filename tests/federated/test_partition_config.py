@@ -65,3 +65,16 @@ def test_config_rejects_typos_and_bad_values():
         FederatedConfig(clients=2.5)
     with pytest.raises(InvalidParameterError, match="inter mode needs k >= 2"):
         FederatedConfig(mode="inter", k=1, m=16)
+
+
+def test_finetune_settings_are_checked():
+    from veil.errors import InvalidParameterError
+    from veil.federated import FederatedConfig
+
+    assert FederatedConfig(client_mode="fedavg", finetune=True).name.startswith("rt-polarity-fedavg-ft-")
+    with pytest.raises(InvalidParameterError, match="client_mode='fedavg'"):
+        FederatedConfig(client_mode="alg2", finetune=True)
+    with pytest.raises(InvalidParameterError, match="intra mode only"):
+        FederatedConfig(client_mode="fedavg", finetune=True, mode="inter")
+    with pytest.raises(InvalidParameterError, match="encoder_lr"):
+        FederatedConfig(client_mode="fedavg", finetune=True, encoder_lr=0.0)

@@ -16,7 +16,9 @@ representations can tell such texts apart):
   least 1e-3 (the attacker's rule, no truth involved: an exact fit of a row with fewer distinct sources than k
   gives its spare slots coefficients below 1e-5, while a TextHide coefficient (half-normal, normalised) falls
   below 1e-3 with probability about 0.2% per slot at k = 4);
-* ``sentence_precision``: the share of the distinct ids the chain names that are such sentences.
+* ``sentence_precision``: the share of the distinct ids the chain names that are such sentences, next to
+  ``sentence_precision_chance``, the share of such sentences among the index's distinct entries (what naming
+  entries at random would score).
 
 The index holds the whole corpus (every split: the attacker does not know which texts are in training); the
 public statistics come from the corpus' dev and test splits, as in the adaptive-attack grid (issue 11).
@@ -121,7 +123,10 @@ def score_chain(recovery: Any, tap_dir: str | Path, index: Any) -> tuple[dict[st
     metrics = {"encodings_recovered": _rate(recovered, rows), "encodings_unmixed": _rate(unmixed, rows),
                "own_sentence_recovered": _rate(own, rows),
                "sentences_recovered": _rate(hits, len(true_sentences)),
-               "sentence_precision": _rate(hits, len(claims))}
+               "sentence_precision": _rate(hits, len(claims)),
+               # what a claim drawn at random from the index would score: the floor for sentence_precision
+               "sentence_precision_chance": Metric(mean=len(true_sentences) / int(canon.max() + 1),
+                                                   n=int(canon.max() + 1))}
     return metrics, per_update
 
 

@@ -5,7 +5,10 @@ compared weight for weight.
 A client holds its partition (frozen MiniLM vectors and labels) and its own
 secret :class:`~veil.defenses.texthide.MaskPool`. Every batch it trains on is
 encrypted with TextHide under that pool (Huang et al. 2020, Algorithm 2: the
-head's input is the encrypted vector); only the head's weights leave it.
+head's input is the encrypted vector); only the head's weights leave it. With
+``cfg.finetune`` the client also holds its texts, encodes every batch with the
+current global MiniLM (in train mode), trains encoder and head together, and
+sends both (the encoder's trainable weights under ``encoder.<name>``).
 
 Randomness. Batch choice, data order and the head's dropout come from a
 ``torch.Generator`` derived from (experiment seed, partition, round), so a
@@ -17,6 +20,7 @@ is never derived from any seed.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +31,10 @@ from veil.errors import InvalidParameterError
 from veil.federated.config import FederatedConfig
 from veil.federated.data import ClientData
 
-__all__ = ["LocalResult", "local_train", "local_evaluate", "initial_state", "make_head", "rep_scale"]
+__all__ = ["LocalResult", "local_train", "local_evaluate", "initial_state", "make_head", "rep_scale",
+           "ENCODER_PREFIX"]
+
+ENCODER_PREFIX = "encoder."
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,44 @@ def initial_state(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[str,
     import torch
 
     head = make_head(cfg, dim, num_classes, torch.Generator().manual_seed(_derive(cfg.seed, -1, 0)))
-    return {k: v.detach().numpy().copy() for k, v in head.state_dict().items()}
+    state = {k: v.detach().numpy().copy() for k, v in head.state_dict().items()}
+    if cfg.finetune:
+        state.update(_encoder()[1])  # the public pretrained MiniLM
+    return state
+
+
+@functools.lru_cache(maxsize=1)
+def _encoder() -> tuple[Any, dict[str, np.ndarray]]:
+    """This process's working MiniLM (its weights are overwritten from the global state before every use) and
+    a copy of its pretrained trainable weights, taken before anything could change them."""
+    from veil.encoders import TextEncoder
+
+    enc = TextEncoder("minilm")
+    return enc, _encoder_state(enc)
+
+
+def _encoder_state(enc: Any) -> dict[str, np.ndarray]:
+    return {ENCODER_PREFIX + n: p.detach().cpu().numpy().copy() for n, p in enc.module.named_parameters()
+            if p.requires_grad}
+
+
+def _split(state: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    head = {k: v for k, v in state.items() if not k.startswith(ENCODER_PREFIX)}
+    return head, {k[len(ENCODER_PREFIX):]: v for k, v in state.items() if k.startswith(ENCODER_PREFIX)}
+
+
+def _load_encoder(enc: Any, weights: dict[str, np.ndarray]) -> None:
+    import torch
+
+    own = {n: p for n, p in enc.module.named_parameters() if p.requires_grad}
+    if set(own) != set(weights):
+        missing, extra = sorted(set(own) - set(weights))[:3], sorted(set(weights) - set(own))[:3]
+        raise InvalidParameterError(f"the global encoder weights do not match this client's MiniLM (missing "
+                                    f"{missing}, unexpected {extra}); client and server must run the same "
+                                    "configuration and encoder")
+    with torch.no_grad():
+        for n, p in own.items():
+            p.copy_(torch.as_tensor(np.asarray(weights[n])).reshape(p.shape))
 
 
 def _derive(seed: int, partition: int, server_round: int) -> int:
@@ -86,6 +130,7 @@ def _hook(cfg: FederatedConfig, data: ClientData, pool: Any, mixing_seed: int | 
 def _load(head: Any, state: dict[str, np.ndarray]) -> None:
     import torch
 
+    state = _split(state)[0]
     own = head.state_dict()
     if set(own) != set(state):
         raise InvalidParameterError(f"the global weights have keys {sorted(state)}, the client's head {sorted(own)}; "
@@ -111,7 +156,8 @@ def _truth_rows(hook: Any, cfg: FederatedConfig, data: ClientData, idx: Any, e_t
 
 def local_train(global_state: dict[str, np.ndarray], data: ClientData, cfg: FederatedConfig, pool: Any, *,
                 server_round: int, mixing_seed: int | None = None, record_truth: bool = False) -> LocalResult:
-    """Train the global head on this client's encrypted data; returns the new weights (and truth if asked)."""
+    """Train the global head (and, with ``cfg.finetune``, the encoder) on this client's encrypted data; returns
+    the new weights (and the truth if asked)."""
     import torch
 
     gen = torch.Generator().manual_seed(_derive(cfg.seed, data.partition, server_round))
@@ -127,12 +173,22 @@ def local_train(global_state: dict[str, np.ndarray], data: ClientData, cfg: Fede
     if n < cfg.batch_size:
         raise InvalidParameterError(f"client {data.partition} holds {n} examples, fewer than batch_size "
                                     f"{cfg.batch_size}; use a smaller batch or fewer clients")
+    params: list[Any] = [{"params": list(head.parameters()), "lr": cfg.learning_rate}]
+    encode = None
+    if cfg.finetune:
+        enc = _tuned_encoder(global_state, data)
+        enc.module.train()
+        params.append({"params": [p for p in enc.module.parameters() if p.requires_grad], "lr": cfg.encoder_lr})
+
+        def encode(idx: Any) -> Any:
+            return enc.forward_tokens(enc.tokenize([data.texts_train[i] for i in idx.tolist()])) * \
+                rep_scale(data.dim)
     if cfg.client_mode == "alg2":
-        opt = torch.optim.SGD(head.parameters(), lr=cfg.learning_rate, momentum=0.0, weight_decay=0.0)
+        opt = torch.optim.SGD(params, lr=cfg.learning_rate, momentum=0.0, weight_decay=0.0)
         batches = [torch.randperm(n, generator=gen)[: cfg.batch_size]]
         num_examples = cfg.batch_size
     else:
-        opt = torch.optim.AdamW(head.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         batches = []
         for _ in range(cfg.local_epochs):
             parts = list(torch.split(torch.randperm(n, generator=gen), cfg.batch_size))
@@ -141,16 +197,22 @@ def local_train(global_state: dict[str, np.ndarray], data: ClientData, cfg: Fede
             batches += parts
         num_examples = n
     losses, truth = [], []
-    for step, idx in enumerate(batches):
-        e_t, y_t = hook.train(X[idx], y[idx])
-        loss = -(y_t * torch.nn.functional.log_softmax(head(e_t), dim=-1)).sum(-1).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        if record_truth:
-            truth.append(_truth_rows(hook, cfg, data, idx, e_t, y_t, step))
+    # the transformer's dropout draws from torch's global generator (it takes none): seed it inside fork_rng, so
+    # a run is reproducible and the caller's global state is untouched
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_derive(cfg.seed, data.partition, server_round) ^ 0x5EED)
+        for step, idx in enumerate(batches):
+            e_t, y_t = hook.train(X[idx] if encode is None else encode(idx), y[idx])
+            loss = -(y_t * torch.nn.functional.log_softmax(head(e_t), dim=-1)).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            if record_truth:
+                truth.append(_truth_rows(hook, cfg, data, idx, e_t, y_t, step))
     arrays = {k: v.detach().numpy().copy() for k, v in head.state_dict().items()}
+    if cfg.finetune:
+        arrays.update(_encoder_state(enc))
     merged = {key: np.concatenate([t[key] for t in truth]) for key in truth[0]} if truth else None
     if merged is not None and pool is not None:  # lets a test check the key stays the same across rounds
         import hashlib
@@ -159,8 +221,18 @@ def local_train(global_state: dict[str, np.ndarray], data: ClientData, cfg: Fede
     return LocalResult(arrays=arrays, num_examples=num_examples, train_loss=float(np.mean(losses)), truth=merged)
 
 
+def _tuned_encoder(state: dict[str, np.ndarray], data: ClientData) -> Any:
+    """This process's MiniLM holding the global encoder weights of ``state`` (finetune runs)."""
+    if data.texts_train is None or data.texts_test is None:
+        raise InvalidParameterError("a fine-tuning client needs its texts; build its data with client_data(cfg, "
+                                    "partition) from a FederatedConfig with finetune=True")
+    enc = _encoder()[0]
+    _load_encoder(enc, _split(state)[1])
+    return enc
+
+
 def local_evaluate(state: dict[str, np.ndarray], data: ClientData, cfg: FederatedConfig, pool: Any) -> dict[str, float]:
-    """Accuracy of the global head on this client's test share, encrypted with the client's own pool (k = 1)."""
+    """Accuracy of the global model on this client's test share, encrypted with the client's own pool (k = 1)."""
     import torch
 
     from veil.training.loop import predict_head
@@ -168,7 +240,14 @@ def local_evaluate(state: dict[str, np.ndarray], data: ClientData, cfg: Federate
     head = make_head(cfg, data.dim, data.num_classes, torch.Generator().manual_seed(0))
     _load(head, state)
     hook = _hook(cfg, data, pool, None, False)
-    X = torch.as_tensor(data.X_test, dtype=torch.float32) * rep_scale(data.dim)
+    if cfg.finetune:
+        enc = _tuned_encoder(state, data)
+        enc.module.eval()
+        with torch.no_grad():
+            X = torch.cat([enc.forward_tokens(enc.tokenize(list(data.texts_test[i:i + 128])))
+                           for i in range(0, len(data.texts_test), 128)]) * rep_scale(data.dim)
+    else:
+        X = torch.as_tensor(data.X_test, dtype=torch.float32) * rep_scale(data.dim)
     pred = predict_head(head, X, hook, "classification")
     correct = int((pred == data.y_test).sum())
     # per-class counts of predictions and of true labels (aggregates only): the server can then tell a head that

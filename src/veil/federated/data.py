@@ -35,6 +35,8 @@ class ClientData:
     y_test: np.ndarray
     num_classes: int
     public: np.ndarray | None  # (P, d) public vectors (inter mode), unscaled
+    texts_train: tuple[str, ...] | None = None  # finetune only: the texts behind X_train, in the same order
+    texts_test: tuple[str, ...] | None = None
 
     @property
     def dim(self) -> int:
@@ -74,6 +76,16 @@ def _corpus_vectors(corpus: str, max_train: int, max_test: int, public: str,
             int(c.num_classes), pub)
 
 
+@functools.lru_cache(maxsize=4)
+def _corpus_texts(corpus: str, max_train: int, max_test: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    import veil.corpora as vc
+
+    c = vc.load(corpus)
+    tr = _subsample(c.indices("train"), max_train)
+    te = _subsample(c.indices("test"), max_test)
+    return tuple(c.texts[i] for i in tr), tuple(c.texts[i] for i in te)
+
+
 def corpus_arrays(cfg: FederatedConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """(X_train, y_train, X_test, y_test, num_classes, public) for the whole run (public is empty in intra mode)."""
     return _corpus_vectors(cfg.corpus, cfg.max_train, cfg.max_test, cfg.public if cfg.mode == "inter" else "",
@@ -90,5 +102,10 @@ def client_data(cfg: FederatedConfig, partition: int, num_partitions: int | None
     train_parts = partition_indices(y_tr, n_parts, alpha=cfg.alpha, seed=cfg.seed, min_size=cfg.batch_size)
     test_parts = partition_indices(y_te, n_parts, alpha=0.0, seed=cfg.seed)
     tr, te = train_parts[partition], test_parts[partition]
+    texts_tr = texts_te = None
+    if cfg.finetune:
+        all_tr, all_te = _corpus_texts(cfg.corpus, cfg.max_train, cfg.max_test)
+        texts_tr, texts_te = tuple(all_tr[i] for i in tr), tuple(all_te[i] for i in te)
     return ClientData(partition=partition, X_train=X_tr[tr], y_train=y_tr[tr], train_index=tr, X_test=X_te[te],
-                      y_test=y_te[te], num_classes=num_classes, public=pub if cfg.mode == "inter" else None)
+                      y_test=y_te[te], num_classes=num_classes, public=pub if cfg.mode == "inter" else None,
+                      texts_train=texts_tr, texts_test=texts_te)

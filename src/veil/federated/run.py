@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from veil.errors import FederatedError
+from veil.errors import FederatedError, InvalidParameterError
 from veil.federated.config import FederatedConfig
 from veil.results import Metric, ResultRecord
 
@@ -51,7 +51,9 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
         if "majority_rate" in last:
             metrics["majority_rate"] = Metric(mean=float(last["majority_rate"]), n=n)
     config = {**cfg.to_dict(), "learning_rate": cfg.learning_rate, "engine": engine,
-              "encoder": "minilm (all-MiniLM-L6-v2), frozen, mean pooling, L2-normalised",
+              "encoder": ("minilm (all-MiniLM-L6-v2), fine-tuned by every client (AdamW, encoder_lr) and averaged"
+                          if cfg.finetune else "minilm (all-MiniLM-L6-v2), frozen")
+                         + ", mean pooling, L2-normalised",
               "evaluation": "after every round, each client scores its IID share of the test split through its own "
                             "pool (k = 1); accuracy = correct / examples over all clients; nothing is selected on it",
               "secret_randomness": SECRET_RANDOMNESS, "tap": record}
@@ -82,6 +84,10 @@ def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str |
     """
     from veil.federated.server import Recorder
 
+    if record and cfg.finetune:
+        raise InvalidParameterError("recording a fine-tuned run is not supported: every reply holds the whole "
+                                    "encoder (91 MB) and the gradient attacks read frozen-encoder taps; record a "
+                                    "frozen-encoder run (without --finetune)")
     recorder = Recorder(record, truth=truth, force=force) if record else None
     if recorder is not None:
         recorder.describe_truth(cfg.to_dict())

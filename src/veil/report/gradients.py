@@ -104,15 +104,94 @@ def _tap_tables(recs: list[ResultRecord]) -> list[str]:
     return lines + [""]
 
 
+def _chain_label(c: dict[str, Any]) -> str:
+    dfn = c.get("defense") or {}
+    setting = "none" if dfn.get("name", "none") == "none" else f"TextHide ({dfn.get('m')},{dfn.get('k')})"
+    drop = f", dropout {c.get('dropout'):g}" if c.get("dropout") else ""
+    return f"{c.get('client_mode')}, {setting}{drop}"
+
+
+def _chain_tables(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    if not recs:
+        return ["No end-to-end runs yet (`veil federated chain-sweep` or `veil attack chain --record DIR`).", ""]
+    lines = ["The server's whole chain on recorded Flower runs: analytic inversion of every client update, then per "
+             "client mask recovery and unmixing over an index of the whole corpus (see "
+             "[the attack page](../attacks-gradients.md#the-end-to-end-chain)). Rows: head inputs trained on in the "
+             "recorded rounds. *Encodings*: rows read off the updates exactly (relative squared error <= 1e-3). "
+             "*Unmixed*: rows whose every private source the chain names. *Sentences*: distinct private training "
+             "sentences mixed into any recorded step that the chain names, with the precision of what it names "
+             "(chance: the precision of naming index entries at random). 95% Wilson intervals.", "",
+             "| run | batch | rounds x clients | rows | encodings | unmixed | sentences | precision (chance) | "
+             "masks used |", "|---" * 9 + "|"]
+    order = sorted(recs, key=lambda r: (r.config.get("client_mode") != "alg2", r.config.get("dropout") or 0,
+                                        (r.config.get("defense") or {}).get("name") != "texthide",
+                                        r.config.get("batch_size", 0)))
+    for rec in order:
+        c, m = rec.config, rec.metrics
+        run = c.get("run") or {}
+        rows = m["encodings_recovered"].n
+        prec = m.get("sentence_precision")
+        chance = m.get("sentence_precision_chance")
+        used = ", ".join(f"{k} {v}" for k, v in sorted(rec.extra.get("mask_source", {}).items())) or "–"
+        lines.append(f"| {_chain_label(c)} | {c.get('batch_size')} | {run.get('rounds')} x "
+                     f"{len(run.get('clients', []))} | {rows} | {_fmt(m.get('encodings_recovered'))} | "
+                     f"{_fmt(m.get('encodings_unmixed'))} | {_fmt(m.get('sentences_recovered'))} | "
+                     f"{'–' if prec is None or not prec.n else _fmt(prec)}"
+                     f"{'' if chance is None else f' ({chance.mean:.3f})'} | {used} |")
+    lines.append("")
+    lines += _chain_plot([r for r in order if r.config.get("client_mode") == "alg2" and not r.config.get("dropout")
+                          and (r.config.get("defense") or {}).get("name") == "texthide"], out_dir)
+    return lines
+
+
+def _chain_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    if len(recs) < 2:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil.report.federated import _save
+
+    recs = sorted(recs, key=lambda r: r.config.get("batch_size", 0))
+    bs = [int(r.config["batch_size"]) for r in recs]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for key, label, style in (("encodings_recovered", "encodings read off the updates", "o-"),
+                              ("encodings_unmixed", "encodings unmixed (all sources named)", "s--"),
+                              ("sentences_recovered", "private sentences named", "^-"),
+                              ("sentence_precision", "precision of the names", "x:")):
+        ms = [r.metrics.get(key) for r in recs]
+        y = [100 * (mm.mean if mm is not None else float("nan")) for mm in ms]
+        err = [[100 * (mm.mean - mm.ci_low) if mm is not None and mm.ci_low is not None else 0 for mm in ms],
+               [100 * (mm.ci_high - mm.mean) if mm is not None and mm.ci_high is not None else 0 for mm in ms]]
+        ax.errorbar(bs, y, yerr=err, fmt=style, capsize=2, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(bs)
+    ax.set_xticklabels([str(b) for b in bs])
+    ax.set_xlabel("client batch size (alg2: one SGD step per round)")
+    ax.set_ylabel("% (95% Wilson intervals)")
+    ax.set_ylim(-3, 103)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("Federated TextHide: what the server reads from the updates")
+    fig.tight_layout()
+    path = out_dir / "gradients_chain.png"
+    _save(fig, path)
+    return [f"![end-to-end recovery against batch size]({path.name})", ""]
+
+
 @register_renderer("gradients")
 def gradients_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
     table2 = [r for r in recs if r.experiment == "table2"]
-    taps = [r for r in recs if r.experiment.startswith("tap-")]
+    taps = [r for r in recs if r.experiment.startswith("tap-") and r.experiment != "tap-chain"]
+    chain = [r for r in recs if r.experiment == "tap-chain"]
     lines: list[Any] = ["# Results: gradient attacks on federated TextHide", "",
                         "See [the attack page](../attacks-gradients.md) for the threat model and every departure "
                         "from the paper.", "", "## Table 2 analogue: Alg. 3 gradient matching with dummy masks", ""]
     lines += _table2(table2)
     lines += ["## Attacks on recorded federated runs", ""]
     lines += _tap_tables(taps)
+    lines += ["## End to end: from the updates to the private sentences", ""]
+    lines += _chain_tables(chain, out_dir)
     return "\n".join(lines)
