@@ -24,7 +24,7 @@ def test_run_writes_a_result_and_json_and_the_page_renders(tmp_path, capsys):
     assert main(["report", "--results", str(tmp_path), "--out", str(tmp_path / "pages")]) == 0
     page = (tmp_path / "pages" / "federated.md").read_text()
     acc = 100 * out["metrics"]["test_accuracy"]["mean"]
-    assert f"| rt-polarity | fedavg | TextHide (16,2) intra | 2 | IID | 2 | 16 | reference | 1 | {acc:.1f} [" in page
+    assert f"| rt-polarity | frozen | 160 | fedavg | TextHide (16,2) intra | 2 | IID | 2 | 16 | reference | 1 | {acc:.1f} [" in page
     last = out["extra"]["rounds"][-1]
     assert sum(last["predicted"]) == sum(last["labels"]) == 60
     assert out["extra"]["collapsed"] == (sum(1 for p in last["predicted"] if p) == 1)

@@ -25,7 +25,13 @@ def _partition(c: dict[str, Any]) -> str:
 
 def _key(c: dict[str, Any]) -> tuple:
     return (c.get("corpus"), c.get("client_mode"), _setting(c), c.get("clients"), _partition(c), c.get("rounds"),
-            c.get("batch_size"), c.get("engine"))
+            c.get("batch_size"), c.get("engine"), "fine-tuned" if c.get("finetune") else "frozen",
+            int(c.get("max_train") or 0))
+
+
+def _main_grid(c: dict[str, Any]) -> bool:
+    """The utility grid the plots show: frozen encoder on the whole train split."""
+    return not c.get("finetune") and not c.get("max_train")
 
 
 def _mean_ci(values: list[float]) -> str:
@@ -60,7 +66,7 @@ def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> lis
         accs = [r.metrics["test_accuracy"].mean for r in recs]
         if key[4] == "centralised":
             central[key[2]] = float(np.mean(accs))
-        else:
+        elif key[5] == max(k[5] for k in groups):  # one round budget per line
             series.setdefault((key[2], key[4]), []).append((int(key[3]), float(np.mean(accs))))
     if not series:
         return []
@@ -92,7 +98,7 @@ def _utility_plot(groups: dict[tuple, list[ResultRecord]], out_dir: Path) -> lis
 
 def _curves_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     picked = [r for r in recs if r.config.get("clients") == 3 and not r.config.get("alpha") and r.config.get("seed") == 0
-              and r.metrics.get("test_accuracy") is not None]
+              and r.metrics.get("test_accuracy") is not None and _main_grid(r.config)]
     if not picked:
         return []
     import matplotlib
@@ -137,7 +143,9 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     done = [r for r in recs if "test_accuracy" in r.metrics]
     infeasible = [r for r in recs if r.extra.get("infeasible")]
     lines = ["# Results: federated TextHide on Flower", "",
-             "Frozen MiniLM encoder; a classifier head (one hidden layer) trained across clients with Flower 1.41. "
+             "A classifier head (one hidden layer) over MiniLM, trained across clients with Flower 1.41; the encoder is "
+             "frozen unless the row says fine-tuned (then every client also trains MiniLM and sends it with the "
+             "head). "
              "Every client encrypts its batches with its own TextHide mask pool (OS CSPRNG, never sent) and sends "
              "head weights; the server averages them (FedAvg). Centralised = the same code with one client "
              "holding the whole train split, so model, optimiser, epochs over the data and test set are the same. "
@@ -147,7 +155,7 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     groups: dict[tuple, list[ResultRecord]] = {}
     for rec in done:
         groups.setdefault(_key(rec.config), []).append(rec)
-    central = {(k[0], k[1], k[2], k[5], k[6]): float(np.mean([r.metrics["test_accuracy"].mean for r in v]))
+    central = {(k[0], k[1], k[2], k[5], k[6], k[8], k[9]): float(np.mean([r.metrics["test_accuracy"].mean for r in v]))
                for k, v in groups.items() if k[4] == "centralised"}
     majority = sorted({round(r.metrics["majority_rate"].mean, 4) for r in done if "majority_rate" in r.metrics})
     if majority:
@@ -156,10 +164,11 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                   "whose final head did (every test prediction the same class); 'beats one-class' counts the seeds "
                   "whose accuracy is above that share by an exact one-sided binomial test over the test examples "
                   f"(alpha = {ALPHA}; veil.metrics.stats.binomial_test).", ""]
-    lines += ["| corpus | client mode | defense | clients | partition | rounds | batch | engine | seeds | "
-              "test accuracy % | vs centralised (points) | one class | beats one-class | wall time / run |",
-              "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---|---|---:|"]
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3] != 1, k[3], k[4], k[5])):
+    lines += ["| corpus | encoder | train examples | client mode | defense | clients | partition | rounds | batch | "
+              "engine | seeds | test accuracy % | vs centralised (points) | one class | beats one-class | "
+              "wall time / run |",
+              "|---|---|---:|---|---|---:|---|---:|---:|---|---:|---|---:|---|---|---:|"]
+    for key in sorted(groups, key=lambda k: (k[0], k[9] != 0, k[8], k[1], k[2], k[3] != 1, k[3], k[4], k[5])):
         rs = groups[key]
         accs = [r.metrics["test_accuracy"].mean for r in rs]
         if len(rs) == 1:
@@ -167,17 +176,23 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
             acc = f"{100 * m.mean:.1f} [{100 * m.ci_low:.1f}, {100 * m.ci_high:.1f}]"
         else:
             acc = _mean_ci(accs)
-        ref = central.get((key[0], key[1], key[2], key[5], key[6]))
+        ref = central.get((key[0], key[1], key[2], key[5], key[6], key[8], key[9]))
         gap = "–" if ref is None or key[4] == "centralised" else f"{100 * (np.mean(accs) - ref):+.1f}"
         wall = np.mean([r.wall_time_s for r in rs])
         flags = [r.extra.get("collapsed") for r in rs]
         one = "–" if any(f is None for f in flags) else f"{sum(bool(f) for f in flags)}/{len(flags)}"
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]} | {key[6]} | {key[7]} | "
+        lines.append(f"| {key[0]} | {key[8]} | {key[9] or 'all'} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | "
+                     f"{key[5]} | {key[6]} | {key[7]} | "
                      f"{len(rs)} | {acc} | {gap} | {one} | {_beats_majority(rs)} | {wall:.0f} s |")
     lines.append("")
     if len(done) == 1:
         lines += ["(one run: the interval is Wilson 95% over test examples)", ""]
-    lines += _utility_plot(groups, out_dir)
+    # the plot shows the frozen-encoder grid: the rows on the largest training set (all, or the largest slice)
+    frozen = {k: v for k, v in groups.items() if k[8] == "frozen"}
+    if frozen:
+        biggest = 0 if any(k[9] == 0 for k in frozen) else max(k[9] for k in frozen)
+        frozen = {k: v for k, v in frozen.items() if k[9] == biggest}
+    lines += _utility_plot(frozen, out_dir)
     lines += _curves_plot(done, out_dir)
     if infeasible:
         lines += ["## Infeasible cells", "",
