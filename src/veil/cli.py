@@ -225,6 +225,10 @@ from veil import cli_gradients as _cli_gradients  # noqa: E402  (registers `veil
 
 _cli_gradients.register(attack_app)
 
+from veil import cli_adversarial as _cli_adversarial  # noqa: E402  (registers `veil adversarial` and `veil attack attribute`)
+
+_cli_adversarial.register(app, attack_app)
+
 from veil.cli_federated import federated_app as _federated_app  # noqa: E402
 
 app.add_typer(_federated_app, name="federated")

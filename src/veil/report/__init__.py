@@ -1,6 +1,7 @@
 """Render result pages (``docs/results/*.md``) from result records (``results/<method>/*.json``)."""
 
 from veil.report.markdown import RENDERERS, register_renderer, render_all, render_method
+from veil.report import attributes as _attributes  # noqa: E402,F401  (registers its renderer)
 from veil.report import gradients as _gradients  # noqa: E402,F401  (registers its renderer)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)

@@ -1,0 +1,284 @@
+"""Coavoux et al. (2018) on veil's corpora: train the main model with a defense, then run every attacker.
+
+One run = one (corpus, encoder, defense, width, seed): Phase 1 trains encoder + head with the defense (dev-selected
+on main accuracy, as the paper), Phase 2 computes r(x) of every split with the frozen encoder, Phase 3 trains the
+post-hoc attackers (``mlp`` = the paper's, ``mlp-wide``, ``linear``) on the train split's r(x) and scores them on
+test; multidetasking and gradient reversal also score their training-time adversary on the test r(x). The run is
+one :class:`~veil.results.ResultRecord` (``results/attributes/<name>.json``), written atomically; an existing file
+is kept unless ``force`` (so a sweep resumes where it stopped).
+
+The seed sets the encoder's and head's initialisation, the batch order, dropout, the adversaries' initialisation,
+declustering's pairs and the attackers' own randomness; a ``max_train`` subset is drawn with a fixed seed (0), so
+seeds vary the models, not the data.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+from veil.results import Metric, ResultRecord
+
+__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "sweep", "SWEEP_DEFENSES", "ATTACKERS",
+           "ENCODERS"]
+
+SWEEP_DEFENSES = ("none", "multidetask", "grl", "generation", "decluster", "leace")
+ATTACKERS = ("mlp", "mlp-wide", "linear")
+ENCODERS = ("lstm", "minilm")
+METHOD = "attributes"
+
+
+@dataclass(frozen=True)
+class AttributeRun:
+    corpus: str = "news-articles"
+    defense: str = "none"
+    width: int = 64
+    seed: int = 0
+    encoder: str = "lstm"
+    epochs: int = 16
+    attacker_epochs: int = 16
+    batch_size: int = 32
+    lr: float = 1e-3
+    alpha: float | None = None  # multidetask/grl/generation: weight of -log P(y|x) (1); decluster: alpha (0.1)
+    beta: float = 1.0
+    reduction: str = "sum"
+    max_chars: int = 300
+    max_tokens: int = 100
+    max_train: int | None = None
+    top_k: int | None = None
+
+    def __post_init__(self) -> None:
+        from veil.corpora.attributes import attribute_names
+        from veil.defenses.adversarial import DEFENSES
+        from veil.defenses.base import check_choice, check_int
+
+        check_choice("corpus", self.corpus, attribute_names())
+        check_choice("defense", self.defense, DEFENSES)
+        check_choice("encoder", self.encoder, ENCODERS)
+        check_choice("reduction", self.reduction, ("sum", "mean"))
+        for name in ("width", "epochs", "attacker_epochs", "batch_size", "max_chars", "max_tokens"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("seed", self.seed, minimum=0)
+        if self.max_train is not None:
+            check_int("max_train", self.max_train, minimum=2)
+        if self.alpha is not None and not (np.isfinite(self.alpha) and self.alpha > 0):
+            raise InvalidParameterError(f"alpha must be finite and > 0, got {self.alpha}")
+        if not (np.isfinite(self.lr) and 0 < self.lr <= 1):
+            raise InvalidParameterError(f"lr must be in (0, 1], got {self.lr}")
+        if not (np.isfinite(self.beta) and self.beta > 0):
+            raise InvalidParameterError(f"beta must be finite and > 0, got {self.beta}")
+
+    @property
+    def name(self) -> str:
+        from veil.experiments.outputs import tag
+
+        budget = tag(ep=self.epochs if self.epochs != 16 else None, n=self.max_train,
+                     bs=self.batch_size if self.batch_size != 32 else None, lr=self.lr if self.lr != 1e-3 else None,
+                     a=self.alpha, b=self.beta if self.beta != 1.0 else None,
+                     red=self.reduction if self.reduction != "sum" else None)
+        base = f"{self.corpus}-{self.encoder}-{self.defense}-w{self.width}-s{self.seed}"
+        return f"{base}-{budget}" if budget else base
+
+    def objective_params(self) -> dict[str, Any]:
+        if self.defense in ("multidetask", "grl"):
+            return {"alpha": self.alpha or 1.0, "beta": self.beta}
+        if self.defense == "generation":
+            return {"alpha": self.alpha or 1.0, "beta": self.beta, "reduction": self.reduction,
+                    "max_chars": self.max_chars}
+        if self.defense == "decluster":
+            return {"alpha": self.alpha or 0.1}
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def result_path(cfg: AttributeRun, root: str | Path) -> Path:
+    return Path(root) / f"{cfg.name}.json"
+
+
+def _inputs(cfg: AttributeRun, data: Any) -> dict[str, Any]:
+    from veil.models.lstm import TokenInputs, VectorInputs, Vocabulary
+
+    texts = {s: [data.texts[i] for i in data.indices(s)] for s in ("train", "dev", "test")}
+    if cfg.encoder == "lstm":
+        vocab = Vocabulary(texts["train"], max_tokens=cfg.max_tokens)
+        return {"vocab": vocab, **{s: TokenInputs(t, vocab) for s, t in texts.items()}}
+    from veil.encoders import TextEncoder
+    from veil.encoders.cache import encode_cached
+
+    enc = TextEncoder("minilm")
+    return {s: VectorInputs(encode_cached(enc, t, f"attributes-{cfg.corpus}", s, progress=False))
+            for s, t in texts.items()}
+
+
+def _fit_head(R: dict[str, np.ndarray], y: dict[str, np.ndarray], n_classes: int, seed: int, epochs: int) -> Any:
+    """A fresh main-task head on fixed (erased) representations, dev-selected (the LEACE baseline)."""
+    import torch
+
+    from veil.defenses.adversarial.objectives import NoObjective
+    from veil.defenses.adversarial.train import MainConfig, train_main
+    from veil.models.lstm import VectorInputs
+
+    class Identity(torch.nn.Module):
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.width = width
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    model = train_main(Identity(R["train"].shape[1]), VectorInputs(R["train"]), y["train"], VectorInputs(R["dev"]),
+                       y["dev"], n_classes=n_classes, objective=NoObjective(),
+                       config=MainConfig(epochs=epochs, seed=seed + 1000))
+    return model.head
+
+
+def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False) -> ResultRecord:
+    """Run one configuration (module docstring); ``data`` overrides the built-in corpus (tests, user corpora)."""
+    import torch
+
+    from veil.attacks.attribute import AttributeAttack, evaluate_attribute, observe_splits
+    from veil.corpora.attributes import load_attributes
+    from veil.defenses.adversarial import make_objective
+    from veil.defenses.adversarial.train import MainConfig, representations, train_main
+    from veil.metrics.leakage import wilson_interval
+    from veil.models.lstm import LSTMEncoder, ProjectionEncoder
+    from veil.progress import progress_bar
+
+    start = time.perf_counter()
+    data = load_attributes(cfg.corpus, top_k=cfg.top_k) if data is None else data
+    data = data.limit(cfg.max_train, rng=0)
+    idx = {s: data.indices(s) for s in ("train", "dev", "test")}
+    empty = [s for s, i in idx.items() if len(i) == 0]
+    if empty:
+        raise InvalidParameterError(f"corpus {data.name!r} has no {', '.join(empty)} examples; every split is needed")
+    y = {s: data.labels[i] for s, i in idx.items()}
+    private = {s: data.private.select(i) for s, i in idx.items()}
+    inputs = _inputs(cfg, data)
+    enc_gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 1]).generate_state(1)[0]))
+    encoder = (LSTMEncoder(inputs["vocab"], width=cfg.width, rng=enc_gen) if cfg.encoder == "lstm"
+               else ProjectionEncoder(inputs["train"].X.shape[1], width=cfg.width, rng=enc_gen))
+    objective = make_objective(cfg.defense, **cfg.objective_params())
+    main_cfg = MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+    with progress_bar(cfg.epochs, f"{cfg.name}: training", progress) as advance:
+        model = train_main(encoder, inputs["train"], y["train"], inputs["dev"], y["dev"],
+                           n_classes=len(data.label_names), objective=objective, config=main_cfg,
+                           private_train=private["train"], texts_train=[data.texts[i] for i in idx["train"]],
+                           progress=advance)
+    R = {s: representations(model.encoder, inputs[s]) for s in idx}
+    head = model.head
+    if cfg.defense == "leace":
+        from veil.defenses.adversarial.leace import LeaceErasure
+
+        eraser = LeaceErasure().fit(R["train"], private["train"])
+        R = {s: eraser.protect(v) for s, v in R.items()}
+        head = _fit_head(R, y, len(data.label_names), cfg.seed, cfg.epochs)
+    with torch.no_grad():
+        pred = head(torch.from_numpy(R["test"])).argmax(dim=1).numpy()
+    correct = int((pred == y["test"]).sum())
+    lo, hi = wilson_interval(correct, len(pred))
+    majority = float(np.mean(y["test"] == np.bincount(y["train"]).argmax()))
+    metrics: dict[str, Metric] = {
+        "test_accuracy": Metric(correct / len(pred), n=len(pred), ci_low=lo, ci_high=hi, ci_level=0.95),
+        "majority_accuracy": Metric(majority, n=len(pred)),
+        "dev_accuracy": Metric(model.dev_accuracy[model.best_epoch], n=len(y["dev"])),
+    }
+    splits, truth = observe_splits(R, private, ids=idx, defense={"defense": cfg.defense, **cfg.objective_params()})
+    attacks: dict[str, Any] = {}
+    seeds = np.random.SeedSequence([cfg.seed, 2]).spawn(len(ATTACKERS))
+    for arch, ss in zip(ATTACKERS, seeds):
+        attack = AttributeAttack(architecture=arch, epochs=cfg.attacker_epochs, rng=np.random.default_rng(ss))
+        attacks[arch] = evaluate_attribute(attack, splits, truth, rng=cfg.seed)
+    adversary = getattr(objective, "adversary", None)
+    if adversary is not None:
+        with torch.no_grad():
+            P = torch.sigmoid(adversary(torch.from_numpy(R["test"]))).numpy()
+        attacks["adversary"] = evaluate_attribute(None, splits, truth, probabilities=P, rng=cfg.seed)
+    for who, res in attacks.items():
+        for key in ("privacy", "score", "advantage", "paper_advantage"):
+            if key in res.metrics:
+                metrics[f"{key}[{who}]"] = res.metrics[key]
+    first = attacks["mlp"].metrics
+    metrics["floor_privacy"], metrics["floor_score"] = first["floor_privacy"], first["floor_score"]
+    if "paper_floor_privacy" in first:
+        metrics["paper_floor_privacy"] = first["paper_floor_privacy"]
+    extra = {
+        "n": {s: int(len(i)) for s, i in idx.items()}, "label_names": list(data.label_names),
+        "private": data.private.describe(), "corpus_notes": data.notes, "best_epoch": model.best_epoch,
+        "dev_curve": model.dev_accuracy, "train_seconds": model.train_seconds,
+        "train_examples_per_second": model.examples_per_second,
+        "chars_truncated": getattr(objective, "truncated", None),
+        "attacks": {who: res.to_dict() for who, res in attacks.items()},
+        "defense_config": objective.config() if cfg.defense != "leace" else {"defense": "leace"},
+    }
+    config = {**cfg.to_dict(), "name": cfg.name, "kind": data.private.kind, "main": main_cfg.to_dict(),
+              "objective": cfg.objective_params()}
+    return ResultRecord(method=METHOD, experiment=cfg.name, config=config, metrics=metrics,
+                        wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+def run_or_skip(cfg: AttributeRun, root: str | Path, *, force: bool = False, data: Any = None,
+                progress: bool = False) -> tuple[Path, bool]:
+    """(path, ran): run and write the record, or keep an existing one (``force`` re-runs it)."""
+    path = result_path(cfg, root)
+    if path.exists() and not force:
+        return path, False
+    run_attribute(cfg, data=data, progress=progress).write(path)
+    return path, True
+
+
+def _sweep_one(cfg: AttributeRun, root: str, force: bool) -> tuple[str, bool, float]:
+    """One sweep job in a worker process (one torch thread: the sweep's parallelism is across processes)."""
+    import torch
+
+    torch.set_num_threads(1)
+    t = time.perf_counter()
+    path, ran = run_or_skip(cfg, root, force=force)
+    return str(path), ran, time.perf_counter() - t
+
+
+def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] = SWEEP_DEFENSES, seeds: tuple[int, ...] = (0, 1, 2),
+          width: int = 64, force: bool = False, progress: bool = True, log: Any = None, jobs: int = 1,
+          **options: Any) -> list[Path]:
+    """Every defense x seed on one corpus at width ``width`` (resumable: existing records are kept).
+
+    ``jobs`` > 1 runs that many configurations at once in worker processes (each with one torch thread; on a
+    2-core machine ``jobs=2`` halves the wall time). Records are written per run, so the result does not depend
+    on ``jobs``.
+    """
+    from veil.corpora.attributes import load_attributes
+    from veil.defenses.base import check_int
+    from veil.progress import progress_bar
+
+    check_int("jobs", jobs, minimum=1)
+    cfgs = [AttributeRun(corpus=corpus, defense=d, width=width, seed=s, **options) for d in defenses for s in seeds]
+    data = load_attributes(corpus, top_k=options.get("top_k"))  # built (and cached) once, before any worker
+    paths = []
+    with progress_bar(len(cfgs), f"attributes sweep on {corpus}", progress) as advance:
+        if jobs == 1:
+            for cfg in cfgs:
+                t = time.perf_counter()
+                path, ran = run_or_skip(cfg, root, force=force, data=data)
+                if log is not None:
+                    log(f"{cfg.name}: {'ran in %.0f s' % (time.perf_counter() - t) if ran else 'kept (exists)'}")
+                paths.append(path)
+                advance(1)
+            return paths
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(_sweep_one, cfg, str(root), force) for cfg in cfgs]
+            for cfg, fut in zip(cfgs, futures):
+                path, ran, seconds = fut.result()
+                if log is not None:
+                    log(f"{cfg.name}: {'ran in %.0f s' % seconds if ran else 'kept (exists)'}")
+                paths.append(Path(path))
+                advance(1)
+    return paths
