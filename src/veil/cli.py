@@ -229,6 +229,10 @@ from veil import cli_adversarial as _cli_adversarial  # noqa: E402  (registers `
 
 _cli_adversarial.register(app, attack_app)
 
+from veil import cli_parse as _cli_parse  # noqa: E402  (registers `veil parse`, `veil obfuscate`, `veil attack word-recovery`)
+
+_cli_parse.register(app, attack_app)
+
 from veil.cli_federated import federated_app as _federated_app  # noqa: E402
 
 app.add_typer(_federated_app, name="federated")

@@ -4,6 +4,7 @@ from veil.report.markdown import RENDERERS, register_renderer, render_all, rende
 from veil.report import attributes as _attributes  # noqa: E402,F401  (registers its renderer)
 from veil.report import gradients as _gradients  # noqa: E402,F401  (registers its renderer)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
+from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)
 from veil.report import sentdp as _sentdp  # noqa: E402,F401  (registers its renderer)
 from veil.report import texthide as _texthide  # noqa: E402,F401  (registers its renderer)

@@ -1,0 +1,29 @@
+"""Word-recovery attacks on obfuscated text (Hu et al. 2020, Sec. 5.2): trained and masked-LM attackers, floors.
+
+>>> from veil.attacks.word_recovery import observe, score_attack, TrainedAttacker, AttackVocabulary
+>>> text = observe(obfuscated)                  # what the service sees: words, tags, obfuscated positions
+>>> score_attack(attacker, text, originals)     # MRR (pessimistic ties), prv = 100 - 100 MRR, top-1, CIs
+
+Importing this package does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from veil.attacks.word_recovery.floors import AttackVocabulary, KeepWord, TagFrequency
+from veil.attacks.word_recovery.observe import ObfuscatedText, observe, score_attack
+
+_LAZY = {"TrainedAttacker": "veil.attacks.word_recovery.neural",
+         "MaskedLMAttacker": "veil.attacks.word_recovery.neural"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'veil.attacks.word_recovery' has no attribute {name!r}")
+
+
+__all__ = ["AttackVocabulary", "KeepWord", "TagFrequency", "ObfuscatedText", "observe", "score_attack",
+           *sorted(_LAZY)]

@@ -1,0 +1,198 @@
+"""``veil parse treebank|train|eval``, ``veil obfuscate`` and ``veil attack word-recovery``: thin commands over
+veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al. 2020).
+
+Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
+folder; every value and output location is checked before any work starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+
+__all__ = ["register", "parse_app"]
+
+parse_app = typer.Typer(help="Dependency parsing on silver trees (Hu et al. 2020): treebank, parser, evaluation.",
+                        no_args_is_help=True)
+ResultsOpt = Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/parsing).")]
+TreebankOpt = Annotated[str, typer.Option(help="silver-sm (built by `veil parse treebank`) or a folder with "
+                                               "train/dev/test.conllu (Penn tags in XPOS).")]
+LevelOpt = Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")]
+NTestOpt = Annotated[int, typer.Option(min=1, help="Test sentences (the first N of the test split).")]
+SeedOpt = Annotated[int, typer.Option(min=0, help="Experiment seed (obfuscation draws of the test set, attackers).")]
+
+
+def _root(results: Optional[Path]) -> Path:
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    return check_output_dir(results if results is not None else default_results_dir("parsing"))
+
+
+def _level(level: str, allow_none: bool = False) -> str:
+    from veil.experiments.parsing import LEVELS
+
+    valid = LEVELS if allow_none else LEVELS[1:]
+    if level not in valid:
+        raise typer.BadParameter(f"--level must be one of {', '.join(valid)}, got {level!r}")
+    return level
+
+
+def _treebank(value: str) -> str:
+    if value != "silver-sm" and not Path(value).is_dir():
+        raise typer.BadParameter(f"--treebank must be silver-sm or a folder with train/dev/test.conllu, got {value!r}")
+    return value
+
+
+@parse_app.command("treebank")
+def parse_treebank(
+    max_docs: Annotated[Optional[int], typer.Option(min=1, help="Documents per corpus (trial builds).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build (or resume) the silver treebank: spaCy sm parses of news-articles and brown, as CoNLL-U."""
+    from veil.parsing.treebank import build_silver, treebank_info
+
+    msg = console(as_json)
+    root = build_silver(force=force, max_docs=max_docs, progress=True)
+    info = treebank_info()
+    if as_json:
+        echo_json({"folder": str(root), **info})
+        return
+    for split, c in info["counts"].items():
+        msg.print(f"{split}: {c['sentences']} sentences, {c['words']} words", highlight=False)
+    msg.print(f"wrote {root}")
+
+
+@parse_app.command("train")
+def parse_train(
+    treebank: TreebankOpt = "silver-sm",
+    vectors: Annotated[str, typer.Option(help="md (initialise words from en_core_web_md's vectors) or none.")] = "md",
+    max_minutes: Annotated[float, typer.Option(min=0.1, help="Training budget in minutes.")] = 45.0,
+    max_train: Annotated[Optional[int], typer.Option(min=1, help="Training sentences (a random subset).")] = None,
+    hidden: Annotated[int, typer.Option(min=8, help="BiLSTM units per direction.")] = 128,
+    seed: SeedOpt = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Model file (default VEIL_HOME/parsing/models/biaffine.pt).")]
+    = None,
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue an interrupted run.")] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train veil's biaffine parser on the treebank (best dev UAS kept; resumable)."""
+    from veil.parsing.train import TrainConfig, train_parser
+
+    if vectors not in ("md", "none"):
+        raise typer.BadParameter(f"--vectors must be md or none, got {vectors!r}")
+    config = TrainConfig(treebank=_treebank(treebank), vectors=vectors, max_minutes=max_minutes,
+                         max_train=max_train, hidden=hidden, seed=seed)
+    msg = console(as_json)
+    summary = train_parser(config, out=out, resume=resume, log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json({k: v for k, v in summary.items() if k != "history"})
+        return
+    msg.print(f"best dev UAS {summary['best_dev_uas']:.2f} after {summary['steps']} steps "
+              f"({summary['minutes']:.1f} min); wrote {summary['model']}", highlight=False)
+
+
+@parse_app.command("eval")
+def parse_eval(
+    parser: Annotated[str, typer.Option(help="biaffine, spacy-sm or spacy-md.")] = "biaffine",
+    level: Annotated[str, typer.Option(help="none (original sentences) or P1..P5.")] = "none",
+    treebank: TreebankOpt = "silver-sm",
+    n_test: NTestOpt = 2000,
+    model: Annotated[Optional[Path], typer.Option(help="Biaffine model file (default: the trained one).")] = None,
+    seed: SeedOpt = 0,
+    results: ResultsOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """UAS/LAS of a parser on (obfuscated) test sentences, against the silver trees of the originals."""
+    from veil.experiments.parsing import ParsingSetup, cell_path, run_parsing
+    from veil.parsing.evaluate import PARSER_NAMES
+    from veil.results import ResultRecord
+
+    if parser not in PARSER_NAMES:
+        raise typer.BadParameter(f"--parser must be one of {', '.join(PARSER_NAMES)}, got {parser!r}")
+    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, seed=seed,
+                         model=None if model is None else str(model))
+    root = _root(results)
+    msg = console(as_json)
+    run_parsing(root, parsers=[parser], levels=[_level(level, True)], attackers=[], setup=setup, force=force,
+                log=lambda line: msg.print(line, highlight=False))
+    rec = ResultRecord.read(cell_path(root, f"eval-{parser}-{level}", setup))
+    if as_json:
+        echo_json(rec.to_dict())
+        return
+    for key, metric in rec.metrics.items():
+        msg.print(f"{key} = {metric}", highlight=False)
+
+
+def obfuscate(
+    file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
+                                              "(tagged with spaCy sm).")],
+    method: Annotated[str, typer.Option(help="random (same-POS substitution).")] = "random",
+    level: LevelOpt = "P3",
+    treebank: TreebankOpt = "silver-sm",
+    key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
+                                                     "mode 0600.")] = None,
+    seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only; default: OS "
+                                                            "entropy).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag."""
+    from veil.experiments.outputs import check_output_file
+    from veil.parsing.obfuscate_file import obfuscate_file
+
+    if method != "random":
+        raise typer.BadParameter(f"--method must be random (the neural obfuscator is part 2), got {method!r}")
+    if not file.is_file():
+        raise typer.BadParameter(f"{file} is not a file")
+    if key is not None:
+        check_output_file(key, force=force, option="--key")
+    out = obfuscate_file(file, level=_level(level), treebank=_treebank(treebank), seed=seed, key_path=key)
+    if as_json:
+        echo_json([{"words": list(o.words), "tags": list(o.tags), "positions": list(o.key.positions)} for o in out])
+        return
+    for o in out:
+        typer.echo(" ".join(o.words))
+
+
+def attack_word_recovery(
+    method: Annotated[str, typer.Option(help="trained, mlm, keep-word or tag-frequency.")] = "trained",
+    level: LevelOpt = "P3",
+    treebank: TreebankOpt = "silver-sm",
+    n_test: NTestOpt = 2000,
+    train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences the attacker learns from.")] = 20000,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of a neural attacker.")] = 8.0,
+    seed: SeedOpt = 0,
+    results: ResultsOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recover the original words at the obfuscated positions: MRR, prv = 100 - 100 MRR, top-1 (Hu et al.)."""
+    from veil.experiments.parsing import ATTACKERS, ParsingSetup, cell_path, run_parsing
+    from veil.results import ResultRecord
+
+    if method not in ATTACKERS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
+    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
+                         attack_minutes=minutes, seed=seed)
+    root = _root(results)
+    msg = console(as_json)
+    run_parsing(root, parsers=[], levels=[_level(level)], attackers=[method], setup=setup, force=force,
+                log=lambda line: msg.print(line, highlight=False))
+    rec = ResultRecord.read(cell_path(root, f"attack-{method}-{level}", setup))
+    if as_json:
+        echo_json(rec.to_dict())
+        return
+    for name, metric in rec.metrics.items():
+        msg.print(f"{name} = {metric}", highlight=False)
+
+
+def register(app: typer.Typer, attack_app: typer.Typer) -> None:
+    app.add_typer(parse_app, name="parse")
+    app.command("obfuscate")(obfuscate)
+    attack_app.command("word-recovery")(attack_word_recovery)

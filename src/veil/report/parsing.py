@@ -1,0 +1,123 @@
+"""Result page for privacy-preserving parsing (results/parsing/*.json): Hu et al. 2020, Table 1 and the
+random-substitution half of Table 2, for veil's biaffine parser, spaCy sm and spaCy md (unseen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from veil.report.markdown import register_renderer
+from veil.results import Metric, ResultRecord
+
+_LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
+_ROWS = {"none": "no obfuscation", "P1": "NE (P1)", "P2": "+Nouns (P2)", "P3": "+Adj (P3)", "P4": "+Verbs (P4)",
+         "P5": "+Adv (P5)"}
+_TAGS = {"P1": "NNP NNPS", "P2": "NN NNS", "P3": "JJ JJR JJS", "P4": "VB VBD VBG VBN VBP VBZ", "P5": "RB RBR RBS"}
+_PARSERS = {"biaffine": "veil's biaffine parser (trained on the silver trees)",
+            "spacy-sm": "spaCy en_core_web_sm (the parser that made the silver trees)",
+            "spacy-md": "spaCy en_core_web_md (not used to make anything: the unseen parser)"}
+#: Hu et al. 2020 Table 2, random substitution: (UAS, LAS, prv trained, ratio, prv BERT, ratio);
+#: (a) their trained biaffine parser (no obfuscation 95.0 / 93.5), (b) the AllenNLP parser (94.2 / 92.6)
+PAPER_BIAFFINE = {"none": (95.0, 93.5), "P1": (94.1, 93.0, 68.3, 2.97, 66.9, 2.84),
+                  "P2": (93.7, 92.9, 70.7, 3.20, 70.3, 3.15), "P3": (93.1, 92.4, 71.9, 3.31, 72.3, 3.36),
+                  "P4": (85.2, 80.4, 68.1, 2.67, 80.2, 4.30), "P5": (86.4, 78.7, 67.2, 2.63, 81.2, 4.60)}
+PAPER_ALLENNLP = {"none": (94.2, 92.6), "P1": (91.9, 89.7), "P2": (91.5, 89.2), "P3": (90.8, 88.5),
+                  "P4": (78.2, 75.3), "P5": (76.7, 73.5)}
+
+
+def _f(m: Metric | None, digits: int = 1) -> str:
+    if m is None:
+        return "–"
+    if m.ci_low is None or m.ci_high is None:
+        return f"{m.mean:.{digits}f}"
+    return f"{m.mean:.{digits}f} [{m.ci_low:.{digits}f}, {m.ci_high:.{digits}f}]"
+
+
+def _table1(recs: list[ResultRecord]) -> list[str]:
+    lines = ["## Table 1: the POS spectrum", "",
+             "Each level hides its tags and every tag above it (cumulative). Share of test tokens hidden, veil's "
+             "silver test split.", ""]
+    if not recs:
+        return lines + ["No results yet (`veil parse eval`).", ""]
+    rec = recs[0]
+    lines += ["| level | tags added | tokens hidden (%) |", "|---|---|---|"]
+    for lv in _LEVELS[1:]:
+        lines.append(f"| {_ROWS[lv]} | {_TAGS[lv]} | {_f(rec.metrics.get(f'share_{lv}'))} |")
+    c = rec.config
+    return lines + ["", f"{c.get('test_sentences')} test sentences, {c.get('test_words')} words "
+                        f"(treebank {c.get('treebank')}).", ""]
+
+
+def _table2(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
+    lines = ["## Table 2 (random substitution)", "",
+             "UAS/LAS (%, punctuation included as in the authors' code; 95% sentence-bootstrap intervals) of each "
+             "parser on the test sentences obfuscated at each level, every tree compared by position with the "
+             "silver tree of the original sentence. prv = 100 - 100 x MRR of the attacker (pessimistic ties, told "
+             "which positions were replaced); ratio = UAS / (100 - prv), the paper's breach ratio (its footnote "
+             "says LAS, its numbers are UAS: veil follows the numbers). The paper's numbers (PTB, gold trees; "
+             "BERT-base as the masked-LM attacker) are in parentheses.", ""]
+    if not evals and not attacks:
+        return lines + ["No results yet (`veil parse eval`, `veil attack word-recovery`).", ""]
+    for parser, title in _PARSERS.items():
+        if not any(p == parser for p, _ in evals):
+            continue
+        paper = PAPER_BIAFFINE if parser == "biaffine" else PAPER_ALLENNLP
+        lines += [f"### {title}", "", "| obf. terms | UAS | LAS | UAS no punct | prv trained | ratio | prv masked LM | "
+                  "ratio |", "|---" * 8 + "|"]
+        for lv in _LEVELS:
+            rec = evals.get((parser, lv))
+            if rec is None:
+                continue
+            m = rec.metrics
+            p = paper.get(lv, ())
+            uas = m["uas"].mean
+            cells = [f"{_f(m.get('uas'))} ({p[0]})" if p else _f(m.get("uas")),
+                     f"{_f(m.get('las'))} ({p[1]})" if p else _f(m.get("las")), _f(m.get("uas_nopunct"))]
+            for k, attacker in enumerate(("trained", "mlm")):
+                a = attacks.get((attacker, lv))
+                if a is None or lv == "none":
+                    cells += ["–", "–"]
+                    continue
+                prv = a.metrics["prv"].mean
+                ratio = f"{uas / (100 - prv):.2f}" if prv < 100 else "inf"
+                pp = PAPER_BIAFFINE.get(lv, ())
+                if len(pp) > 2:  # the paper's prv is the same for every parser; its ratio uses that parser's UAS
+                    paper_prv = pp[2 + 2 * k]
+                    cells += [f"{_f(a.metrics['prv'])} ({paper_prv})", f"{ratio} ({p[0] / (100 - paper_prv):.2f})"]
+                else:
+                    cells += [_f(a.metrics["prv"]), ratio]
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
+    names = ("trained", "mlm", "tag-frequency", "keep-word")
+    if not attacks:
+        return []
+    lines = ["## Attackers and floors", "", "prv / top-1 (%) / coverage (share of true words in the attacker's "
+             "vocabulary; the rest count as misses) per level.", "",
+             "| level | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for lv in _LEVELS[1:]:
+        cells = []
+        for n in names:
+            a = attacks.get((n, lv))
+            cells.append("–" if a is None else f"{a.metrics['prv'].mean:.1f} / {a.metrics['top1'].mean:.1f} / "
+                                               f"{a.metrics['coverage'].mean:.0f}")
+        if any(c != "–" for c in cells):
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+@register_renderer("parsing")
+def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
+    recs = [r for _, r in records]
+    evals = {(r.config["parser"], r.config["level"]): r for r in recs if r.experiment.startswith("eval-")}
+    attacks = {(r.config["attacker"], r.config["level"]): r for r in recs if r.experiment.startswith("attack-")}
+    lines: list[Any] = ["# Results: obfuscation for privacy-preserving parsing (Hu et al. 2020)", "",
+                        "See [the user page](../parsing.md) for the threat model, the silver trees and every "
+                        "departure from the paper.", ""]
+    lines += _table1([r for r in recs if r.experiment == "table1"])
+    lines += _table2(evals, attacks)
+    lines += _floors(attacks)
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""`veil obfuscate`, `veil parse eval`, `veil attack word-recovery` on the tiny treebank; the result page."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+
+import typer
+from typer.testing import CliRunner
+
+from veil import cli_parse
+from veil.report import render_all
+from veil.report.parsing import parsing_page
+from veil.results import Metric, ResultRecord
+
+
+def _app() -> typer.Typer:
+    """The commands as `veil` registers them (cli_parse.register), on an app of their own."""
+    app, attack = typer.Typer(), typer.Typer()
+    app.add_typer(attack, name="attack")
+    cli_parse.register(app, attack)
+    return app
+
+
+class _Result:
+    def __init__(self, code, out, err):
+        self.code, self.out, self.err = code, out, err
+
+
+def main(args):
+    res = CliRunner().invoke(_app(), args, env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"})
+    main.last = _Result(res.exit_code, res.stdout, " ".join(res.stderr.replace("│", " ").split()))
+    return res.exit_code
+
+
+def test_obfuscate_conllu_with_a_key(tiny_treebank, tmp_path):
+    key = tmp_path / "key.json"
+    code = main(["obfuscate", str(tiny_treebank / "dev.conllu"), "--level", "P2", "--treebank", str(tiny_treebank),
+                 "--key", str(key), "--json"])
+    out = json.loads(main.last.out)
+    assert code == 0 and out and all(len(s["words"]) == len(s["tags"]) for s in out)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    secret = json.loads(key.read_text())
+    assert [s["positions"] for s in out] == [k["positions"] for k in secret]
+    assert "originals" not in out[0]
+
+
+def test_bad_level_and_method_are_usage_errors(tiny_treebank):
+    assert main(["obfuscate", str(tiny_treebank / "dev.conllu"), "--level", "P7"]) == 2
+    assert "--level must be one of P1, P2, P3, P4, P5" in main.last.err
+    assert main(["attack", "word-recovery", "--method", "bert", "--level", "P1"]) == 2
+    assert "--method must be one of trained, mlm, keep-word, tag-frequency" in main.last.err
+
+
+def test_eval_and_attack_write_records_and_the_page_renders(tiny_treebank, tmp_path):
+    res = tmp_path / "results" / "parsing"
+    code = main(["parse", "eval", "--parser", "spacy-sm", "--level", "P1", "--treebank", str(tiny_treebank),
+                 "--n-test", "20", "--results", str(res), "--json"])
+    rec = json.loads(main.last.out)
+    assert code == 0 and rec["experiment"] == "eval-spacy-sm-P1" and 0 < rec["metrics"]["uas"]["mean"] <= 100
+    code = main(["attack", "word-recovery", "--method", "tag-frequency", "--level", "P1", "--treebank",
+                 str(tiny_treebank), "--n-test", "20", "--results", str(res), "--json"])
+    rec = json.loads(main.last.out)
+    assert code == 0 and 0 <= rec["metrics"]["prv"]["mean"] <= 100
+    assert main(["parse", "eval", "--parser", "spacy-sm", "--level", "P1", "--treebank", str(tiny_treebank),
+                 "--n-test", "20", "--results", str(res)]) == 0  # resumes: the cell exists, nothing is re-run
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "parsing.md").read_text()
+    assert "| NE (P1) | NNP NNPS |" in page and "### spaCy en_core_web_sm" in page
+
+
+def test_empty_page_says_no_results_yet(tmp_path):
+    page = parsing_page("parsing", [], tmp_path)
+    assert page.count("No results yet") == 2
+
+
+def test_table_2_row_with_the_paper_beside_ours(tmp_path):
+    def rec(exp, config, metrics):
+        return (tmp_path / f"{exp}.json",
+                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+
+    records = [rec("eval-biaffine-P1", {"parser": "biaffine", "level": "P1"}, {"uas": 90.0, "las": 88.0,
+                                                                               "uas_nopunct": 89.0}),
+               rec("attack-trained-P1", {"attacker": "trained", "level": "P1"},
+                   {"prv": 70.0, "top1": 20.0, "coverage": 90.0})]
+    page = parsing_page("parsing", [r for r in records], tmp_path)
+    assert "| NE (P1) | 90.0 (94.1) | 88.0 (93.0) | 89.0 | 70.0 (68.3) | 3.00 (2.97) | – | – |" in page

@@ -1,0 +1,85 @@
+"""Word-recovery attackers see only the released side, and are scored against a slow reference."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from veil.attacks.word_recovery import (AttackVocabulary, KeepWord, ObfuscatedText, TagFrequency, observe,
+                                        score_attack)
+from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
+from veil.errors import DataFormatError, PrivacyLeakWarning
+from veil.parsing.treebank import load_treebank
+
+
+@pytest.fixture(scope="module")
+def setting(tiny_treebank):
+    train = load_treebank("train", tiny_treebank)
+    test = load_treebank("test", tiny_treebank)
+    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        ob = RandomSubstitution(vocabulary=vocab, level="P2", rng=3)
+    obf = [ob.obfuscate(t.words, t.tags) for t in test]
+    return train, vocab, obf, AttackVocabulary.build((t.words for t in train), min_count=1)
+
+
+def test_the_observation_holds_no_originals(setting):
+    _, _, obf, _ = setting
+    text = observe(obf)
+    assert set(vars(text)) == {"words", "tags", "positions"}
+    assert text.words[0] == obf[0].words and text.n_positions == sum(len(o.key.positions) for o in obf)
+
+
+def test_floors_match_a_slow_reference(setting):
+    train, _, obf, av = setting
+    text, originals = observe(obf), [list(o.key.originals) for o in obf]
+    keep = score_attack(KeepWord(av), text, originals, n_boot=20)
+    inside = [w.lower() in av.words[3:] for o in originals for w in o]
+    v = len(av.words) - 3
+    assert keep["mrr"].mean == pytest.approx(np.mean([1 / v if i else 0 for i in inside]))
+    assert keep["top1"].mean == 0.0  # substitution never keeps the original
+    freq = TagFrequency(av, [(t.words, t.tags) for t in train])
+    ranks = freq.rank(text, [[w.lower() for w in o] for o in originals])
+    counts: dict = {}
+    for t in train:
+        for w, g in zip(t.words, t.tags):
+            counts.setdefault(g, {}).setdefault(w.lower(), 0)
+            counts[g][w.lower()] += 1
+    slow = []
+    for tags, pos, orig in zip(text.tags, text.positions, originals):
+        for p, w in zip(pos, orig):
+            c = counts.get(tags[p], {})
+            mine = c.get(w.lower(), 0)
+            if w.lower() not in av.words[3:]:
+                slow.append(0)
+            elif mine == 0:
+                slow.append(v)
+            else:
+                slow.append(sum(1 for x in c.values() if x >= mine))
+    assert ranks.tolist() == slow
+
+
+def test_trained_attacker_runs_on_tiny_data(setting):
+    from veil.attacks.word_recovery import TrainedAttacker
+
+    train, vocab, obf, av = setting
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        own = RandomSubstitution(vocabulary=vocab, level="P2", rng=11)
+    made = [own.obfuscate(t.words, t.tags) for t in train]
+    atk = TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none").fit(
+        observe(made), [list(o.key.originals) for o in made], epochs=1, max_minutes=0.5)
+    res = score_attack(atk, observe(obf), [list(o.key.originals) for o in obf], n_boot=20)
+    assert 0 <= res["prv"].ci_low <= res["prv"].mean <= res["prv"].ci_high <= 100
+    assert res["coverage"].mean > 0
+
+
+def test_mismatched_originals_are_refused(setting):
+    _, _, obf, av = setting
+    with pytest.raises(DataFormatError, match="originals"):
+        score_attack(KeepWord(av), observe(obf), [[] for _ in obf])
+    with pytest.raises(DataFormatError, match="outside the sentence"):
+        ObfuscatedText((("a",),), (("DT",),), ((3,),))
