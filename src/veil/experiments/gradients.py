@@ -21,16 +21,16 @@ restore the caller's setting afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from veil._threads import torch_threads
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
@@ -43,19 +43,6 @@ TABLE2_K = (1, 2, 4)
 TABLE2_D = (4, 16, 64, 256, 1024)
 SECRET_NOTE = ("OS CSPRNG per run: TextHide's mask pool (m=1) and mixing (coefficients, permutation); the seed "
                "picks the examples, the head's initial weights and the attacker's dummies only")
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with torch on ``n`` threads, restoring the previous count afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)

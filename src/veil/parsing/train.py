@@ -10,34 +10,21 @@ which obfuscated input needs. Adam as Dozat & Manning (betas 0.9, 0.9), gradient
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from veil._threads import torch_threads
 from veil.errors import InvalidParameterError, ResourceMissingError
 from veil.parsing.trees import Tree
 
 __all__ = ["TrainConfig", "train_parser", "load_parser", "default_model_path", "md_vectors", "torch_threads"]
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with ``n`` torch CPU threads, then restore the previous number."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
