@@ -236,6 +236,8 @@ class UpdateChain(Attack):
                     i = todo[j]
                     ids[i], weights[i], residuals[i], source[i] = out.ids[j], out.weights[j], out.residuals[j], name
                 todo = todo[residuals[todo] > UNEXPLAINED]
+            for i in todo:  # no guess reached the residual: the best fit is kept, labelled as such
+                source[i] = "unexplained"
         info = {"encodings": int(len(E)), "pool_masks_recovered": int(len(pool)),
                 "explained_by_pool": int(sum(s == "pool" for s in source))}
         return (ids, weights, residuals, source), info
