@@ -17,7 +17,7 @@ from veil.attacks.gradients.tap import linear_keys
 from veil.errors import DataFormatError
 
 __all__ = ["ACTIVATIONS", "Layers", "layers_from_state", "forward", "soft_cross_entropy", "loss_gradients",
-           "gradient_distance"]
+           "gradient_distance", "minimise_distance"]
 
 ACTIVATIONS = ("relu", "sigmoid")
 Layers = list  # list[tuple[torch.Tensor, torch.Tensor]]: (W (out, in), b (out,)) per Linear layer
@@ -83,3 +83,40 @@ def gradient_distance(dummy: Sequence[Any], target: Sequence[Any], norm: Any) ->
         term = ((a - b) ** 2).sum()
         total = term if total is None else total + term
     return total / norm
+
+
+def minimise_distance(params: Sequence[Any], distance: Callable[[], Any], *, max_evals: int, tol: float,
+                      history_size: int = 100, max_iter: int = 20) -> tuple[float, int]:
+    """Minimise ``distance()`` over ``params`` (the dummies) with L-BFGS and a strong-Wolfe line search.
+
+    Only ``params`` get gradients (the weights in ``distance`` stay fixed tensors). Stops after ``max_evals``
+    evaluations, when the distance is non-finite or <= ``tol``, or after 3 steps without progress.
+    Returns (the last distance, the evaluations used).
+    """
+    import math
+
+    import torch
+
+    opt = torch.optim.LBFGS(params, lr=1.0, history_size=history_size, max_iter=max_iter,
+                            line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0)
+    evals, last = [0], [math.inf]
+
+    def closure() -> Any:
+        opt.zero_grad()
+        dist = distance()
+        for p, g in zip(params, torch.autograd.grad(dist, params)):  # the weights stay fixed: no .grad on them
+            p.grad = g
+        evals[0] += 1
+        last[0] = float(dist.detach())
+        return dist
+
+    best, stall = math.inf, 0
+    while evals[0] < max_evals:
+        opt.step(closure)
+        if not math.isfinite(last[0]) or last[0] <= tol:
+            break
+        stall = stall + 1 if last[0] >= best * (1 - 1e-9) else 0
+        best = min(best, last[0])
+        if stall >= 3:
+            break
+    return last[0], evals[0]

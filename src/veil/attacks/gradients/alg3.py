@@ -41,7 +41,6 @@ Departures from the paper, all deliberate:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ import numpy as np
 
 from veil.attacks.base import Attack, ThreatModel, rng_description
 from veil.attacks.gradients._net import ACTIVATIONS, forward, gradient_distance, layers_from_state, \
-    loss_gradients, soft_cross_entropy
+    loss_gradients, minimise_distance, soft_cross_entropy
 from veil.attacks.gradients.tap import ModelSpec, _frozen
 from veil.defenses.base import check_choice, check_int, check_real, check_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
@@ -328,37 +327,20 @@ class GradMatch(Attack):
             y = label if label is not None else torch.softmax(ylog, 0)[None, :]
             return lam, sig, y
 
-        opt = torch.optim.LBFGS(params, lr=1.0, history_size=self.history_size, max_iter=self.max_iter,
-                                line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0)
-        evals, last = [0], [math.inf]
-
-        def closure() -> Any:
-            opt.zero_grad()
+        def distance() -> Any:
             lam, sig, y = current()
             logits = forward(layers, x, activation=obs.activation, hook_at=hook_at, hook=encode_hook(lam, sig))
-            grads = loss_gradients(layers, soft_cross_entropy(logits, y), create_graph=True)
-            dist = gradient_distance(grads, target, norm)
-            for p, g in zip(params, torch.autograd.grad(dist, params)):  # the weights stay fixed: no .grad on them
-                p.grad = g
-            evals[0] += 1
-            last[0] = float(dist.detach())
-            return dist
+            return gradient_distance(loss_gradients(layers, soft_cross_entropy(logits, y), create_graph=True),
+                                     target, norm)
 
-        best, stall = math.inf, 0
-        while evals[0] < self.max_evals:
-            opt.step(closure)
-            if not math.isfinite(last[0]) or last[0] <= self.tol:
-                break
-            stall = stall + 1 if last[0] >= best * (1 - 1e-9) else 0
-            best = min(best, last[0])
-            if stall >= 3:
-                break
+        loss, evaluations = minimise_distance(params, distance, max_evals=self.max_evals, tol=self.tol,
+                                              history_size=self.history_size, max_iter=self.max_iter)
         with torch.no_grad():
             lam, sig, _ = current()
             enc = encode_hook(lam, sig)(_at_hook(layers, x, hook_at, obs.activation))[0]
         return Alg3Recovery(inputs=x.detach().numpy(), coefficients=lam.detach().numpy(),
                             mask=None if sig is None else sig.detach().numpy(), encoding=enc.numpy(),
-                            loss=last[0], evaluations=evals[0], wall_time_s=time.perf_counter() - start,
+                            loss=loss, evaluations=evaluations, wall_time_s=time.perf_counter() - start,
                             placement=obs.placement, config=self.config())
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from veil.attacks.base import Attack, ThreatModel, rng_description
 from veil.attacks.gradients._net import forward, gradient_distance, layers_from_state, loss_gradients, \
-    soft_cross_entropy
+    minimise_distance, soft_cross_entropy
 from veil.attacks.gradients.tap import ClientUpdate, Tap, TapMeta
 from veil.attacks.gradients.truth import TapTruth
 from veil.defenses.base import check_int, check_real, check_rng
@@ -145,30 +145,11 @@ class EncodingMatch(Attack):
             params = [x]
         ylog = torch.zeros(rows, spec.out_dim, dtype=dt, requires_grad=True)
         params.append(ylog)
-        opt = torch.optim.LBFGS(params, lr=1.0, history_size=100, max_iter=20, line_search_fn="strong_wolfe",
-                                tolerance_grad=0.0, tolerance_change=0.0)
-        evals, last = [0], [math.inf]
+        def distance() -> Any:
+            logits = forward(layers, torch.cat([fixed, make()]), activation="relu")
+            return gradient_distance(loss_gradients(layers, soft_cross_entropy(logits, torch.softmax(ylog, -1)),
+                                                    create_graph=True), target, norm)
 
-        def closure() -> Any:
-            opt.zero_grad()
-            xs = torch.cat([fixed, make()])
-            logits = forward(layers, xs, activation="relu")
-            grads = loss_gradients(layers, soft_cross_entropy(logits, torch.softmax(ylog, -1)), create_graph=True)
-            dist = gradient_distance(grads, target, norm)
-            for p, gp in zip(params, torch.autograd.grad(dist, params)):
-                p.grad = gp
-            evals[0] += 1
-            last[0] = float(dist.detach())
-            return dist
-
-        best, stall = math.inf, 0
-        while evals[0] < self.max_evals:
-            opt.step(closure)
-            if not math.isfinite(last[0]) or last[0] <= self.tol:
-                break
-            stall = stall + 1 if last[0] >= best * (1 - 1e-9) else 0
-            best = min(best, last[0])
-            if stall >= 3:
-                break
+        loss, _ = minimise_distance(params, distance, max_evals=self.max_evals, tol=self.tol)
         with torch.no_grad():
-            return last[0], make().numpy().copy()
+            return loss, make().numpy().copy()
