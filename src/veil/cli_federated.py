@@ -120,6 +120,21 @@ def sweep(
         echo_json({"results": [str(p) for p in paths]})
 
 
+def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[list[int], Path]:
+    """The recorded-run sweeps' checked batch sizes and result folder (default ./veil-results/gradients)."""
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    try:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise typer.BadParameter(f"--batch-sizes needs integers >= 1, got {batch_sizes!r}")
+    if engine not in ("flower", "reference"):
+        raise typer.BadParameter(f"--engine must be flower or reference, got {engine!r}")
+    return sizes, check_output_dir(results if results is not None else default_results_dir("gradients"))
+
+
 @federated_app.command("analytic-sweep")
 def analytic_sweep(
     corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
@@ -134,13 +149,8 @@ def analytic_sweep(
 ) -> None:
     """Record small TextHide (256,4) runs on Flower and read their encodings off the updates, by batch size."""
     from veil.experiments.federated import analytic_grid, run_analytic_cells
-    from veil.experiments.outputs import check_output_dir, default_results_dir
 
-    try:
-        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
-    out = check_output_dir(results if results is not None else default_results_dir("gradients"))
+    sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
     paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
                                force=force, log=lambda msg: con.print(msg, markup=False))
@@ -163,17 +173,8 @@ def chain_sweep(
 ) -> None:
     """Record TextHide (256,4) runs on Flower and attack them end to end: updates -> encodings -> sentences."""
     from veil.experiments.gradient_chain import chain_grid, run_chain_cells
-    from veil.experiments.outputs import check_output_dir, default_results_dir
 
-    try:
-        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise typer.BadParameter(f"--batch-sizes needs integers >= 1, got {batch_sizes!r}")
-    if engine not in ("flower", "reference"):
-        raise typer.BadParameter(f"--engine must be flower or reference, got {engine!r}")
-    out = check_output_dir(results if results is not None else default_results_dir("gradients"))
+    sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
     paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps, engine=engine,
                             force=force, log=lambda msg: con.print(msg, markup=False))

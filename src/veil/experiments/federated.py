@@ -81,12 +81,12 @@ def run_cells(cells: Sequence[FederatedConfig], root: str | Path, *, engine: str
 
 
 def analytic_grid(*, corpus: str = "rt-polarity", batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), m: int = 256,
-                  k: int = 4, seed: int = 0) -> list[FederatedConfig]:
+                  k: int = 4, seed: int = 0, rounds: int = 2) -> list[FederatedConfig]:
     """Recorded runs for the end-to-end first-layer inversion: ``alg2`` at every batch size (k = min(k, batch),
     so batch 1 is inference-style masking only), plus at batch 8 a head with dropout 0.1 and a ``fedavg`` client
     (one local AdamW epoch: many steps)."""
-    base = FederatedConfig(corpus=corpus, clients=3, rounds=2, client_mode="alg2", m=m, max_train=3000, max_test=300,
-                           seed=seed)
+    base = FederatedConfig(corpus=corpus, clients=3, rounds=rounds, client_mode="alg2", m=m, max_train=3000,
+                           max_test=300, seed=seed)
     cells = [replace(base, batch_size=b, k=min(k, b)) for b in batch_sizes]
     cells.append(replace(base, batch_size=8, k=min(k, 8), dropout=0.1))
     cells.append(replace(base, batch_size=8, k=min(k, 8), client_mode="fedavg", lr=1e-3))

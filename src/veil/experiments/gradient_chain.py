@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
+from veil.experiments.federated import analytic_grid, tap_name
 from veil.federated.config import FederatedConfig
 from veil.results import Metric, ResultRecord
 
@@ -168,21 +169,13 @@ def chain_grid(*, corpus: str = "rt-polarity", batch_sizes: Sequence[int] = (1, 
     dropout 0.1, a ``fedavg`` client (one local AdamW epoch: many steps) and no defense."""
     if rounds < 1:
         raise InvalidParameterError(f"rounds must be >= 1, got {rounds}")
-    base = FederatedConfig(corpus=corpus, clients=3, rounds=rounds, client_mode="alg2", m=m, max_train=3000,
-                           max_test=300, seed=seed)
-    cells = [replace(base, batch_size=b, k=min(k, b)) for b in batch_sizes]
-    cells.append(replace(base, batch_size=8, k=min(k, 8), dropout=0.1))
-    cells.append(replace(base, batch_size=8, k=min(k, 8), client_mode="fedavg", lr=1e-3))
-    cells.append(replace(base, batch_size=8, m=0, k=1))
+    cells = analytic_grid(corpus=corpus, batch_sizes=batch_sizes, m=m, k=k, seed=seed, rounds=rounds)
+    cells.append(replace(cells[0], batch_size=8, m=0, k=1, dropout=0.0, client_mode="alg2", lr=0.0))
     return cells
 
 
-def _tap_name(cfg: FederatedConfig) -> str:
-    return cfg.name + (f"-drop{cfg.dropout:g}" if cfg.dropout else "")
-
-
 def chain_result_path(cfg: FederatedConfig, root: str | Path, seed: int = 0) -> Path:
-    return Path(root) / f"chain-{_tap_name(cfg)}-seed{seed}.json"
+    return Path(root) / f"chain-{tap_name(cfg)}-seed{seed}.json"
 
 
 def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: str | Path, *, engine: str = "flower",
@@ -196,7 +189,7 @@ def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: st
     taps = Path(taps)
     paths, resources = [], {}
     for i, cfg in enumerate(cells, 1):
-        tap = taps / _tap_name(cfg)
+        tap = taps / tap_name(cfg)
         path = chain_result_path(cfg, root)
         paths.append(path)
         if path.exists() and not force:
