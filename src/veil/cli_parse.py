@@ -161,7 +161,8 @@ def obfuscate(
 
 
 def attack_word_recovery(
-    method: Annotated[str, typer.Option(help="trained, mlm, keep-word or tag-frequency.")] = "trained",
+    method: Annotated[str, typer.Option(help="minilm (the strongest), trained, mlm, keep-word or "
+                                             "tag-frequency.")] = "trained",
     level: LevelOpt = "P3",
     treebank: TreebankOpt = "silver-sm",
     n_test: NTestOpt = 2000,

@@ -50,7 +50,7 @@ def test_bad_level_and_method_are_usage_errors(tiny_treebank):
     assert main(["obfuscate", str(tiny_treebank / "dev.conllu"), "--level", "P7"]) == 2
     assert "--level must be one of P1, P2, P3, P4, P5" in main.last.err
     assert main(["attack", "word-recovery", "--method", "bert", "--level", "P1"]) == 2
-    assert "--method must be one of trained, mlm, keep-word, tag-frequency" in main.last.err
+    assert "--method must be one of minilm, trained, mlm, keep-word, tag-frequency" in main.last.err
 
 
 def test_eval_and_attack_write_records_and_the_page_renders(tiny_treebank, tmp_path):
@@ -85,4 +85,9 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
                rec("attack-trained-P1", {"attacker": "trained", "level": "P1"},
                    {"prv": 70.0, "top1": 20.0, "coverage": 90.0})]
     page = parsing_page("parsing", [r for r in records], tmp_path)
-    assert "| NE (P1) | 90.0 (94.1) | 88.0 (93.0) | 89.0 | 70.0 (68.3) | 3.00 (2.97) | – | – |" in page
+    assert "| NE (P1) | 90.0 (94.1) | 88.0 (93.0) | 89.0 | – | – | 70.0 (68.3) | 3.00 (2.97) | – | – |" in page
+    records.append(rec("attack-minilm-P1", {"attacker": "minilm", "level": "P1"},
+                       {"prv": 60.0, "top1": 30.0, "coverage": 90.0}))
+    page = parsing_page("parsing", records, tmp_path)
+    assert "| 89.0 | 60.0 | 2.25 | 70.0 (68.3) |" in page  # the MiniLM column, first
+    assert "| NE (P1) | 60.0 / 30.0 / 90 | 70.0 / 20.0 / 90 |" in page

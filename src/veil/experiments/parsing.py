@@ -7,8 +7,9 @@ One result record per cell, written atomically to ``<results>/``; a cell whose f
 * ``eval-<parser>-<level>``: UAS/LAS (with and without punctuation, sentence-bootstrap CIs) of ``biaffine``,
   ``spacy-sm`` or ``spacy-md`` on the test sentences obfuscated at ``level`` (``none``: the originals), each
   tree compared by position with the silver tree of the ORIGINAL sentence;
-* ``attack-<attacker>-<level>``: MRR, prv, top-1 of ``trained``, ``mlm``, ``keep-word`` or ``tag-frequency``
-  on the same obfuscated test sentences.
+* ``attack-<attacker>-<level>``: MRR, prv, top-1 of ``minilm`` (the strongest: a head trained over a frozen
+  MiniLM, :class:`~veil.attacks.word_recovery.ContextualAttacker`), ``trained``, ``mlm``, ``keep-word`` or
+  ``tag-frequency`` on the same obfuscated test sentences.
 
 The obfuscated test set of a level is drawn with the experiment seed (``seed`` + level index), so every
 parser and attacker sees the same sentences; seeding the substitution is for the experiment only (a release
@@ -30,7 +31,7 @@ from veil.experiments.outputs import tag
 __all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "obfuscated_test", "run_parsing", "cell_path"]
 
 LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
-ATTACKERS = ("trained", "mlm", "keep-word", "tag-frequency")
+ATTACKERS = ("minilm", "trained", "mlm", "keep-word", "tag-frequency")
 
 
 @dataclass(frozen=True)
@@ -170,13 +171,18 @@ def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab:
         atk: Any = KeepWord(avocab)
     elif attacker == "tag-frequency":
         atk = TagFrequency(avocab, ((t.words, t.tags) for t in train))
-    elif attacker == "trained":
-        from veil.attacks.word_recovery import TrainedAttacker
+    elif attacker in ("trained", "minilm"):
+        from veil.attacks.word_recovery import ContextualAttacker, TrainedAttacker
 
         own = _obfuscator(vocab, level, setup.seed + 1000)  # the attacker's own draws, not the client's
         made = [own.obfuscate(t.words, t.tags) for t in public]
-        atk = TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
-            observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes)
+        if attacker == "trained":
+            atk = TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
+                observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes)
+        else:
+            atk = ContextualAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
+                observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes,
+                progress=True)
     else:
         atk = _mlm(avocab, vocab, public, setup)
     return score_attack(atk, text, originals, seed=setup.seed), atk.config()

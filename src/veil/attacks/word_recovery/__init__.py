@@ -1,4 +1,5 @@
-"""Word-recovery attacks on obfuscated text (Hu et al. 2020, Sec. 5.2): trained and masked-LM attackers, floors.
+"""Word-recovery attacks on obfuscated text (Hu et al. 2020, Sec. 5.2): contextual (frozen MiniLM), trained and
+masked-LM attackers, floors.
 
 >>> from veil.attacks.word_recovery import observe, score_attack, TrainedAttacker, AttackVocabulary
 >>> text = observe(obfuscated)                  # what the service sees: words, tags, obfuscated positions
@@ -15,7 +16,8 @@ from typing import Any
 from veil.attacks.word_recovery.floors import AttackVocabulary, KeepWord, TagFrequency
 from veil.attacks.word_recovery.observe import ObfuscatedText, observe, score_attack
 
-_LAZY = {"TrainedAttacker": "veil.attacks.word_recovery.neural",
+_LAZY = {"ContextualAttacker": "veil.attacks.word_recovery.contextual",
+         "TrainedAttacker": "veil.attacks.word_recovery.neural",
          "MaskedLMAttacker": "veil.attacks.word_recovery.neural"}
 
 
