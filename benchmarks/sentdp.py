@@ -93,7 +93,7 @@ def real_candidates(S: np.ndarray, offsets: np.ndarray, exclude: set[int], m: in
 def naive_mechanism(S: np.ndarray, F: np.ndarray, vectors: np.ndarray, depth: str, epsilon: float,
                     u01: float) -> tuple[int, np.ndarray]:
     """App. A.1 as written: the per-candidate depth loop, then the exponential mechanism candidate by candidate."""
-    from veil.defenses.sentdp_depth import depth_reference
+    from veil.defenses.sentdp.depth import depth_reference
 
     utilities = depth_reference(S, F, vectors, depth)
     scores = [epsilon * float(u) / 2.0 for u in utilities]
@@ -128,7 +128,7 @@ def main() -> None:
 
     import veil.corpora as vc
     from veil.defenses.sentdp import DeepCandidate
-    from veil.defenses.sentdp_depth import depth_fast
+    from veil.defenses.sentdp.depth import depth_fast
     from veil.encoders import TextEncoder
     from veil.random import secure_uniform
 

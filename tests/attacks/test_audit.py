@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from veil.attacks.audit import (NEIGHBOUR_KINDS, Neighbour, SentDPAudit, audit_document, audit_sentdp,
                                 make_neighbours)
 from veil.defenses.sentdp import DeepCandidate
-from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, depth_fast, draw_projections
+from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, depth_fast, draw_projections
 from veil.errors import InvalidParameterError, InvalidTypeError
 
 

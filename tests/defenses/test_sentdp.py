@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from veil.defenses.sentdp import DeepCandidate
-from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, depth_fast, depth_reference
+from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, depth_fast, depth_reference
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
 
 ALPHA = 1e-6  # false-positive rate of every statistical test in this file

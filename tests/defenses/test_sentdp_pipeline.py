@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veil.defenses.sentdp_pipeline import SentDPPipeline, split_documents, state_sha256
-from veil.defenses.sentdp_recoder import RecoderConfig, document_means, train_recoder
+from veil.defenses.sentdp.pipeline import SentDPPipeline, split_documents, state_sha256
+from veil.defenses.sentdp.recoder import RecoderConfig, document_means, train_recoder
 from veil.errors import CacheCorruptError, DataFormatError, InvalidTypeError
 
 

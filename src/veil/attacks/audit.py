@@ -53,7 +53,7 @@ import numpy as np
 from veil.attacks.base import Attack, ThreatModel, _jsonable, as_vectors
 from veil.defenses.base import check_int, check_real
 from veil.defenses.sentdp import DeepCandidate, check_document
-from veil.defenses.sentdp_depth import ProjectionSet, draw_projections, project_sentences
+from veil.defenses.sentdp.depth import ProjectionSet, draw_projections, project_sentences
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 

@@ -22,7 +22,7 @@ Departures (CPU budget): word-level metric DP re-encodes every rewritten
 document, so it runs on a random subsample of ``mdp_test_docs`` test
 documents with ``mdp_trials`` trials (the paper also subsampled IMDB for this
 baseline); the recoder's own departures are in
-:mod:`veil.defenses.sentdp_recoder`.
+:mod:`veil.defenses.sentdp.recoder`.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class _Data:
 
     def __init__(self, cfg: SentDPEval, progress: bool) -> None:
         import veil.corpora as vc
-        from veil.defenses.sentdp_recoder import document_means
+        from veil.defenses.sentdp.recoder import document_means
         from veil.encoders import TextEncoder, encode_sentences
 
         corpus = vc.load(cfg.corpus)
@@ -127,7 +127,7 @@ class _Data:
         self.means = document_means(self.S, self.offsets)
 
     def blocks(self, X: np.ndarray, docs: np.ndarray) -> list[np.ndarray]:
-        from veil.defenses.sentdp_pipeline import split_documents
+        from veil.defenses.sentdp.pipeline import split_documents
 
         return split_documents(X, self.offsets, docs)
 
@@ -183,7 +183,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
     ``results_dir`` defaults to ``./veil-results/sentdp``. It is checked before any work, and existing
     result files are only replaced with ``force=True``.
     """
-    from veil.defenses.sentdp_pipeline import SentDPPipeline
+    from veil.defenses.sentdp.pipeline import SentDPPipeline
     from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
 
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
@@ -211,14 +211,14 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
                for s in cfg.classifier_seeds]
     c_nonpriv = nonpriv[0]
     np_f1 = [_macro_f1(y[te], c(data.means[te])) for c in nonpriv]
-    from veil.defenses.sentdp_recoder import RecoderConfig
+    from veil.defenses.sentdp.recoder import RecoderConfig
 
     pipe = SentDPPipeline.fit_vectors(data.S, data.offsets, tr, dv, n_candidates=cfg.n_candidates,
                                       min_sentences=cfg.min_sentences, seed=cfg.seed, progress=progress,
                                       recoder=RecoderConfig(n_clusters=cfg.n_clusters, epochs=cfg.recoder_epochs,
                                                             seed=cfg.seed))
     R = pipe.recode(data.S)
-    from veil.defenses.sentdp_recoder import document_means
+    from veil.defenses.sentdp.recoder import document_means
 
     rec_means = document_means(R, data.offsets)
     dcs = [_classifier(rec_means[tr], y[tr], rec_means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
@@ -289,7 +289,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
 
 def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write) -> None:
     from veil.defenses.metric_dp import WordMetricDP
-    from veil.defenses.sentdp_recoder import document_means
+    from veil.defenses.sentdp.recoder import document_means
     from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
     te = data.split["test"]

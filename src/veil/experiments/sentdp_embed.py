@@ -58,7 +58,7 @@ def fitted_pipeline(public: str, *, n_candidates: int = 5000, seed: int = 0, pro
     """
     import veil.corpora as vc
     from veil._io import veil_home, writable_dir
-    from veil.defenses.sentdp_pipeline import SentDPPipeline
+    from veil.defenses.sentdp.pipeline import SentDPPipeline
     from veil.encoders import CacheWarning, TextEncoder
     from veil.errors import CacheCorruptError
 

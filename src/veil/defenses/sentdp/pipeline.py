@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.defenses.sentdp import DeepCandidate, Releases
-from veil.defenses.sentdp_recoder import Recoder, RecoderConfig, document_means, train_recoder
+from veil.defenses.sentdp.mechanism import DeepCandidate, Releases
+from veil.defenses.sentdp.recoder import Recoder, RecoderConfig, document_means, train_recoder
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike
 

@@ -9,7 +9,7 @@ neighbours x, x' and every output z, ``P[M(x) = z] <= e^epsilon P[M(x') = z]``.
 exponential mechanism over m public candidate embeddings ``F`` (embeddings of
 public documents, never the private ones), with utility the approximate
 Tukey depth of each candidate among the document's sentence embeddings
-(:mod:`veil.defenses.sentdp_depth`), ``P(f_i) ∝ exp(epsilon * u_i / 2)``.
+(:mod:`veil.defenses.sentdp.depth`), ``P(f_i) ∝ exp(epsilon * u_i / 2)``.
 
 What is guaranteed (and tested exactly, by :mod:`veil.attacks.audit`):
 
@@ -32,9 +32,14 @@ Departures from the paper: the default depth is Tukey's minimum (see
 ../shared/papers/README.md), the appendix variant is ``depth="appendix"``;
 one projection set is drawn per :meth:`DeepCandidate.release` call and shared
 by the documents of that call (the guarantee holds for any data-independent
-projection set); sampling uses inverse-CDF on a uniform read from the OS
-CSPRNG (``rng=None``), in log space (log-sum-exp), so no probability
-underflows.
+projection set). Sampling is exact
+(:class:`~veil.defenses.sentdp.sampling.ExactSampler`): the released
+distribution is the exponential mechanism itself, no probability rounded,
+given uniform random bits (``secrets`` when ``rng=None``), so the epsilon
+above holds for the implementation. The float64 inverse CDF veil used before
+was only (epsilon, delta)-SentDP with a delta it never bounded, and was no
+faster; :mod:`veil.defenses.sentdp.sampling` gives the argument and the
+measured speeds.
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ import numpy as np
 
 from veil.defenses.base import (Defense, Guarantee, check_choice, check_epsilon, check_documents, check_int, check_real,
                                 seeded_rng, check_sentence_embeddings)
-from veil.defenses.sentdp_depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
+from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
+from veil.defenses.sentdp.sampling import ExactSampler, GeneratorBits, OSBits
 from veil.errors import InvalidParameterError, InvalidTypeError
-from veil.random import RngLike, as_generator, uniform
+from veil.random import RngLike, as_generator
 
 __all__ = ["DeepCandidate", "Release", "Releases", "check_document", "check_candidates"]
 
@@ -110,6 +116,11 @@ class DeepCandidate(Defense):
     depth: ``"tukey-min"`` (default) or ``"appendix"``.
     rng: None (OS CSPRNG, the default: use it for anything you release), or an
         int seed / numpy Generator for reproducible experiments only (warns).
+
+    Sampling is exact (:class:`~veil.defenses.sentdp.sampling.ExactSampler`,
+    ``"sampler": "exact"`` in :meth:`config`): releases follow
+    :meth:`probabilities` with no rounding, so epsilon-SentDP holds for this
+    implementation given uniform random bits.
     """
 
     name = "deepcandidate"
@@ -141,10 +152,13 @@ class DeepCandidate(Defense):
         seeded = seeded_rng(rng, "DeepCandidate", "sampling")
         self._seeded = seeded is not None
         self._rng = seeded if seeded is not None else as_generator(None)  # projections (public) when unseeded
+        self._sampler = ExactSampler(self.epsilon)
+        self._bits = GeneratorBits(self._rng) if self._seeded else OSBits()
         self.guarantee = Guarantee(
             "sentdp", f"epsilon-SentDP: replacing any one sentence changes the probability of every output by at "
-                      f"most a factor e^{self.epsilon:g}; the number of sentences is public; each release spends "
-                      f"epsilon", epsilon=self.epsilon)
+                      f"most a factor e^{self.epsilon:g} (exact sampling: this holds for the implementation, given "
+                      f"uniform random bits); the number of sentences is public; each release spends epsilon",
+            epsilon=self.epsilon)
 
     def __repr__(self) -> str:
         return (f"DeepCandidate(m={self.m}, d={self.dim}, epsilon={self.epsilon:g}, "
@@ -160,7 +174,8 @@ class DeepCandidate(Defense):
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "m": self.m, "dim": self.dim, "epsilon": self.epsilon,
-                "n_projections": self.n_projections, "depth": self.depth, "seeded": self._seeded}
+                "n_projections": self.n_projections, "depth": self.depth, "sampler": "exact",
+                "seeded": self._seeded}
 
     # ------------------------------------------------------------ projections
     def projections(self, vectors: np.ndarray | None = None) -> ProjectionSet:
@@ -199,15 +214,14 @@ class DeepCandidate(Defense):
         return shifted - np.log(np.exp(shifted).sum())
 
     # ------------------------------------------------------------ sampling
-    def _draw(self, log_p: np.ndarray) -> int:
-        u = float(uniform(None if not self._seeded else self._rng, 1)[0])
-        cdf = np.cumsum(np.exp(log_p))
-        return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1))
+    def _draw(self, utilities: np.ndarray) -> int:
+        """One candidate index, exactly from the exponential mechanism over these utilities."""
+        return self._sampler.draw(utilities, self._bits)
 
     def sample(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> Release:
-        """Release one document: a candidate drawn from the exact distribution (fresh projections by default)."""
+        """Release one document: a candidate drawn exactly from :meth:`probabilities` (fresh projections by default)."""
         S = check_document(S, self.dim)
-        index = self._draw(self.log_probabilities(S, projections))
+        index = self._draw(self.utilities(S, projections))
         return Release(index=index, embedding=self.candidates[index].copy(), epsilon=self.epsilon,
                        n_sentences=int(S.shape[0]))
 
@@ -229,7 +243,7 @@ class DeepCandidate(Defense):
 
         with progress_bar(len(docs), "DeepCandidate", progress and len(docs) > 1) as advance:
             for n, S in enumerate(docs):
-                indices[n] = self._draw(self._log_probs(depth_fast(S, proj, self.depth)))
+                indices[n] = self._draw(depth_fast(S, proj, self.depth))
                 advance(1)
         return Releases(indices=indices, embeddings=self.candidates[indices].copy(), epsilon=self.epsilon,
                         n_sentences=np.asarray([len(S) for S in docs], dtype=np.int64))
