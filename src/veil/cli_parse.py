@@ -1,4 +1,4 @@
-"""``veil parse treebank|train|eval``, ``veil obfuscate`` and ``veil attack word-recovery``: thin commands over
+"""``veil parse treebank|train|eval|sweep``, ``veil obfuscate`` and ``veil attack word-recovery``: thin commands over
 veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al. 2020).
 
 Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
@@ -191,6 +191,45 @@ def attack_word_recovery(
         return
     for name, metric in rec.metrics.items():
         msg.print(f"{name} = {metric}", highlight=False)
+
+
+@parse_app.command("sweep")
+def parse_sweep(
+    parsers: Annotated[str, typer.Option(help="Comma-separated parsers.")] = "biaffine,spacy-sm,spacy-md",
+    levels: Annotated[str, typer.Option(help="Comma-separated levels (none, P1..P5).")] = "none,P1,P2,P3,P4,P5",
+    attackers: Annotated[str, typer.Option(help="Comma-separated attackers.")] =
+    "minilm,trained,mlm,keep-word,tag-frequency",
+    treebank: TreebankOpt = "silver-sm",
+    n_test: NTestOpt = 2000,
+    train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences each attacker learns from.")] = 20000,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of each neural attacker.")] = 8.0,
+    seed: SeedOpt = 0,
+    results: ResultsOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Table 1 and the random-substitution half of Table 2 (Hu et al.): every parser and attacker at every level.
+
+    Resumable: cells already in --results are kept (an interrupted sweep goes on where it stopped).
+    """
+    from veil.experiments.parsing import ParsingSetup, run_parsing
+    from veil.results import ResultRecord
+
+    def names(value: str) -> list[str]:
+        return [v.strip() for v in value.split(",") if v.strip()]
+
+    lvls = [_level(lv, True) for lv in names(levels)]
+    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
+                         attack_minutes=minutes, seed=seed)
+    root = _root(results)
+    msg = console(as_json)
+    paths = run_parsing(root, parsers=names(parsers), levels=lvls, attackers=names(attackers), setup=setup,
+                        force=force, log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json({"results": str(root), "records": [ResultRecord.read(p).to_dict() for p in paths]})
+        return
+    msg.print(f"{len(paths)} records in {root}; render them with `veil report --results {root.parent}`",
+              highlight=False)
 
 
 def register(app: typer.Typer, attack_app: typer.Typer) -> None:

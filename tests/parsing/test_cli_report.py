@@ -91,3 +91,27 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
     page = parsing_page("parsing", records, tmp_path)
     assert "| 89.0 | 60.0 | 2.25 | 70.0 (68.3) |" in page  # the MiniLM column, first
     assert "| NE (P1) | 60.0 / 30.0 / 90 | 70.0 / 20.0 / 90 |" in page
+
+
+def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_treebank, tmp_path):
+    import shutil
+
+    import pytest
+
+    from veil.errors import InvalidParameterError
+
+    res = tmp_path / "results" / "parsing"
+    args = ["parse", "sweep", "--parsers", "spacy-sm", "--levels", "none,P1", "--attackers", "keep-word,tag-frequency",
+            "--n-test", "20", "--results", str(res)]
+    code = main(args + ["--treebank", str(tiny_treebank), "--json"])
+    out = json.loads(main.last.out)
+    assert code == 0, main.last.err
+    assert sorted(r["experiment"] for r in out["records"]) == [
+        "attack-keep-word-P1", "attack-tag-frequency-P1", "eval-spacy-sm-P1", "eval-spacy-sm-none", "table1"]
+    other = tmp_path / "other-treebank"
+    shutil.copytree(tiny_treebank, other)
+    res_other = CliRunner().invoke(_app(), args + ["--treebank", str(other)])
+    assert isinstance(res_other.exception, InvalidParameterError)
+    assert "another setup" in str(res_other.exception) and "--force" in str(res_other.exception)
+    with pytest.raises(InvalidParameterError):
+        raise res_other.exception

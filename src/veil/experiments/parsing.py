@@ -1,7 +1,8 @@
 """Hu et al. 2020, Tables 1 and 2 (random substitution): parsers on obfuscated text and word-recovery attacks.
 
 One result record per cell, written atomically to ``<results>/``; a cell whose file exists is skipped unless
-``force`` (so an interrupted sweep resumes). Cells:
+``force`` (so an interrupted sweep resumes; a file made under another budget or treebank is an error, never
+passed off as this setup's). Cells:
 
 * ``table1``: share of test tokens hidden at each level (one record);
 * ``eval-<parser>-<level>``: UAS/LAS (with and without punctuation, sentence-bootstrap CIs) of ``biaffine``,
@@ -69,6 +70,29 @@ def obfuscated_test(test: Sequence[Any], vocab: Any, level: str, seed: int) -> l
     return [ob.obfuscate(t.words, t.tags) for t in test]
 
 
+def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str]) -> bool:
+    """True when ``path`` holds this cell already (kept, the sweep resumes); raises when it holds the same cell
+    under another setup (a different budget or treebank), which a resume would otherwise pass off as this one."""
+    if force or not path.exists():
+        return False
+    from veil.results import ResultRecord
+
+    old = ResultRecord.read(path).config
+    mine = setup.to_dict()
+    differ = [k for k in relevant if old.get(k) != mine[k]]
+    if differ:
+        what = ", ".join(f"{k}={old.get(k)!r}, now {mine[k]!r}" for k in differ)
+        raise InvalidParameterError(f"{path} was made with another setup ({what}); pass --force to replace it or "
+                                    f"choose another results folder")
+    return True
+
+
+#: setup fields each kind of cell depends on (n_test and seed are in the file name)
+_EVAL_FIELDS = ("treebank", "model")
+_ATTACK_FIELDS = ("treebank", "attack_train", "attack_minutes")
+_NEURAL = ("minilm", "trained", "mlm")
+
+
 def _record(experiment: str, config: dict[str, Any], metrics: dict[str, Any], seconds: float,
             extra: dict[str, Any] | None = None) -> Any:
     from veil.results import ResultRecord
@@ -111,7 +135,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
     paths: list[Path] = []
 
     path = cell_path(root, "table1", setup)
-    if force or not path.exists():
+    if not _kept(path, setup, force, ("treebank",)):
         metrics = {f"share_{lv}": Metric(mean=100 * DEFAULT_SPECTRUM.share_hidden([t.tags for t in test], lv),
                                          n=base["test_words"]) for lv in LEVELS[1:]}
         sizes = {lv: {t: len(vocab.candidates(t)) for t in sorted(DEFAULT_SPECTRUM.hidden_tags(lv))}
@@ -131,7 +155,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
         for level in levels:
             path = cell_path(root, f"eval-{parser}-{level}", setup)
             paths.append(path)
-            if path.exists() and not force:
+            if _kept(path, setup, force, _EVAL_FIELDS):
                 continue
             from veil.parsing.evaluate import attachment_scores, parse_with
 
@@ -146,7 +170,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
         for level in [lv for lv in levels if lv != "none"]:
             path = cell_path(root, f"attack-{attacker}-{level}", setup)
             paths.append(path)
-            if path.exists() and not force:
+            if _kept(path, setup, force, _ATTACK_FIELDS if attacker in _NEURAL else ("treebank",)):
                 continue
             with Timer() as timer:
                 metrics, config = _attack(attacker, level, train, test, vocab, setup)
