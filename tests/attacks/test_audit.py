@@ -185,3 +185,80 @@ def test_bad_arguments():
     single = audit_document(mech, docs[0][:1], neighbours=12, rng=0)  # k = 1: no 'duplicate' neighbours
     assert single.passed and "duplicate" not in single.max_by_kind
     assert isinstance(make_neighbours(docs[0], mech.projections(), F, np.zeros(len(F)), n=3, rng=0)[0], Neighbour)
+
+
+# ---------------------------------------------------------------- negative controls and the pipeline, on real text
+@pytest.mark.parametrize("name", ["doubled-sensitivity", "doubled-epsilon"])
+def test_library_negative_controls_fail(name):
+    from veil.attacks.audit import NEGATIVE_CONTROLS
+
+    F, docs, pool = _corpus(5)
+    mech = NEGATIVE_CONTROLS[name](candidates=F, epsilon=3.0, n_projections=10)
+    sweep = audit_sentdp(mech, docs, epsilons=(1, 3), neighbours_per_document=14, pool=pool, rng=0)
+    assert not sweep.passed
+    direct = audit_document(mech, docs[0], neighbours=40, pool=pool, rng=0)
+    assert not direct.passed and direct.max_abs_log_ratio > 3.0 + 1e-9
+
+
+@pytest.fixture(scope="module")
+def news_pipeline(builtin, tmp_path_factory):
+    """A real slice of news-articles (16 train, 4 dev, 4 test documents) and a SentDP pipeline with a small recoder."""
+    import os
+
+    from veil.defenses.sentdp.pipeline import SentDPPipeline
+    from veil.defenses.sentdp.recoder import RecoderConfig
+    from veil.encoders import TextEncoder, encode_sentences
+
+    corpus = builtin("news-articles")
+    counts = np.array([len(doc) for doc in corpus.documents])
+    pick = {s: [i for i in corpus.indices(s) if (8 if s == "train" else 2) <= counts[i] <= 20] for s in
+            ("train", "dev", "test")}
+    part = corpus.select(np.array(pick["train"][:16] + pick["dev"][:4] + pick["test"][:4]), name="news-audit-slice")
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(tmp_path_factory.mktemp("home"))  # the slice's embeddings are cached there
+    try:
+        enc = TextEncoder("minilm")
+        S, offsets = encode_sentences(enc, part, progress=False)
+        pipe = SentDPPipeline.fit(part, encoder=enc, recoder=RecoderConfig(n_clusters=4, epochs=3), progress=False)
+        yield part, enc, pipe, S, offsets
+    finally:
+        if old is None:
+            del os.environ["VEIL_HOME"]
+        else:
+            os.environ["VEIL_HOME"] = old
+
+
+def test_real_corpus_negative_control_fails_and_the_pipeline_passes(news_pipeline):
+    from veil.experiments.audit import run_sentdp_audit
+
+    part, enc, pipe, S, offsets = news_pipeline
+    common = dict(epsilons=(1, 3), neighbours_per_document=14, n_projections=10, seed=1, encoder=enc, pipeline=pipe,
+                  progress=False)
+    good = run_sentdp_audit(part, **common)
+    assert good.metrics["passed"].mean == 1.0 and good.config["recoder"] is True and good.config["control"] is None
+    assert good.config["m"] == len(pipe.candidates) and good.extra["mechanism"]["m"] == len(pipe.candidates)
+    broken = run_sentdp_audit(part, control="doubled-sensitivity", **common)
+    assert broken.experiment == "audit-news-audit-slice-control-doubled-sensitivity"
+    assert broken.metrics["passed"].mean == 0.0 and broken.metrics["control_caught"].mean == 1.0
+    assert broken.metrics["max_abs_log_ratio_eps1"].mean > 1.0 + 1e-9
+    assert broken.metrics["max_utility_change"].mean == 2.0
+    with pytest.raises(InvalidParameterError, match="negative control"):
+        run_sentdp_audit(part, control="halved", **common)
+
+
+def test_runner_audits_the_pipelines_own_candidates_and_recoded_sentences(news_pipeline):
+    """Oracle: the runner's numbers equal audit_sentdp on pipe.mechanism() over H-recoded sentences."""
+    from veil.experiments.audit import run_sentdp_audit
+
+    part, enc, pipe, S, offsets = news_pipeline
+    rec = run_sentdp_audit(part, epsilons=(1, 10), neighbours_per_document=7, n_projections=10, seed=2, encoder=enc,
+                           pipeline=pipe, progress=False)
+    R = pipe.recode(S)
+    test = [int(i) for i in part.indices("test")]
+    pool = R[np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in part.indices("train")])]
+    direct = audit_sentdp(pipe.mechanism(epsilon=10.0, n_projections=10), [R[offsets[i]:offsets[i + 1]] for i in test],
+                          epsilons=(1, 10), neighbours_per_document=7, pool=pool, document_ids=test,
+                          rng=np.random.default_rng(2))
+    for a in direct.audits:
+        assert rec.metrics[f"max_abs_log_ratio_eps{a.epsilon:g}"].mean == a.max_abs_log_ratio
+    assert not np.allclose(R, S)  # the recoder is applied: the audited space is not the encoder's

@@ -1,38 +1,51 @@
-"""The SentDP privacy audit of DeepCandidate on a real document corpus (:mod:`veil.attacks.audit`).
+"""SentDP privacy audits on a real document corpus: the exact audit and the empirical lower bounds.
 
-Setting (Meehan et al. 2022, App. B, without the recoder): sentences are
-encoded with the public encoder; the public candidates are the mean sentence
-embeddings of the TRAIN documents with at least 8 sentences; the audited
-private documents are TEST documents with at least 2 sentences. Every test
-document gets its own projection set, drawn from ``seed`` (this is an audit,
-not a release, so seeded projections are fine; a release draws them from the
-OS CSPRNG), and ``neighbours_per_document`` neighbours, the kinds of
-:data:`~veil.attacks.audit.NEIGHBOUR_KINDS` in turn; ``random`` neighbours are
-sentences of the train documents. The exact log ratio is checked at every
-epsilon in ``epsilons``.
+Exact audit (:func:`run_sentdp_audit`, :mod:`veil.attacks.audit`). The mechanism audited is the
+pipeline's own (Meehan et al. 2022, App. B): :class:`~veil.defenses.sentdp.SentDPPipeline`,
+fitted on the corpus' public train/dev split (for a registered corpus, the cached pipeline that
+``veil sentdp embed`` releases with), supplies the candidates (recoded means of train documents
+with at least 8 sentences) and the recoder H; the audited private documents are TEST documents
+with at least 2 sentences, their sentence embeddings recoded by H, and ``random`` neighbours are
+recoded train sentences. The other neighbour kinds are arbitrary vectors in the recoded space,
+i.e. more than an adversary choosing real sentences can reach. ``recoder=False`` audits the
+ablation without H. Every test document gets its own projection set, drawn from ``seed`` (an
+audit, not a release: a release draws them from the OS CSPRNG), and ``neighbours_per_document``
+neighbours, the kinds of :data:`~veil.attacks.audit.NEIGHBOUR_KINDS` in turn. ``control=`` audits a
+deliberately broken mechanism (:data:`~veil.attacks.audit.NEGATIVE_CONTROLS`) over the same
+candidates instead: that audit must FAIL.
+
+Empirical lower bounds (:func:`run_empirical_audit`, :mod:`veil.attacks.empirical_audit`): for
+DeepCandidate (the same pipeline), truncation and word-level metric DP at each epsilon and
+neighbour kind (:data:`~veil.attacks.empirical_pairs.NEIGHBOUR_KINDS`), a distinguishing game on
+test documents gives epsilon_lb at a stated confidence, beside the formal sentence-level epsilon.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from veil.defenses.base import check_int, check_real
-from veil.errors import DataFormatError, InvalidTypeError
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.results import Metric, ResultRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
+    from veil.defenses.sentdp.pipeline import SentDPPipeline
     from veil.encoders.text import TextEncoder
 
-__all__ = ["run_sentdp_audit", "audit_file_name", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES"]
+__all__ = ["run_sentdp_audit", "audit_file_name", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES",
+           "EmpiricalAuditConfig", "run_empirical_audit", "empirical_file_name", "MECHANISMS"]
 
 MIN_CANDIDATE_SENTENCES = 8  # App. B: candidates from training documents with at least 8 sentences
 MIN_AUDIT_SENTENCES = 2      # a document with one sentence has only trivial neighbours
+MECHANISMS = ("deepcandidate", "truncation", "metric-dp")
 
 
 def _eps_key(e: float) -> str:
@@ -40,33 +53,77 @@ def _eps_key(e: float) -> str:
 
 
 def audit_file_name(corpus: str, *, depth: str, n_documents: int | None, neighbours: int, n_projections: int,
-                    seed: int) -> str:
-    """``audit-<corpus>[-<depth>]-<documents, neighbours, projections, seed>.json``."""
+                    seed: int, recoder: bool = True, control: str | None = None) -> str:
+    """``audit-<corpus>[-<depth>][-control-<name>]-<documents, neighbours, projections, [rec0,] seed>.json``."""
     from veil.experiments.outputs import tag
 
-    experiment = f"audit-{corpus}" + ("" if depth == "tukey-min" else f"-{depth}")
-    return f"{experiment}-{tag(docs=n_documents or 'all', nb=neighbours, p=n_projections, seed=seed)}.json"
+    return (f"{_audit_experiment(corpus, depth, control)}-"
+            f"{tag(docs=n_documents or 'all', nb=neighbours, p=n_projections, rec=None if recoder else 0, seed=seed)}"
+            f".json")
+
+
+def _audit_experiment(corpus: str, depth: str, control: str | None) -> str:
+    return (f"audit-{corpus}" + ("" if depth == "tukey-min" else f"-{depth}")
+            + ("" if control is None else f"-control-{control}"))
+
+
+def _load_corpus(corpus: str | Corpus) -> Corpus:
+    import veil.corpora as vc
+    from veil.corpora.base import Corpus
+
+    if isinstance(corpus, str):
+        data = vc.load(corpus)
+    elif isinstance(corpus, Corpus):
+        data = corpus
+    else:
+        raise InvalidTypeError(f"corpus must be a corpus name or a veil Corpus, not {type(corpus).__name__}")
+    if data.documents is None:
+        raise DataFormatError(f"corpus {data.name!r} has no sentence lists; use a document corpus "
+                              f"(news-articles, spam-assassin)")
+    return data
+
+
+def _pipeline(corpus: str | Corpus, data: Corpus, encoder: TextEncoder, *, recoder: bool, progress: bool
+              ) -> SentDPPipeline:
+    """The cached pipeline of ``veil sentdp embed`` for a registered corpus; otherwise one fitted on ``data``."""
+    from veil.defenses.sentdp.pipeline import SentDPPipeline
+    from veil.defenses.sentdp.recoder import RecoderConfig
+
+    if isinstance(corpus, str) and recoder:
+        from veil.experiments.sentdp_embed import fitted_pipeline
+
+        return fitted_pipeline(corpus, progress=progress)
+    n_train = int(sum(len(data.documents[i]) >= 1 for i in data.indices("train")))
+    config = None
+    if recoder:  # the paper's 50 clusters, fewer on a small (quick) corpus; recorded in the pipeline's config
+        config = RecoderConfig() if n_train >= 100 else RecoderConfig(n_clusters=max(2, n_train // 2))
+    return SentDPPipeline.fit(data, encoder=encoder, recoder=config, progress=progress)
+
+
+def _encoder_text(encoder: TextEncoder) -> str:
+    return (f"{getattr(encoder, 'model_name', type(encoder).__name__)} ({encoder.model_id}), "
+            f"pooling={encoder.pooling}, max_length={encoder.max_length}, normalize={encoder.normalize}")
 
 
 def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3, 10, 30),
                      n_documents: int | None = None, neighbours_per_document: int = 35, n_projections: int = 50,
                      depth: str = "tukey-min", seed: int = 0, results_dir: str | Path | None = None,
-                     encoder: TextEncoder | None = None, progress: bool = True, force: bool = False) -> ResultRecord:
+                     encoder: TextEncoder | None = None, progress: bool = True, force: bool = False,
+                     pipeline: SentDPPipeline | None = None, recoder: bool = True,
+                     control: str | None = None) -> ResultRecord:
     """Audit DeepCandidate on ``corpus`` (a registered name, or a loaded document :class:`Corpus`).
 
     ``n_documents``: how many eligible test documents to audit (None: all of
     them; otherwise a sample drawn with ``seed``). ``encoder`` defaults to
-    ``TextEncoder("minilm")``. The record (experiment ``audit-<corpus>``, or
-    ``audit-<corpus>-appendix`` for ``depth="appendix"``) is written
-    atomically to ``results_dir/<experiment>-<documents, neighbours, projections, seed>.json``
-    (``results_dir=None``: not written; the CLI defaults to ``./veil-results/sentdp``) and
-    returned; a summary is printed. The output location is checked before any work, and an
-    existing file is replaced only with ``force=True``.
+    ``TextEncoder("minilm")``. ``pipeline``: the fitted pipeline to audit (default: see the
+    module docstring; ``recoder=False`` fits one without H). ``control``: a name from
+    :data:`~veil.attacks.audit.NEGATIVE_CONTROLS`, audited instead of the real mechanism (it must
+    fail). The record (experiment ``audit-<corpus>[-<depth>][-control-<name>]``) is written
+    atomically to ``results_dir/`` (:func:`audit_file_name`; ``results_dir=None``: not written; the
+    CLI defaults to ``./veil-results/sentdp``) and returned; a summary is printed. The output
+    location is checked before any work, and an existing file is replaced only with ``force=True``.
     """
-    import veil.corpora as vc
-    from veil.attacks.audit import NEIGHBOUR_KINDS, audit_sentdp
-    from veil.corpora.base import Corpus
-    from veil.defenses.sentdp import DeepCandidate
+    from veil.attacks.audit import NEGATIVE_CONTROLS, NEIGHBOUR_KINDS, audit_sentdp
     from veil.encoders import TextEncoder, encode_sentences
 
     start = time.perf_counter()
@@ -77,27 +134,22 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
                                 hint="; SentDP needs a finite epsilon > 0") for e in epsilons)
     if n_documents is not None:
         n_documents = check_int("n_documents", n_documents, minimum=1)
+    if control is not None and control not in NEGATIVE_CONTROLS:
+        raise InvalidParameterError(f"unknown negative control {control!r}; valid: {', '.join(NEGATIVE_CONTROLS)}")
+    if pipeline is not None:
+        recoder = pipeline.recoder is not None
     out_path = None
     if results_dir is not None:
         from veil.experiments.outputs import check_output_dir, refuse_existing
 
         name = corpus if isinstance(corpus, str) else getattr(corpus, "name", "corpus")
-        out_path = check_output_dir(results_dir) / audit_file_name(name, depth=depth, n_documents=n_documents,
-                                                                   neighbours=neighbours_per_document,
-                                                                   n_projections=n_projections, seed=seed)
+        out_path = check_output_dir(results_dir) / audit_file_name(
+            name, depth=depth, n_documents=n_documents, neighbours=neighbours_per_document,
+            n_projections=n_projections, seed=seed, recoder=recoder, control=control)
         refuse_existing(out_path, force)
-    if isinstance(corpus, str):
-        data = vc.load(corpus)
-    elif isinstance(corpus, Corpus):
-        data = corpus
-    else:
-        raise InvalidTypeError(f"corpus must be a corpus name or a veil Corpus, not {type(corpus).__name__}")
-    if data.documents is None:
-        raise DataFormatError(f"corpus {data.name!r} has no sentence lists; use a document corpus "
-                              f"(news-articles, spam-assassin)")
+    data = _load_corpus(corpus)
     counts = np.asarray([len(doc) for doc in data.documents], dtype=np.int64)
-    train = [int(i) for i in data.indices("train") if counts[i] >= MIN_CANDIDATE_SENTENCES]
-    if not train:
+    if not any(counts[i] >= MIN_CANDIDATE_SENTENCES for i in data.indices("train")):
         raise DataFormatError(f"corpus {data.name!r} has no train document with >= {MIN_CANDIDATE_SENTENCES} "
                               f"sentences to build public candidates from")
     eligible = [int(i) for i in data.indices("test") if counts[i] >= MIN_AUDIT_SENTENCES]
@@ -107,17 +159,24 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
     if encoder is None:
         encoder = TextEncoder("minilm")
     S_flat, offsets = encode_sentences(encoder, data, progress=progress)
-    candidates = np.stack([S_flat[offsets[i]:offsets[i + 1]].astype(np.float64).mean(axis=0) for i in train])
+    pipe = pipeline if pipeline is not None else _pipeline(corpus, data, encoder, recoder=recoder, progress=progress)
+    if pipe.dim != S_flat.shape[1]:
+        raise DataFormatError(f"the pipeline's candidates have {pipe.dim} dimensions but the encoder gives "
+                              f"{S_flat.shape[1]}; fit the pipeline with the same encoder")
+    R = pipe.recode(S_flat)  # the sentence embeddings DeepCandidate sees (H applied; identity without H)
     gen = np.random.default_rng(seed)
     if n_documents is not None and n_documents < len(eligible):
         eligible = sorted(int(i) for i in gen.choice(eligible, size=n_documents, replace=False))
     pool_idx = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in data.indices("train")])
-    pool = S_flat[pool_idx]
-    documents = [S_flat[offsets[i]:offsets[i + 1]] for i in eligible]
+    pool = R[pool_idx]
+    documents = [R[offsets[i]:offsets[i + 1]] for i in eligible]
 
     # utilities do not depend on epsilon; rng=None keeps the mechanism's own sampling unseeded (it is not used)
-    mechanism = DeepCandidate(candidates=candidates, epsilon=max(epsilons), n_projections=n_projections,
-                              depth=depth)
+    if control is None:
+        mechanism = pipe.mechanism(epsilon=max(epsilons), n_projections=n_projections, depth=depth)
+    else:
+        mechanism = NEGATIVE_CONTROLS[control](candidates=pipe.candidates, epsilon=max(epsilons),
+                                               n_projections=n_projections, depth=depth)
     sweep = audit_sentdp(mechanism, documents, epsilons=epsilons,
                          neighbours_per_document=neighbours_per_document, pool=pool, document_ids=eligible,
                          rng=gen, progress=progress)
@@ -126,14 +185,14 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
         "corpus": data.name, "epsilons": list(epsilons), "n_documents": len(documents),
         "n_documents_requested": n_documents, "neighbours_per_document": neighbours_per_document,
         "neighbour_kinds": list(NEIGHBOUR_KINDS), "n_projections": n_projections, "depth": depth, "seed": seed,
-        "encoder": f"{getattr(encoder, 'model_name', type(encoder).__name__)} ({encoder.model_id}), "
-                   f"pooling={encoder.pooling}, max_length={encoder.max_length}, normalize={encoder.normalize}",
-        "candidates": f"mean sentence embedding (not re-normalised) of each train document with >= "
-                      f"{MIN_CANDIDATE_SENTENCES} sentences, in corpus order",
-        "m": int(candidates.shape[0]), "dim": int(candidates.shape[1]),
-        "documents": f"test documents with >= {MIN_AUDIT_SENTENCES} sentences"
+        "encoder": _encoder_text(encoder), "recoder": pipe.recoder is not None,
+        "control": control, "expected": "pass" if control is None else "fail (a deliberately broken mechanism)",
+        "candidates": "the SentDPPipeline's own: recoded mean sentence embeddings of train documents with >= "
+                      f"{MIN_CANDIDATE_SENTENCES} sentences" + ("" if pipe.recoder is not None else " (no recoder)"),
+        "m": int(pipe.candidates.shape[0]), "dim": int(pipe.candidates.shape[1]), "pipeline": pipe.config(),
+        "documents": f"test documents with >= {MIN_AUDIT_SENTENCES} sentences, recoded by the pipeline"
                      + ("" if n_documents is None else f", a sample of {n_documents} drawn with the seed"),
-        "pool": f"sentences of all train documents ({len(pool)})",
+        "pool": f"sentences of all train documents, recoded by the pipeline ({len(pool)})",
         "projections": "seeded: one fixed projection set per audited document drawn from numpy "
                        "default_rng(seed) (sequentially with the document sample and the neighbours); this is an "
                        "audit, not a release, where projections come from the OS CSPRNG",
@@ -149,6 +208,8 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
         "max_utility_change": Metric(mean=sweep.audits[0].max_utility_change, n=sweep.n_pairs),
         "pairs_per_second": Metric(mean=sweep.pairs_per_second),
     }
+    if control is not None:
+        metrics["control_caught"] = Metric(mean=float(not sweep.passed))
     for a in sweep.audits:
         metrics[f"max_abs_log_ratio_eps{_eps_key(a.epsilon)}"] = Metric(mean=a.max_abs_log_ratio, n=a.n_pairs)
         metrics[f"slack_eps{_eps_key(a.epsilon)}"] = Metric(mean=a.slack, n=a.n_pairs)
@@ -161,17 +222,18 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
         "utility_stats": dict(sweep.utility_stats),
         "mechanism": mechanism.config(),
     }
-    experiment = f"audit-{data.name}" + ("" if depth == "tukey-min" else f"-{depth}")
-    record = ResultRecord(method="sentdp", experiment=experiment, config=config, metrics=metrics,
-                          wall_time_s=time.perf_counter() - start, extra=extra)
+    record = ResultRecord(method="sentdp", experiment=_audit_experiment(data.name, depth, control), config=config,
+                          metrics=metrics, wall_time_s=time.perf_counter() - start, extra=extra)
     if out_path is not None:
         record.write(out_path)
-    _print_summary(data.name, sweep)
+    _print_summary(data.name, sweep, control)
     return record
 
 
-def _print_summary(name: str, sweep: Any) -> None:
+def _print_summary(name: str, sweep: Any, control: str | None = None) -> None:
     verdict = "PASSED" if sweep.passed else "FAILED"
+    if control is not None:
+        verdict += f" (negative control {control}: {'caught, as it must be' if not sweep.passed else 'NOT CAUGHT'})"
     print(f"SentDP audit of DeepCandidate on {name}: {verdict}, {sweep.n_pairs} neighbour pairs over "
           f"{sweep.n_documents} documents ({sweep.pairs_per_second:.0f} pairs/s)")
     for a in sweep.audits:
@@ -183,3 +245,252 @@ def _print_summary(name: str, sweep: Any) -> None:
     worst = max(sweep.audits, key=lambda a: a.max_abs_log_ratio / a.epsilon)
     if worst.worst is not None:
         print(f"  closest to the bound (epsilon={worst.epsilon:g}): {worst.worst.describe()}")
+
+
+# ---------------------------------------------------------------- empirical lower bounds
+@dataclass(frozen=True)
+class EmpiricalAuditConfig:
+    """One corpus' empirical audit: every (mechanism, epsilon, neighbour kind) gets one game and one record.
+
+    ``trials``: scoring runs per input (DeepCandidate, truncation); ``selection_trials`` (default
+    ``trials``): runs per input of each of the ``pairs`` candidate pairs kept after screening, to
+    choose the test; ``mdp_trials``: both, for metric DP (every run re-encodes a sentence).
+    ``documents``: test documents (>= 2 sentences) sampled with ``seed``, each offering
+    ``neighbours_per_document`` neighbours to the screening (metric DP: their sentences of 8-30
+    words). ``max_documents``: a seeded subsample per split (quick runs; the pipeline is then
+    fitted on it). Mechanism randomness is the OS CSPRNG (the release path); seeds fix only public
+    choices (documents, projections, neighbours).
+    """
+
+    corpus: str = "news-articles"
+    mechanisms: tuple[str, ...] = MECHANISMS
+    epsilons: tuple[float, ...] = (1.0, 3.0, 10.0)
+    trials: int = 20000
+    selection_trials: int | None = None
+    mdp_trials: int = 2000
+    pairs: int = 3
+    documents: int = 8
+    neighbours_per_document: int = 8
+    confidence: float = 0.95
+    n_projections: int = 50
+    depth: str = "tukey-min"
+    max_documents: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.mechanisms if m not in MECHANISMS]
+        if bad or not self.mechanisms:
+            raise InvalidParameterError(f"unknown mechanism(s) {bad or '(none)'}; use some of {', '.join(MECHANISMS)}")
+        if not self.epsilons:
+            raise InvalidParameterError("epsilons is empty; give e.g. (1, 3, 10)")
+        for e in self.epsilons:
+            check_real("epsilon", e, low=0.0, high=np.inf, low_open=True, high_open=True)
+        for name in ("trials", "mdp_trials"):
+            check_int(name, getattr(self, name), minimum=20)
+        if self.selection_trials is not None:
+            check_int("selection_trials", self.selection_trials, minimum=20)
+        for name in ("pairs", "documents", "neighbours_per_document", "n_projections"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.max_documents is not None:
+            check_int("max_documents", self.max_documents, minimum=1)
+        check_real("confidence", self.confidence, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_int("seed", self.seed, minimum=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def empirical_file_name(cfg: EmpiricalAuditConfig, mechanism: str, kind: str, epsilon: float) -> str:
+    """``empirical-<corpus>-<mechanism>-<kind>-eps<e>-<trials, selection, pairs, [n,] seed>.json``."""
+    from veil.experiments.outputs import tag
+
+    trials = cfg.mdp_trials if mechanism == "metric-dp" else cfg.trials
+    sel = cfg.mdp_trials if mechanism == "metric-dp" else (cfg.selection_trials or cfg.trials)
+    return (f"empirical-{cfg.corpus}-{mechanism}-{kind}-eps{_eps_key(epsilon)}-"
+            f"{tag(t=trials, sel=sel, pairs=cfg.pairs, n=cfg.max_documents, seed=cfg.seed)}.json")
+
+
+class _EmpiricalData:
+    """The corpus, its sentence embeddings, the audited test documents and (lazily) each mechanism's public parts."""
+
+    def __init__(self, cfg: EmpiricalAuditConfig, corpus: Corpus | None, encoder: TextEncoder | None,
+                 progress: bool) -> None:
+        from veil.encoders import TextEncoder, encode_sentences
+
+        self.cfg, self.progress = cfg, progress
+        self.given = corpus  # None: loaded by name (then the release pipeline comes from the cache)
+        corpus = _load_corpus(cfg.corpus if corpus is None else corpus)
+        if corpus.name != cfg.corpus:
+            raise InvalidParameterError(f"the corpus given is {corpus.name!r} but the config names {cfg.corpus!r}")
+        counts = np.asarray([len(d) for d in corpus.documents])
+        if cfg.max_documents is not None:
+            rng = np.random.default_rng(cfg.seed)
+            picks = [rng.permutation(idx[counts[idx] >= MIN_AUDIT_SENTENCES])[:cfg.max_documents]
+                     for idx in (corpus.indices(s) for s in ("train", "dev", "test"))]
+            corpus = corpus.select(np.sort(np.concatenate(picks)))
+            counts = np.asarray([len(d) for d in corpus.documents])
+        self.corpus, self.counts = corpus, counts
+        self.encoder = encoder or TextEncoder("minilm")
+        self.S, self.offsets = encode_sentences(self.encoder, corpus, progress=progress)
+        self.train = np.asarray([i for i in corpus.indices("train") if counts[i] >= MIN_AUDIT_SENTENCES])
+        test = [int(i) for i in corpus.indices("test") if counts[i] >= MIN_AUDIT_SENTENCES]
+        if not test or not len(self.train):
+            raise DataFormatError(f"corpus {corpus.name!r} needs train and test documents with >= "
+                                  f"{MIN_AUDIT_SENTENCES} sentences")
+        gen = np.random.default_rng([cfg.seed, 1])
+        self.test = sorted(int(i) for i in gen.choice(test, size=min(cfg.documents, len(test)), replace=False))
+        self._pipe = self._vectors = self.embedder = None
+
+    def blocks(self, X: np.ndarray) -> list[np.ndarray]:
+        return [X[self.offsets[i]:self.offsets[i + 1]] for i in self.test]
+
+    def pipeline(self) -> SentDPPipeline:
+        if self._pipe is None:  # the cached release pipeline for a whole registered corpus, else fitted here
+            name = self.cfg.corpus if self.cfg.max_documents is None and self.given is None else self.corpus
+            self._pipe = _pipeline(name, self.corpus, self.encoder, recoder=True, progress=self.progress)
+        return self._pipe
+
+    def word_vectors(self) -> Any:
+        if self._vectors is None:
+            from veil.attacks.empirical_pairs import CachedEmbedder
+            from veil.encoders.word_vectors import WordVectors, build_vocabulary
+
+            texts = [s for i in self.train for s in self.corpus.documents[i]]  # public: the vocabulary
+            self._vectors = WordVectors.from_encoder(self.encoder, build_vocabulary(texts, max_size=10000),
+                                                     name=f"{self.corpus.name}-vocabulary")
+            self.embedder = CachedEmbedder(self.encoder)
+        return self._vectors
+
+    def sentences(self) -> list[tuple[int, int, str]]:
+        from veil.encoders.word_vectors import WORD_PATTERN
+
+        return [(i, j, s) for i in self.test for j, s in enumerate(self.corpus.documents[i])
+                if 8 <= len(WORD_PATTERN.findall(s)) <= 30]
+
+
+def _game_pairs(data: _EmpiricalData, mechanism: str, epsilon: float, kind: str, trials: int, alpha: float
+                ) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The mechanism (unseeded: the release path), the screened candidate pairs and what describes them."""
+    from veil.attacks import empirical_pairs as ep
+
+    cfg = data.cfg
+    rng = np.random.default_rng([cfg.seed, zlib.crc32(f"{mechanism}/{epsilon:g}/{kind}".encode())])
+    if mechanism == "deepcandidate":
+        pipe = data.pipeline()
+        mech = pipe.mechanism(epsilon=epsilon, n_projections=cfg.n_projections, depth=cfg.depth)
+        pairs = ep.deepcandidate_pairs(mech, [pipe.recode(b) for b in data.blocks(data.S)], kind=kind,
+                                       neighbours_per_document=cfg.neighbours_per_document, keep=cfg.pairs,
+                                       trials=trials, alpha=alpha, document_ids=data.test, rng=rng)
+        return mech, pairs, {"n_projections": cfg.n_projections, "depth": cfg.depth, "m": mech.m,
+                             "pipeline": pipe.config(), "space": "sentence embeddings recoded by the pipeline's H"}
+    if mechanism == "truncation":
+        from veil.defenses.sentdp.recoder import document_means
+        from veil.defenses.truncation import Truncation
+
+        mech = Truncation.fit(document_means(data.S, data.offsets)[data.train], epsilon=epsilon)
+        pairs = ep.truncation_pairs(mech, data.blocks(data.S), kind=kind,
+                                    neighbours_per_document=cfg.neighbours_per_document, keep=cfg.pairs,
+                                    document_ids=data.test, rng=rng)
+        return mech, pairs, {"coverage": mech.coverage, "space": "MiniLM sentence embeddings (no recoder)",
+                             "box": "central 75% of the train documents' mean embeddings, per dimension"}
+    from veil.defenses.metric_dp import WordMetricDP
+
+    vectors = data.word_vectors()
+    mech = WordMetricDP(vectors=vectors, epsilon=epsilon)
+    pairs = ep.metric_dp_pairs(mech, data.sentences(), kind=kind, keep=cfg.pairs, embed=data.embedder)
+    return mech, pairs, {"vocabulary": len(vectors), "word_vectors": "MiniLM static (each word encoded alone, raw)",
+                         "guarantee": "epsilon-metric-DP per word; formal_epsilon is the changed sentence's bound"}
+
+
+def _empirical_record(cfg: EmpiricalAuditConfig, data: _EmpiricalData, mechanism: str, epsilon: float, kind: str,
+                      mech: Any, pairs: list[Any], setting: dict[str, Any], result: Any, start: float,
+                      cache: dict[str, int] | None) -> ResultRecord:
+    chosen = dict(result.info)
+    formal = float(chosen["formal_epsilon"]) if mechanism == "metric-dp" else float(epsilon)
+    lb, bound = result.epsilon_lower_bound, result.bound
+    config: dict[str, Any] = {
+        "corpus": data.corpus.name, "method": mechanism, "mechanism": mechanism, "epsilon": float(epsilon),
+        "neighbours": kind, "trials": result.trials, "selection_trials": result.selection_trials,
+        "fit_trials": result.fit_trials, "pairs": len(pairs), "confidence": cfg.confidence,
+        "documents": data.test, "formal_epsilon": formal,
+        "formal": ("epsilon-SentDP: the stated epsilon bounds any one-sentence change" if mechanism != "metric-dp"
+                   else "epsilon * sum of ||phi(w) - phi(w')|| over the changed words (word-level metric DP)"),
+        "bound": "eps_lb = max(0, log((1 - FNR_hi) / FPR_hi), log((1 - FPR_hi) / FNR_hi)) on the scoring runs; "
+                 "FPR_hi, FNR_hi one-sided Clopper-Pearson upper limits at 1 - alpha/2 each (joint confidence >= "
+                 "1 - alpha by the union bound); the pair, statistic and threshold chosen on separate selection "
+                 "runs (learned statistics fitted on separate fit runs)",
+        "randomness": "mechanism: OS CSPRNG (the release path, unseeded); documents, projections and neighbours: "
+                      "seeded", "encoder": _encoder_text(data.encoder), "seed": cfg.seed,
+        "max_documents": cfg.max_documents, "sampler": mech.config(), **setting, "audit": cfg.to_dict()}
+    alpha = bound.alpha
+    metrics = {
+        "epsilon_lower_bound": Metric(mean=lb, n=result.trials, ci_level=cfg.confidence),
+        "formal_epsilon": Metric(mean=formal),
+        "lower_bound_over_formal": Metric(mean=lb / formal),
+        "fpr": Metric(mean=bound.fpr, n=bound.n_x, ci_high=bound.fpr_upper, ci_level=1 - alpha / 2),
+        "fnr": Metric(mean=bound.fnr, n=bound.n_x2, ci_high=bound.fnr_upper, ci_level=1 - alpha / 2),
+        "selection_bound": Metric(mean=result.selection_bound),
+        "violation": Metric(mean=float(lb > formal)),
+    }
+    if bound.point_estimate is not None:
+        metrics["point_estimate"] = Metric(mean=bound.point_estimate, n=result.trials)
+    extra = {"game": result.to_dict(), "candidate_pairs": [dict(p.info, name=p.name) for p in pairs],
+             "statistics": {s.name: s.description for p in pairs for s in p.statistics}}
+    if cache is not None:
+        extra["embedding_cache"] = cache
+    return ResultRecord(method="sentdp", experiment=f"empirical-{data.corpus.name}-{mechanism}-{kind}-eps"
+                                                    f"{_eps_key(epsilon)}", config=config, metrics=metrics,
+                        wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | None = None,
+                        corpus: Corpus | None = None, encoder: TextEncoder | None = None, progress: bool = True,
+                        force: bool = False, log: Any = print) -> list[ResultRecord]:
+    """Empirical epsilon lower bounds for ``cfg``; one record per (mechanism, epsilon, neighbour kind).
+
+    Resumable: a record whose file exists in ``results_dir`` (default ``./veil-results/sentdp``)
+    is read back and skipped, unless ``force=True`` (then it is recomputed and replaced). Returns
+    every record of the plan, in plan order. ``corpus``: the loaded corpus named ``cfg.corpus``
+    (default: loaded by name; given, its DeepCandidate pipeline is fitted here, not taken from
+    the cache of ``veil sentdp embed``).
+    """
+    from veil.attacks.empirical_audit import DistinguishingGame
+    from veil.attacks.empirical_pairs import NEIGHBOUR_KINDS
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+
+    if not isinstance(cfg, EmpiricalAuditConfig):
+        raise InvalidTypeError(f"cfg must be an EmpiricalAuditConfig, not {type(cfg).__name__}")
+    results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
+    plan = [(m, float(e), k) for m in cfg.mechanisms for e in cfg.epsilons for k in NEIGHBOUR_KINDS[m]]
+    paths = {(m, e, k): results_dir / empirical_file_name(cfg, m, k, e) for m, e, k in plan}
+    done = {key: ResultRecord.read(p) for key, p in paths.items() if p.exists() and not force}
+    if done:
+        log(f"{cfg.corpus}: {len(done)} of {len(plan)} empirical records exist and are kept (--force recomputes)")
+    if len(done) == len(plan):
+        return [done[key] for key in plan]
+    data = _EmpiricalData(cfg, corpus, encoder, progress)
+    alpha = 1.0 - cfg.confidence
+    out = dict(done)
+    for key in plan:
+        if key in done:
+            continue
+        mechanism, epsilon, kind = key
+        start = time.perf_counter()
+        mdp = mechanism == "metric-dp"
+        trials = cfg.mdp_trials if mdp else cfg.trials
+        before = (data.embedder.hits, data.embedder.misses) if data.embedder is not None else (0, 0)
+        mech, pairs, setting = _game_pairs(data, mechanism, epsilon, kind, trials, alpha)
+        game = DistinguishingGame(pairs, trials=trials, selection_trials=cfg.mdp_trials if mdp else
+                                  cfg.selection_trials, alpha=alpha)
+        result = game.run()
+        cache = None if not mdp else {"hits": data.embedder.hits - before[0],
+                                      "misses": data.embedder.misses - before[1]}
+        rec = _empirical_record(cfg, data, mechanism, epsilon, kind, mech, pairs, setting, result, start, cache)
+        rec.write(paths[key])
+        out[key] = rec
+        formal = rec.metrics["formal_epsilon"].mean
+        log(f"  {mechanism} eps={epsilon:g} {kind}: epsilon_lb {result.epsilon_lower_bound:.3f} "
+            f"({100 * cfg.confidence:g}% confidence, {result.trials} runs per input, test {result.statistic}) "
+            f"vs formal {formal:.3g}{'  ** VIOLATION **' if result.epsilon_lower_bound > formal else ''} "
+            f"[{rec.wall_time_s:.0f} s]")
+    return [out[key] for key in plan]

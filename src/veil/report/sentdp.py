@@ -10,7 +10,11 @@ told apart by name and config, never by file name:
   metric-dp, ``epsilon``, ``trials``, ...): ``test_macro_f1`` over trials,
   ``dev_macro_f1``; ``extra["k_bins"]`` (macro-F1 per sentence-count bin) and
   ``extra["p_selection"]`` (dev macro-F1 per number of projections);
-* ``audit-<corpus>``: ``max_abs_log_ratio[_eps<e>]`` and ``pairs``.
+* ``audit-<corpus>[-<depth>][-control-<name>]``: ``max_abs_log_ratio[_eps<e>]`` and ``pairs`` (config
+  ``recoder`` and ``control``: a negative control must FAIL);
+* ``empirical-<corpus>-<mechanism>-<kind>-eps<e>`` (config ``mechanism``, ``epsilon``, ``neighbours``,
+  ``confidence``, ``trials``): ``epsilon_lower_bound``, ``formal_epsilon``, ``fpr``/``fnr`` with their
+  Clopper-Pearson upper limits; ``extra["game"]`` describes the chosen test. The page works without them.
 
 When several records describe the same run, the newest (``created``) is shown.
 """
@@ -42,7 +46,8 @@ TOLERANCE = 1e-9  # absolute float64 allowance for an audited log ratio vs ε, u
 @dataclass
 class _Corpus:
     reference: ResultRecord | None = None
-    audits: dict[str, ResultRecord] = field(default_factory=dict)  # by depth variant
+    audits: dict[str, ResultRecord] = field(default_factory=dict)  # by variant (depth, recoder, control)
+    empirical: dict[tuple[str, str, float], ResultRecord] = field(default_factory=dict)  # (mechanism, kind, eps)
     runs: dict[tuple[str, str], dict[float, ResultRecord]] = field(default_factory=dict)
 
 
@@ -67,7 +72,10 @@ def _index(records: list[tuple[Path, ResultRecord]]) -> tuple[dict[str, _Corpus]
         exp, cfg = rec.experiment, rec.config
         if exp.startswith("audit-"):
             audits = corpora.setdefault(str(cfg.get("corpus", exp.removeprefix("audit-"))), _Corpus()).audits
-            audits[str(cfg.get("depth", ""))] = rec
+            audits[_audit_variant(cfg)] = rec
+        elif exp.startswith("empirical-") and "epsilon_lower_bound" in rec.metrics and "corpus" in cfg:
+            empirical = corpora.setdefault(str(cfg["corpus"]), _Corpus()).empirical
+            empirical[(str(cfg.get("mechanism", "")), str(cfg.get("neighbours", "")), float(cfg["epsilon"]))] = rec
         elif exp.endswith("-reference"):
             corpora.setdefault(str(cfg.get("corpus", exp.removesuffix("-reference"))), _Corpus()).reference = rec
         elif "method" in cfg and "epsilon" in cfg and "corpus" in cfg and "test_macro_f1" in rec.metrics:
@@ -230,11 +238,22 @@ def _targets(c: _Corpus) -> tuple[list[str], list[str]]:
     return [f"At ε = {TARGET_EPSILON:g} ({_label(dc)}, means over trials):", *lines], missed
 
 
+def _audit_variant(cfg: dict) -> str:
+    """``<depth>[, pipeline with recoder H | , without recoder][, negative control <name>]`` (each part if stated)."""
+    label = str(cfg.get("depth", ""))
+    if "recoder" in cfg:
+        label += ", pipeline with recoder H" if cfg["recoder"] else ", without recoder"
+    if cfg.get("control"):
+        label += f", negative control {cfg['control']}"
+    return label
+
+
 def _audit(c: _Corpus) -> list[str]:
     if not c.audits:
         return ["No audit record yet (`audit-<corpus>`).", ""]
     lines = []
-    for variant, rec in sorted(c.audits.items(), key=lambda x: (x[0] != "tukey-min", x[0])):
+    for variant, rec in sorted(c.audits.items(), key=lambda x: (bool(x[1].config.get("control")),
+                                                                not x[0].startswith("tukey-min"), x[0])):
         lines += _audit_table(variant, rec)
     return lines
 
@@ -251,17 +270,65 @@ def _audit_table(variant: str, rec: ResultRecord) -> list[str]:
              f"documents (one sentence replaced) under the same projections; {settings}.", "",
              "| ε | largest observed \\|log P(z\\|x) − log P(z\\|x')\\| | observed / ε | pairs | verdict |",
              "|---:|---:|---:|---:|---|"]
+    control = rec.config.get("control")
     for e, m in rows:
         ok = m.mean <= e + tol
+        verdict = ('pass (≤ ε)' if ok else '**FAIL (> ε)**') if not control else ('≤ ε' if ok else 'caught (> ε)')
         lines.append(f"| {e:g} | {m.mean:.6g} | {m.mean / e:.4f} | {'' if pairs is None else f'{pairs.mean:,.0f}'} "
-                     f"| {'pass (≤ ε)' if ok else '**FAIL (> ε)**'} |")
+                     f"| {verdict} |")
     if not rows:
         lines.append("| – | – | – | – | no per-ε metric in the record |")
     lines += ["", f"Pass means observed ≤ ε + {tol:g} (the audit's float64 tolerance)."]
+    if control:
+        caught = rec.metrics.get("passed") is not None and rec.metrics["passed"].mean < 1
+        derivation = float(rec.extra.get("derivation_error", 0.0))
+        lines.append(f"Negative control `{control}`: a deliberately broken mechanism over the same candidates; the "
+                     f"audit must fail it: {'**caught**' if caught else '**NOT CAUGHT**'}"
+                     + (f" (its log-probabilities differ from the exponential mechanism at the stated ε by up to "
+                        f"{derivation:.3g})" if derivation > tol else "") + ".")
     du = rec.metrics.get("max_utility_change")
     if du is not None:
         lines.append(f"Largest change of any candidate's depth between neighbours: {du.mean:g} (sensitivity bound 1: "
                      f"{'pass' if du.mean <= 1 + tol else '**FAIL**'}).")
+    return lines + [""]
+
+
+EMPIRICAL_NOTE = (
+    "A distinguishing game (Jagielski et al. 2020; Nasr et al. 2021): the mechanism runs many times on a document "
+    "x and on a neighbour x' (one sentence replaced, chosen adversarially), a test decides from each release "
+    "which input produced it, and its error rates give ε_lb = max(0, log((1 − FNR⁺)/FPR⁺), log((1 − FPR⁺)/FNR⁺)), "
+    "with FPR⁺, FNR⁺ one-sided Clopper-Pearson upper limits at 1 − α/2 each, so that ε_lb ≤ the true ε with "
+    "probability ≥ 1 − α (the confidence column). The pair, the statistic and the threshold are chosen on separate "
+    "selection runs; only fresh scoring runs enter ε_lb. It is a **lower** bound: ε_lb above the formal ε would "
+    "prove a violation; ε_lb below it proves nothing about privacy (a stronger test might get closer). For "
+    "word-level metric DP the formal ε is that of the changed sentence: ε per word times the summed word-vector "
+    "distances of the changed words.")
+
+
+def _empirical(c: _Corpus) -> list[str]:
+    if not c.empirical:
+        return ["No empirical lower bounds yet (`veil audit empirical`).", ""]
+    lines = [EMPIRICAL_NOTE, "",
+             "| mechanism | neighbours | ε | formal ε (changed sentence) | empirical ε_lb | confidence | ε_lb / formal "
+             "| test (statistic) | FPR / FNR | runs per input | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
+    order = {m: i for i, m in enumerate(METHODS)}
+    for (mech, kind, eps), rec in sorted(c.empirical.items(), key=lambda x: (order.get(x[0][0], 9), x[0][1], x[0][2])):
+        m, cfg = rec.metrics, rec.config
+        lb, formal = m["epsilon_lower_bound"].mean, m["formal_epsilon"].mean
+        game = rec.extra.get("game") or {}
+        fpr, fnr = m.get("fpr"), m.get("fnr")
+        rates = "–" if fpr is None or fnr is None else f"{fpr.mean:.3g} / {fnr.mean:.3g}"
+        verdict = "consistent (ε_lb ≤ formal)" if lb <= formal else "**VIOLATION (ε_lb > formal)**"
+        lines.append(f"| {NAMES.get(mech, mech)} | {kind} | {eps:g} | {formal:.4g} | {lb:.3f} | "
+                     f"{100 * float(cfg.get('confidence', 0.95)):g}% | {lb / formal:.3f} | "
+                     f"{game.get('statistic', '–')} | {rates} | {int(cfg.get('trials', 0)):,} | {verdict} |")
+    dc1 = [r.metrics["epsilon_lower_bound"].mean for (mech, _, e), r in c.empirical.items()
+           if mech == "deepcandidate" and e == 1.0]
+    if dc1:
+        best = max(dc1)
+        lines += ["", f"Tightness at ε = 1 (DeepCandidate, best neighbour kind): ε_lb = {best:.3f}, "
+                      f"{'within' if best >= 0.5 else 'not within'} a factor 2 of ε."]
     return lines + [""]
 
 
@@ -347,14 +414,16 @@ def _corpus_section(corpus: str, c: _Corpus, out_dir: Path) -> tuple[list[str], 
     lines += ["### Targets", "", *targets, "",
               f"### Macro-F1 against k at ε = {TARGET_EPSILON:g} (Fig. 4 bottom row)", "",
               *_k_section(corpus, c, out_dir),
-              "### Privacy audit", "", *_audit(c)]
+              "### Privacy audit", "", *_audit(c),
+              "### Empirical epsilon lower bounds", "", *_empirical(c)]
     return lines, missed
 
 
 def _run_order(item: tuple[Path, ResultRecord]) -> tuple:
     path, rec = item
     cfg, exp = rec.config, rec.experiment
-    kind = 0 if exp.endswith("-reference") else 2 if exp.startswith("audit-") else 1
+    kind = (0 if exp.endswith("-reference") else 2 if exp.startswith("audit-") else
+            3 if exp.startswith("empirical-") else 1)
     method = str(cfg.get("method", ""))
     eps = cfg.get("epsilon")
     return (str(cfg.get("corpus", "")), kind, METHODS.index(method) if method in METHODS else len(METHODS), method,
