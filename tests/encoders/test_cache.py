@@ -279,3 +279,28 @@ def test_encode_corpus_rejects_bad_arguments(encoder, corpus):
         encoder.encode_corpus(corpus, cache="yes")
     with pytest.raises(InvalidParameterError, match=r"unknown split"):
         encoder.encode_corpus(corpus, "validation")
+
+
+def test_model_fingerprint_follows_content_not_modification_times(tmp_path):
+    """A reinstalled model (same bytes, new mtimes) keeps its caches; one changed byte does not."""
+    import os
+    import shutil
+
+    from veil.encoders.registry import folder_fingerprint
+
+    a = tmp_path / "a"
+    (a / "1_Pooling").mkdir(parents=True)
+    (a / "config.json").write_text('{"hidden_size": 4}')
+    (a / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (a / "1_Pooling" / "config.json").write_text("{}")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    os.utime(b / "model.safetensors", ns=(1, 1))  # a reinstall: same content, another time
+    assert folder_fingerprint(a) == folder_fingerprint(b)
+    data = bytearray((b / "model.safetensors").read_bytes())
+    data[100] ^= 1
+    (b / "model.safetensors").write_bytes(bytes(data))
+    assert folder_fingerprint(a) != folder_fingerprint(b)
+    (b / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (b / "extra.txt").write_text("x")
+    assert folder_fingerprint(a) != folder_fingerprint(b)

@@ -11,6 +11,7 @@ model.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -100,15 +101,29 @@ def _missing_folder(path: Path, detail: str) -> ResourceMissingError:
 
 
 def folder_fingerprint(root: Path) -> str:
-    """sha256 over (relative path, size, mtime_ns) of every model file under ``root``."""
+    """sha256 over (relative path, size, sha256 of the content) of every model file under ``root``.
+
+    Content, not modification times: a reinstall of the same model package (a fresh virtual environment, a CI
+    clone) keeps its embedding caches, and a changed file never reuses them. Each file's digest is memoised in
+    this process by (path, size, mtime), so a model folder is read once per process.
+    """
     h = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
         if any(_IGNORED.match(part) for part in rel.parts):
             continue
         st = path.stat()
-        h.update(f"{rel.as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{rel.as_posix()}\0{st.st_size}\0{_file_digest(str(path), st.st_size, st.st_mtime_ns)}\n".encode())
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _transformer_folder(root: Path) -> Path:
