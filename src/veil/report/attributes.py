@@ -103,9 +103,18 @@ def _plots(groups: dict[tuple, dict[str, list[ResultRecord]]], out_dir: Path) ->
     return lines
 
 
+def _strongest_privacy(r: ResultRecord) -> float | None:
+    """Privacy under the strongest post-hoc attacker of one run (the lowest of mlp, mlp-wide and linear)."""
+    vals = [r.metrics[k].mean for k in ("privacy[mlp]", "privacy[mlp-wide]", "privacy[linear]") if k in r.metrics]
+    return min(vals) if vals else None
+
+
 def _width_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
-    widths = sorted({r.config["width"] for r in recs})
-    if len(widths) < 2:
+    groups: dict[tuple[str, str], list[ResultRecord]] = {}
+    for r in recs:
+        groups.setdefault((r.config["corpus"], r.config.get("encoder", "lstm")), []).append(r)
+    swept = {g: rs for g, rs in sorted(groups.items()) if len({r.config["width"] for r in rs}) > 1}
+    if not swept:
         return ["Privacy and accuracy against W: only one width has been run so far (the sweep uses W=64).", ""]
     import matplotlib
 
@@ -114,22 +123,30 @@ def _width_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
 
     from veil.report.federated import _save
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for i, d in enumerate(ORDER):
-        for ax, key in zip(axes, ("test_accuracy", "privacy[mlp]")):
-            pts = [(w, np.mean(_values([r for r in recs if r.config["defense"] == d and r.config["width"] == w],
-                                       key) or [np.nan])) for w in widths]
-            if any(np.isfinite(p[1]) for p in pts):
-                ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", color=f"C{i}", label=d)
-    for ax, name in zip(axes, ("main accuracy %", "privacy %")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("W")
-        ax.set_ylabel(name)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "attributes_width.png"
-    _save(fig, path)
-    return [f"![accuracy and privacy against W]({path.name})", ""]
+    lines = []
+    for (corpus, encoder), rs in swept.items():
+        widths = sorted({r.config["width"] for r in rs})
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        for i, d in enumerate(ORDER):
+            for ax, value in zip(axes, (lambda r: r.metrics["test_accuracy"].mean, _strongest_privacy)):
+                pts = []
+                for w in widths:
+                    vals = [v for v in (value(r) for r in rs if r.config["defense"] == d and r.config["width"] == w)
+                            if v is not None]
+                    pts.append((w, float(np.mean(vals)) if vals else np.nan))
+                if any(np.isfinite(p[1]) for p in pts):
+                    ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", color=f"C{i}", label=d)
+        for ax, name in zip(axes, ("main accuracy %", "privacy % (strongest post-hoc attacker)")):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("W")
+            ax.set_ylabel(name)
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"{corpus}, {encoder}: mean over seeds", fontsize=9)
+        fig.tight_layout()
+        path = out_dir / f"attributes_width_{corpus}_{encoder}.png"
+        _save(fig, path)
+        lines += [f"![accuracy and privacy against W, {corpus} {encoder}]({path.name})", ""]
+    return lines
 
 
 @register_renderer("attributes")
