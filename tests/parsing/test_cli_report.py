@@ -93,6 +93,20 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
     assert "| NE (P1) | 60.0 / 30.0 / 90 | 70.0 / 20.0 / 90 |" in page
 
 
+def test_the_papers_pattern_is_computed_per_parser(tmp_path):
+    def ev(parser, level, uas):
+        exp = f"eval-{parser}-{level}"
+        return (tmp_path / f"{exp}.json", ResultRecord("parsing", exp, {"parser": parser, "level": level},
+                                                       {"uas": Metric(mean=uas), "las": Metric(mean=uas - 1)}, 1.0))
+
+    records = [ev("biaffine", "none", 95.0), ev("biaffine", "P3", 93.1), ev("biaffine", "P4", 85.2),  # the paper's
+               ev("spacy-md", "none", 95.0), ev("spacy-md", "P3", 86.0), ev("spacy-md", "P4", 84.0)]  # no late drop
+    page = parsing_page("parsing", records, tmp_path)
+    assert "| biaffine | 0.6 | 7.9 | holds |" in page
+    assert "| spacy-md | 3.0 | 2.0 | does not hold |" in page
+    assert "spacy-sm |" not in page.split("## The paper's pattern")[1]  # no records, no row
+
+
 def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_treebank, tmp_path):
     import shutil
 
