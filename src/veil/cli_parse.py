@@ -161,7 +161,7 @@ def obfuscate(
 
 
 def attack_word_recovery(
-    method: Annotated[str, typer.Option(help="minilm (the strongest), trained, mlm, keep-word or "
+    method: Annotated[str, typer.Option(help="minilm (a head over frozen MiniLM), trained, mlm, keep-word or "
                                              "tag-frequency.")] = "trained",
     level: LevelOpt = "P3",
     treebank: TreebankOpt = "silver-sm",

@@ -91,6 +91,7 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
     page = parsing_page("parsing", records, tmp_path)
     assert "| 89.0 | 60.0 | 2.25 | 70.0 (68.3) |" in page  # the MiniLM column, first
     assert "| NE (P1) | 60.0 / 30.0 / 90 | 70.0 / 20.0 / 90 |" in page
+    assert page.rstrip().endswith("| – | – | – | minilm (60.0) |")  # the strongest, by prv
 
 
 def test_the_papers_pattern_is_computed_per_parser(tmp_path):

@@ -8,7 +8,7 @@ passed off as this setup's). Cells:
 * ``eval-<parser>-<level>``: UAS/LAS (with and without punctuation, sentence-bootstrap CIs) of ``biaffine``,
   ``spacy-sm`` or ``spacy-md`` on the test sentences obfuscated at ``level`` (``none``: the originals), each
   tree compared by position with the silver tree of the ORIGINAL sentence;
-* ``attack-<attacker>-<level>``: MRR, prv, top-1 of ``minilm`` (the strongest: a head trained over a frozen
+* ``attack-<attacker>-<level>``: MRR, prv, top-1 of ``minilm`` (a head trained over a frozen
   MiniLM, :class:`~veil.attacks.word_recovery.ContextualAttacker`), ``trained``, ``mlm``, ``keep-word`` or
   ``tag-frequency`` on the same obfuscated test sentences.
 

@@ -54,7 +54,7 @@ def _table2(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str,
              "parser on the test sentences obfuscated at each level, every tree compared by position with the "
              "silver tree of the original sentence. prv = 100 - 100 x MRR of the attacker (pessimistic ties, told "
              "which positions were replaced); ratio = UAS / (100 - prv), the paper's breach ratio (its footnote "
-             "says LAS, its numbers are UAS: veil follows the numbers). MiniLM: veil's strongest attacker, a head "
+             "says LAS, its numbers are UAS: veil follows the numbers). MiniLM: a head "
              "trained over a frozen all-MiniLM-L6-v2 (the paper has no such column). The paper's numbers (PTB, "
              "gold trees; BERT-base as the masked-LM attacker) are in parentheses.", ""]
     if not evals and not attacks:
@@ -116,8 +116,10 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
     if not attacks:
         return []
     lines = ["## Attackers and floors", "", "prv / top-1 (%) / coverage (share of true words in the attacker's "
-             "vocabulary; the rest count as misses) per level.", "",
-             "| level | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+             "vocabulary; the rest count as misses) per level. Strongest: the attacker with the lowest prv at that "
+             "level (the one to believe; a prv near the floors' means veil's attackers found little, not that the "
+             "text is private).", "",
+             "| level | " + " | ".join(names) + " | strongest |", "|---" * (len(names) + 2) + "|"]
     for lv in _LEVELS[1:]:
         cells = []
         for n in names:
@@ -125,7 +127,9 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
             cells.append("–" if a is None else f"{a.metrics['prv'].mean:.1f} / {a.metrics['top1'].mean:.1f} / "
                                                f"{a.metrics['coverage'].mean:.0f}")
         if any(c != "–" for c in cells):
-            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+            ran = [(attacks[(n, lv)].metrics["prv"].mean, n) for n in names if (n, lv) in attacks]
+            best = min(ran)
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + f" | {best[1]} ({best[0]:.1f}) |")
     return lines + [""]
 
 
