@@ -161,3 +161,13 @@ def test_no_records_page(tmp_path):
     from veil.report.sentdp import sentdp_page
 
     assert "No SentDP runs yet." in sentdp_page("sentdp", [], tmp_path)
+
+
+def test_runs_from_before_the_exact_sampler_are_flagged(tmp_path):
+    res = tmp_path / "results" / "sentdp"
+    _write(_run("news", "deepcandidate", 10, [0.6, 0.6]), res)  # no "sampler": an old record
+    _write(_run("news", "deepcandidate", 3, [0.5, 0.5], sampler="exact"), res)
+    page = _render(tmp_path)
+    assert "DeepCandidate at ε = 10 was run before the exact sampler" in page
+    _write(_run("news", "deepcandidate", 10, [0.6, 0.6], sampler="exact"), res)
+    assert "before the exact sampler" not in _render(tmp_path)

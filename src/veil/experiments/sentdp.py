@@ -252,7 +252,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
             preds = [c_dc(mech.release(test_blocks).embeddings) for _ in range(cfg.trials)]
             write(_record(cfg, f"deepcandidate-eps{eps_label(eps)}", {
                 "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "n_projections": best_p,
-                "depth": cfg.depth, "m": int(len(pipe.candidates)), "classifier": "C_dc on recoded means",
+                "depth": cfg.depth, "m": int(len(pipe.candidates)), "sampler": mech.config()["sampler"],
+                "classifier": "C_dc on recoded means",
                 "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
