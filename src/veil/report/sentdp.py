@@ -390,8 +390,8 @@ def _corpus_section(corpus: str, c: _Corpus, out_dir: Path) -> tuple[list[str], 
         head += [f"Test macro-F1, mean ± sd over {cfg.get('trials')} trials of the mechanism"
                  + (f"; DeepCandidate over m = {cfg.get('m')} public candidates" if cfg.get("m") else "")
                  + ".", ""]
-    old_sampler = sorted({f"{e:g}" for s, runs in c.runs.items() if s[0] == "deepcandidate"
-                          for e, r in runs.items() if "sampler" not in r.config})
+    old_sampler = [f"{e:g}" for e in sorted({e for s, runs in c.runs.items() if s[0] == "deepcandidate"
+                                             for e, r in runs.items() if "sampler" not in r.config})]
     if old_sampler:
         head += [f"DeepCandidate at ε = {', '.join(old_sampler)} was run before the exact sampler (issue 16): its "
                  "draws came from the float64 inverse CDF, which is only (ε, δ)-SentDP with a δ veil never bounded "
