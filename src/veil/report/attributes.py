@@ -49,8 +49,13 @@ def _welch(a: list[float], b: list[float]) -> str:
     diff = 100 * (np.mean(a) - np.mean(b))
     if np.std(a) == 0 and np.std(b) == 0:
         return f"{diff:+.1f} (seeds agree exactly)"
-    ci = stats.ttest_ind(100 * np.asarray(a), 100 * np.asarray(b), equal_var=False).confidence_interval(0.95)
-    return f"{diff:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}]"
+    # Welch by hand: scipy's ttest_ind warns (precision loss) when one group is constant, e.g. a main model
+    # collapsed to the majority class in every seed; the interval is still defined by the other group's spread.
+    x, y = 100 * np.asarray(a, dtype=np.float64), 100 * np.asarray(b, dtype=np.float64)
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    df = (va + vb) ** 2 / ((va ** 2 / (len(x) - 1) if va else 0.0) + (vb ** 2 / (len(y) - 1) if vb else 0.0))
+    half = float(stats.t.ppf(0.975, df)) * np.sqrt(va + vb)
+    return f"{diff:+.1f} [{diff - half:+.1f}, {diff + half:+.1f}]"
 
 
 def _floor_line(corpus: str, recs: list[ResultRecord]) -> str:
