@@ -28,7 +28,7 @@ from torch import nn
 
 from veil.errors import DataFormatError, InvalidParameterError
 from veil.models.heads import _as_torch_generator
-from veil.models.lstm import empty_lstm
+from veil.models.lstm import empty_lstm, padded_batch
 
 __all__ = ["CharVocabulary", "CharLM", "CharInputs", "MAX_CHARS"]
 
@@ -71,9 +71,7 @@ class CharInputs:
         return len(self.ids)
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        seqs = [self.ids[int(i)] for i in rows]
-        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-        return nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=PAD), lengths
+        return padded_batch(self.ids, rows, PAD)
 
 
 class CharLM(nn.Module):

@@ -84,9 +84,14 @@ class TokenInputs(EncoderInputs):
         return len(self.ids)
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        seqs = [self.ids[int(i)] for i in rows]
-        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-        return nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=PAD), lengths
+        return padded_batch(self.ids, rows)
+
+
+def padded_batch(ids: Sequence[torch.Tensor], rows: np.ndarray, pad: int = PAD) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sequences ``ids[rows]`` padded with ``pad`` into (B, T), and their lengths (B,)."""
+    seqs = [ids[int(i)] for i in rows]
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    return nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=pad), lengths
 
 
 class VectorInputs(EncoderInputs):
