@@ -8,7 +8,7 @@ folder; every value and output location is checked before any work starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -45,6 +45,23 @@ def _treebank(value: str) -> str:
     if value != "silver-sm" and not Path(value).is_dir():
         raise typer.BadParameter(f"--treebank must be silver-sm or a folder with train/dev/test.conllu, got {value!r}")
     return value
+
+
+def _one_cell(experiment: str, setup: Any, results: Optional[Path], force: bool, as_json: bool,
+              **grid: Any) -> None:
+    """Run (or keep) the one sweep cell ``experiment`` and print its record (JSON, or one metric per line)."""
+    from veil.experiments.parsing import cell_path, run_parsing
+    from veil.results import ResultRecord
+
+    root = _root(results)
+    msg = console(as_json)
+    run_parsing(root, setup=setup, force=force, log=lambda line: msg.print(line, highlight=False), **grid)
+    rec = ResultRecord.read(cell_path(root, experiment, setup))
+    if as_json:
+        echo_json(rec.to_dict())
+        return
+    for key, metric in rec.metrics.items():
+        msg.print(f"{key} = {metric}", highlight=False)
 
 
 @parse_app.command("treebank")
@@ -109,24 +126,15 @@ def parse_eval(
     as_json: JsonOpt = False,
 ) -> None:
     """UAS/LAS of a parser on (obfuscated) test sentences, against the silver trees of the originals."""
-    from veil.experiments.parsing import ParsingSetup, cell_path, run_parsing
+    from veil.experiments.parsing import ParsingSetup
     from veil.parsing.evaluate import PARSER_NAMES
-    from veil.results import ResultRecord
 
     if parser not in PARSER_NAMES:
         raise typer.BadParameter(f"--parser must be one of {', '.join(PARSER_NAMES)}, got {parser!r}")
     setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, seed=seed,
                          model=None if model is None else str(model))
-    root = _root(results)
-    msg = console(as_json)
-    run_parsing(root, parsers=[parser], levels=[_level(level, True)], attackers=[], setup=setup, force=force,
-                log=lambda line: msg.print(line, highlight=False))
-    rec = ResultRecord.read(cell_path(root, f"eval-{parser}-{level}", setup))
-    if as_json:
-        echo_json(rec.to_dict())
-        return
-    for key, metric in rec.metrics.items():
-        msg.print(f"{key} = {metric}", highlight=False)
+    _one_cell(f"eval-{parser}-{level}", setup, results, force, as_json, parsers=[parser],
+              levels=[_level(level, True)], attackers=[])
 
 
 def obfuscate(
@@ -174,23 +182,14 @@ def attack_word_recovery(
     as_json: JsonOpt = False,
 ) -> None:
     """Recover the original words at the obfuscated positions: MRR, prv = 100 - 100 MRR, top-1 (Hu et al.)."""
-    from veil.experiments.parsing import ATTACKERS, ParsingSetup, cell_path, run_parsing
-    from veil.results import ResultRecord
+    from veil.experiments.parsing import ATTACKERS, ParsingSetup
 
     if method not in ATTACKERS:
         raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
     setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
                          attack_minutes=minutes, seed=seed)
-    root = _root(results)
-    msg = console(as_json)
-    run_parsing(root, parsers=[], levels=[_level(level)], attackers=[method], setup=setup, force=force,
-                log=lambda line: msg.print(line, highlight=False))
-    rec = ResultRecord.read(cell_path(root, f"attack-{method}-{level}", setup))
-    if as_json:
-        echo_json(rec.to_dict())
-        return
-    for name, metric in rec.metrics.items():
-        msg.print(f"{name} = {metric}", highlight=False)
+    _one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[], levels=[_level(level)],
+              attackers=[method])
 
 
 @parse_app.command("sweep")
