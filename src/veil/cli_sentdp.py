@@ -78,9 +78,8 @@ def sentdp_eval(
     epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "1,3,6,10,15,23,30",
     methods: Annotated[str, typer.Option(help="Comma-separated: deepcandidate, truncation, metric-dp.")]
     = "deepcandidate,truncation,metric-dp",
-    trials: Annotated[int, typer.Option(min=1, help="Trials of each private mechanism.")] = 5,
-    mdp_test_docs: Annotated[int, typer.Option(min=1, help="Test documents for word-level metric DP (re-encoded).")] = 150,
-    mdp_trials: Annotated[int, typer.Option(min=1, help="Trials for word-level metric DP.")] = 3,
+    trials: Annotated[int, typer.Option(min=1, help="Trials of each private mechanism (the same for every method, "
+                                                    "on the whole test split).")] = 5,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/sentdp).")] = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -99,7 +98,7 @@ def sentdp_eval(
     for e in eps:
         check_epsilon(e)
     cfg = SentDPEval(corpus=corpus, epsilons=eps, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
-                     trials=trials, mdp_test_docs=mdp_test_docs, mdp_trials=mdp_trials)
+                     trials=trials)
     msg = console(as_json)
     with warnings.catch_warnings():  # warned once above; the mechanisms would repeat it per trial
         warnings.filterwarnings("ignore", message=r"epsilon=.* is above", category=Warning)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from veil.errors import InvalidParameterError
@@ -40,3 +41,17 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
     assert set(dc.extra["p_selection"]) == {"10", "20"}
     assert 0 <= dc.extra["collapsed_trials"] <= 2  # flagged per record
     assert sum(b["n_docs"] for b in dc.extra["k_bins"]) == ref["config"]["n_test"]
+
+
+def test_rewrite_encoder_encodes_each_distinct_text_once():
+    from veil.encoders import TextEncoder
+    from veil.experiments.sentdp import _RewriteEncoder
+
+    encoder = TextEncoder("minilm")
+    encode = _RewriteEncoder(encoder)
+    texts = ["the cat sat", "a dog ran", "the cat sat"]
+    X = encode(texts)
+    assert (encode.requested, encode.encoded) == (3, 2)
+    np.testing.assert_allclose(X, encoder.encode(texts, progress=False), atol=1e-5)  # same rows, same order
+    encode(["a dog ran", "birds sing"])
+    assert (encode.requested, encode.encoded) == (5, 3)

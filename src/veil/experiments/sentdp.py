@@ -16,13 +16,15 @@ stopping, the number of projections p chosen per epsilon from ``p_grid`` as
 the paper does), and test documents are the private ones. Documents with
 fewer than 2 sentences are left out (App. A.4), and the count is recorded.
 Seeds fix only public choices (candidate subset, network initialisation, the
-metric-DP test subsample); the mechanisms' randomness is never seeded.
+quick-run subsample); the mechanisms' randomness is never seeded.
 
-Departures (CPU budget): word-level metric DP re-encodes every rewritten
-document, so it runs on a random subsample of ``mdp_test_docs`` test
-documents with ``mdp_trials`` trials (the paper also subsampled IMDB for this
-baseline); the recoder's own departures are in
-:mod:`veil.defenses.sentdp.recoder`.
+Like for like: every method runs on the same test documents (the whole test
+split) with the same number of ``trials``, and each record says how many
+(``config["test_docs"]``, ``config["trials"]``). Word-level metric DP has to
+re-encode every rewritten sentence; a rewrite seen before at the same epsilon
+(common at large epsilon, where most words survive) is encoded once, and the
+record counts how many encodings that saved (``extra["encodings"]``). The
+recoder's own departures are in :mod:`veil.defenses.sentdp.recoder`.
 """
 
 from __future__ import annotations
@@ -59,8 +61,6 @@ class SentDPEval:
     min_sentences: int = 8
     classifier_seeds: tuple[int, ...] = (0, 1, 2)
     classifier_epochs: int = 40
-    mdp_test_docs: int = 150
-    mdp_trials: int = 3
     mdp_vocab: int = 10000
     n_clusters: int = 50
     recoder_epochs: int = 20
@@ -73,8 +73,8 @@ class SentDPEval:
             raise InvalidParameterError(f"unknown method(s) {bad}; use some of {', '.join(METHODS)}")
         if not self.epsilons or any(not np.isfinite(e) or e <= 0 for e in self.epsilons):
             raise InvalidParameterError(f"epsilons must be finite and > 0, got {self.epsilons}")
-        if self.trials < 1 or self.p_trials < 1 or self.mdp_trials < 1 or not self.p_grid:
-            raise InvalidParameterError("trials, p_trials and mdp_trials must be >= 1 and p_grid non-empty")
+        if self.trials < 1 or self.p_trials < 1 or not self.p_grid:
+            raise InvalidParameterError("trials and p_trials must be >= 1 and p_grid non-empty")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -164,10 +164,8 @@ def _file_name(cfg: SentDPEval, name: str) -> str:
     """``<corpus>-<name>-<trials, sizes, seed>.json``: a quick run never replaces a full one."""
     from veil.experiments.outputs import tag
 
-    method = name.split("-eps")[0]
-    trials = None if name == "reference" else (cfg.mdp_trials if method == "metric-dp" else cfg.trials)
-    docs = cfg.mdp_test_docs if method == "metric-dp" else None
-    return f"{cfg.corpus}-{name}-{tag(t=trials, docs=docs, n=cfg.max_documents, seed=cfg.seed)}.json"
+    trials = None if name == "reference" else cfg.trials
+    return f"{cfg.corpus}-{name}-{tag(t=trials, n=cfg.max_documents, seed=cfg.seed)}.json"
 
 
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
@@ -251,7 +249,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
             mech = pipe.mechanism(epsilon=eps, n_projections=best_p, depth=cfg.depth)
             preds = [c_dc(mech.release(test_blocks).embeddings) for _ in range(cfg.trials)]
             write(_record(cfg, f"deepcandidate-eps{eps_label(eps)}", {
-                "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "n_projections": best_p,
+                "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
+                "n_projections": best_p,
                 "depth": cfg.depth, "m": int(len(pipe.candidates)), "sampler": mech.config()["sampler"],
                 "classifier": "C_dc on recoded means",
                 "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
@@ -275,7 +274,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
             preds = [c_trunc(mech.privatize_many(test_blocks)) for _ in range(cfg.trials)]
             dev_pred = c_trunc(mech.privatize_many(data.blocks(data.S, dv)))
             write(_record(cfg, f"truncation-eps{eps_label(eps)}", {
-                "method": "truncation", "epsilon": eps, "trials": cfg.trials, "coverage": 0.75,
+                "method": "truncation", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
+                "coverage": 0.75,
                 "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
@@ -283,36 +283,58 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
 
     # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
     if "metric-dp" in cfg.methods:
-        _run_metric_dp(cfg, data, c_nonpriv, write)
+        _run_metric_dp(cfg, data, c_nonpriv, write, log)
     log(f"{cfg.corpus}: done in {time.perf_counter() - t0:.0f} s")
     return records
 
 
-def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write) -> None:
+def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any) -> None:
     from veil.defenses.metric_dp import WordMetricDP
     from veil.defenses.sentdp.recoder import document_means
     from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
     te = data.split["test"]
-    sub = np.sort(np.random.default_rng(cfg.seed).choice(te, size=min(cfg.mdp_test_docs, len(te)), replace=False))
-    docs = [data.corpus.documents[i] for i in sub]
+    docs = [data.corpus.documents[i] for i in te]
     flat = [s for d in docs for s in d]
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
     train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
     vectors = WordVectors.from_encoder(data.encoder, build_vocabulary(train_texts, max_size=cfg.mdp_vocab),
                                        name=f"{cfg.corpus}-vocabulary")
-    y = data.y[sub]
+    y = data.y[te]
     for eps in cfg.epsilons:
         start = time.perf_counter()
         mech = WordMetricDP(vectors=vectors, epsilon=eps)
+        encode = _RewriteEncoder(data.encoder)
         preds = []
-        for _ in range(cfg.mdp_trials):
-            X = data.encoder.encode(mech.rewrite_many(flat), progress=False)
+        for trial in range(cfg.trials):
+            X = encode(mech.rewrite_many(flat))
             preds.append(c_nonpriv(document_means(X, offsets)))
+            log(f"  metric-dp eps={eps_label(eps)}: trial {trial + 1}/{cfg.trials} "
+                f"({encode.encoded:,} of {encode.requested:,} rewritten sentences encoded so far)")
         write(_record(cfg, f"metric-dp-eps{eps_label(eps)}", {
-            "method": "metric-dp", "epsilon": eps, "trials": cfg.mdp_trials, "test_docs": int(len(sub)),
+            "method": "metric-dp", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
             "vocabulary": int(len(vectors.words)), "word_vectors": "MiniLM static (each word encoded alone, raw)",
             "classifier": "C_nonpriv on the rewritten documents' mean embeddings",
             "guarantee": "epsilon-metric-DP per word (NOT SentDP)", "randomness": "OS CSPRNG"},
             {"test_macro_f1": Metric.from_values([_macro_f1(y, p) for p in preds])}, start,
-            extra={"k_bins": _k_bins(data.counts[sub], y, preds), "collapsed_trials": _collapsed(preds)}))
+            extra={"k_bins": _k_bins(data.counts[te], y, preds), "collapsed_trials": _collapsed(preds),
+                   "encodings": {"requested": encode.requested, "encoded": encode.encoded}}))
+
+
+class _RewriteEncoder:
+    """Sentence embeddings of rewritten texts, each distinct text encoded once (per epsilon: memory stays bounded).
+
+    The encoder is deterministic, so a repeated rewrite has the same embedding; this only saves time.
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder, self.memo = encoder, {}
+        self.requested = self.encoded = 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        new = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if new:
+            self.memo.update(zip(new, self.encoder.encode(new, progress=False)))
+        self.requested += len(texts)
+        self.encoded += len(new)
+        return np.stack([self.memo[t] for t in texts])

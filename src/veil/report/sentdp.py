@@ -101,14 +101,24 @@ def _primary_dc(c: _Corpus) -> tuple[str, str] | None:
     return ("deepcandidate", "tukey-min") if ("deepcandidate", "tukey-min") in dcs else (dcs[0] if dcs else None)
 
 
+def _docs_trials(c: _Corpus, s: Any) -> set[tuple[Any, Any]]:
+    """(test documents, trials) of every record of row ``s``; records before issue 16 lack ``test_docs`` and ran
+    on the whole test split (the reference's ``n_test``), except metric DP's, which record their subsample."""
+    n_test = c.reference.config.get("n_test") if c.reference is not None else None
+    return {(r.config.get("test_docs", n_test), r.config.get("trials")) for r in c.runs[s].values()}
+
+
 def _eps_table(c: _Corpus) -> list[str]:
     eps = sorted({*EPSILONS, *(e for runs in c.runs.values() for e in runs)})
-    lines = ["| method | " + " | ".join(f"ε={e:g}" for e in eps) + " | paper (Sec. 5.4, Fig. 4) |",
-             "|---" * (len(eps) + 2) + "|"]
+    lines = ["| method | test docs × trials | " + " | ".join(f"ε={e:g}" for e in eps) + " | paper (Sec. 5.4, Fig. 4) |",
+             "|---" * (len(eps) + 3) + "|"]
+    shared: set[tuple[Any, Any]] = set()
     for s in sorted(c.runs, key=_order):
-        lines.append(f"| {_label(s)} | " + " | ".join(
-            _f1(c.runs[s][e].metrics["test_macro_f1"]) if e in c.runs[s] else "–" for e in eps)
-            + f" | {PAPER.get(s[0], '')} |")
+        dt = _docs_trials(c, s)
+        shared |= dt
+        lines.append(f"| {_label(s)} | " + ", ".join(f"{'–' if d is None else d} × {t}" for d, t in sorted(dt, key=str)) + " | "
+                     + " | ".join(_f1(c.runs[s][e].metrics["test_macro_f1"]) if e in c.runs[s] else "–" for e in eps)
+                     + f" | {PAPER.get(s[0], '')} |")
     for name, label, paper in (
             ("non_private_test_macro_f1", "Non-private (mean embedding, C_nonpriv)",
              "upper line; DeepCandidate ends about 10-15% below it beyond ε = 25"),
@@ -116,13 +126,23 @@ def _eps_table(c: _Corpus) -> list[str]:
             ("random_guess", "Random guess (Σ q_i²)", "bottom line")):
         m = _ref(c, name)
         if m is not None:
-            lines.append(f"| {label} | " + " | ".join(_f1(m) for _ in eps) + f" | {paper} |")
+            n_test = c.reference.config.get("n_test") if c.reference is not None else "–"
+            lines.append(f"| {label} | {n_test} | " + " | ".join(_f1(m) for _ in eps) + f" | {paper} |")
     for s in sorted(s for s in c.runs if s[0] == "deepcandidate"):
         ps = [c.runs[s][e].config.get("n_projections") if e in c.runs[s] else None for e in eps]
         if any(p is not None for p in ps):
-            lines.append(f"| p chosen on dev, {_label(s)} | "
+            lines.append(f"| p chosen on dev, {_label(s)} | | "
                          + " | ".join("–" if p is None else str(p) for p in ps) + " | 10..100 on dev, per ε |")
-    return lines + [""]
+    if not shared:
+        return lines + [""]
+    if len(shared) == 1:
+        (d, t), = shared
+        note = f"Like for like: every private row ran on the same {d} test documents with {t} trials per ε."
+    else:
+        note = ("**Not like for like:** the rows ran on different test sets or trial counts ("
+                + "; ".join(f"{d} documents × {t} trials" for d, t in sorted(shared, key=str))
+                + "); compare them with care until the re-run.")
+    return lines + ["", note, ""]
 
 
 def _p_table(c: _Corpus) -> list[str]:
@@ -387,7 +407,7 @@ def _corpus_section(corpus: str, c: _Corpus, out_dir: Path) -> tuple[list[str], 
     any_run = next((r for runs in c.runs.values() for r in runs.values()), None)
     if any_run is not None:
         cfg = any_run.config
-        head += [f"Test macro-F1, mean ± sd over {cfg.get('trials')} trials of the mechanism"
+        head += ["Test macro-F1, mean ± sd over the trials of the mechanism (test documents and trials per row below)"
                  + (f"; DeepCandidate over m = {cfg.get('m')} public candidates" if cfg.get("m") else "")
                  + ".", ""]
     old_sampler = [f"{e:g}" for e in sorted({e for s, runs in c.runs.items() if s[0] == "deepcandidate"
