@@ -2,6 +2,7 @@
 
 from veil.report.markdown import RENDERERS, register_renderer, render_all, render_method
 from veil.report import attributes as _attributes  # noqa: E402,F401  (registers its renderer)
+from veil.report import audit as _audit  # noqa: E402,F401  (registers the audit page beside sentdp's)
 from veil.report import gradients as _gradients  # noqa: E402,F401  (registers its renderer)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
 from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from veil.results import Metric, ResultRecord
 from veil.report.markdown import register_renderer
