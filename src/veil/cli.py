@@ -233,6 +233,10 @@ from veil import cli_parse as _cli_parse  # noqa: E402  (registers `veil parse`,
 
 _cli_parse.register(app, attack_app)
 
+from veil import cli_parse_service as _cli_parse_service  # noqa: E402  (registers `veil parse serve` and `veil parse client`)
+
+_cli_parse_service.register(_cli_parse.parse_app)
+
 from veil.cli_federated import federated_app as _federated_app  # noqa: E402
 
 app.add_typer(_federated_app, name="federated")

@@ -25,6 +25,7 @@ __all__ = [
     "DataWarning",
     "CollapsedModelWarning",
     "FederatedError",
+    "ParseServiceError",
 ]
 
 
@@ -116,6 +117,20 @@ class FederatedError(VeilError, RuntimeError):
     def __init__(self, message: str, *, client: str | None = None):
         self.client = client
         super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class ParseServiceError(VeilError, ConnectionError):
+    """The parse server could not be reached, timed out, refused a request or answered something malformed.
+
+    ``status`` is the HTTP status when the server answered (None otherwise); ``error`` its error code.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, error: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.error = status, error
 
     def __str__(self) -> str:
         return self.args[0]

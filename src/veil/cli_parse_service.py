@@ -1,0 +1,109 @@
+"""``veil parse serve`` and ``veil parse client``: thin commands over veil.services (Hu et al. 2020's obfuscated
+parsing service). Every value and output location is checked before the parser or the vocabulary is loaded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+
+__all__ = ["register", "parse_serve", "parse_client"]
+
+_DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_serve(
+    parser: Annotated[str, typer.Option(help="biaffine (reads tokens and tags), spacy-sm or spacy-md (read tokens "
+                                             "and spaces, tag for themselves).")] = "biaffine",
+    model: Annotated[Optional[Path], typer.Option(help="Biaffine model file (default: the one `veil parse train` "
+                                                       "wrote).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (no TLS, no authentication: keep loopback or put "
+                                           "a TLS proxy in front).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
+    max_body_bytes: Annotated[int, typer.Option(min=1, help="Largest request body in bytes (413 above).")] = 1 << 20,
+    max_sentences: Annotated[int, typer.Option(min=1, help="Most sentences per request (413 above).")] = 256,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per sentence (413 above).")] = 256,
+    threads: Annotated[int, typer.Option(min=1, help="torch CPU threads of the biaffine parser (1 is fastest on a "
+                                                     "shared 2-core machine).")] = 1,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
+) -> None:
+    """Serve a parser over HTTP: POST /parse takes obfuscated tokens and tags, answers heads and labels."""
+    from veil.parsing.evaluate import PARSER_NAMES
+    from veil.services.parse_server import Limits, create_app, serve
+
+    if parser not in PARSER_NAMES:
+        raise typer.BadParameter(f"--parser must be one of {', '.join(PARSER_NAMES)}, got {parser!r}")
+    if model is not None and parser != "biaffine":
+        raise typer.BadParameter("--model is for --parser biaffine only")
+    if model is not None and not model.is_file():
+        raise typer.BadParameter(f"--model {model} is not a file")
+    if log_level not in ("critical", "error", "warning", "info", "debug"):
+        raise typer.BadParameter(f"--log-level must be critical, error, warning, info or debug, got {log_level!r}")
+    limits = Limits(max_body_bytes=max_body_bytes, max_sentences=max_sentences, max_tokens=max_tokens)
+    msg = console(True)
+    if not _is_loopback(host):
+        msg.print(f"[yellow]veil: listening on {host}: plain HTTP, no authentication; anyone who can reach it can "
+                  "parse with it and read requests on the way; put a TLS proxy in front[/yellow]", soft_wrap=True)
+    app = create_app(parser, limits=limits, model=model, threads=threads)
+    msg.print(f"veil: serving {parser} on http://{host}:{port} (POST /parse, GET /health; limits "
+              f"{limits.to_dict()}); Ctrl-C stops it", highlight=False, soft_wrap=True)
+    serve(app, host=host, port=port, log_level=log_level)
+
+
+def parse_client(
+    file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
+                                              "(tagged with spaCy sm).")],
+    out: Annotated[Path, typer.Option(help="Trees over your original words, CoNLL-U (written atomically).")],
+    server: Annotated[str, typer.Option(help="URL of a `veil parse serve` server.")] = _DEFAULT_URL,
+    level: Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")] = "P3",
+    treebank: Annotated[str, typer.Option(help="Substitution vocabulary: the train split of silver-sm or of a "
+                                               "folder with train.conllu.")] = "silver-sm",
+    key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
+                                                     "mode 0600; never sent.")] = None,
+    seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only: warns; default: "
+                                                            "OS entropy).")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Sentences per request (fewer if the server takes fewer).")] = 64,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for each answer.")] = 120.0,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
+    from veil.cli_parse import _level, _treebank
+    from veil.experiments.outputs import check_output_file
+    from veil.services.parse_client import ClientJob, run_client
+
+    if not file.is_file():
+        raise typer.BadParameter(f"{file} is not a file")
+    if not server.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
+    check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
+    if key is not None:
+        check_output_file(key, force=force, option="--key")
+    job = ClientJob(input=file, out=out, server=server, level=_level(level), treebank=_treebank(treebank), key=key,
+                    seed=seed, batch_sentences=batch, timeout=timeout)
+    summary = run_client(job)
+    if as_json:
+        echo_json(summary)
+        return
+    console().print(f"parsed {summary['sentences']} sentences ({summary['words']} words, {summary['replaced']} "
+                    f"replaced before sending) with {summary['parser']} at {summary['server']} in "
+                    f"{summary['requests']} requests; wrote {summary['out']}", highlight=False, soft_wrap=True)
+
+
+def register(parse_app: typer.Typer) -> None:
+    parse_app.command("serve")(parse_serve)
+    parse_app.command("client")(parse_client)
