@@ -1,5 +1,6 @@
-"""``veil parse treebank|train|eval|sweep``, ``veil obfuscate`` and ``veil attack word-recovery``: thin commands over
-veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al. 2020).
+"""``veil parse treebank|train|eval|sweep``, ``veil parse obfuscator train``, ``veil obfuscate`` and ``veil attack
+word-recovery``: thin commands over veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al.
+2020).
 
 Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
 folder; every value and output location is checked before any work starts.
@@ -24,6 +25,11 @@ TreebankOpt = Annotated[str, typer.Option(help="silver-sm (built by `veil parse 
 LevelOpt = Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")]
 NTestOpt = Annotated[int, typer.Option(min=1, help="Test sentences (the first N of the test split).")]
 SeedOpt = Annotated[int, typer.Option(min=0, help="Experiment seed (obfuscation draws of the test set, attackers).")]
+obfuscator_app = typer.Typer(help="The neural obfuscator (Hu et al. 2020, Sec. 3-4), trained through veil's biaffine "
+                                  "parser.", no_args_is_help=True)
+parse_app.add_typer(obfuscator_app, name="obfuscator")
+NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes).")]
+PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
 
 
 def _root(results: Optional[Path]) -> Path:
@@ -137,6 +143,43 @@ def parse_eval(
               levels=[_level(level, True)], attackers=[])
 
 
+@obfuscator_app.command("train")
+def obfuscator_train(
+    level: LevelOpt = "P3",
+    seed: Annotated[int, typer.Option(min=0, help="Training seed (initialisation, batch order, Gumbel noise; "
+                                                  "public).")] = 0,
+    treebank: TreebankOpt = "silver-sm",
+    model: Annotated[Optional[Path], typer.Option(help="The biaffine parser to train through (default: the trained "
+                                                       "one).")] = None,
+    minutes: NeuralMinutesOpt = 4.0,
+    max_train: Annotated[int, typer.Option(min=1, help="Training sentences (a random subset of the train split).")]
+    = 20000,
+    max_candidates: Annotated[int, typer.Option(min=2, help="Cap K on each tag's substitution vocabulary V_t (its K "
+                                                            "most frequent words).")] = 2000,
+    privacy_weight: PrivacyWeightOpt = 0.0,
+    force: Annotated[bool, typer.Option("--force", help="Train again even if this obfuscator is cached.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train (or load from VEIL_HOME/parsing/models) the neural obfuscator of one level and training seed."""
+    from veil.defenses.obfuscation.neural import NeuralTraining, ObfuscatorConfig
+    from veil.experiments.parsing import ParsingSetup, train_neural
+
+    if model is not None and not model.is_file():
+        raise typer.BadParameter(f"--model {model} is not a file")
+    setup = ParsingSetup(treebank=_treebank(treebank), model=None if model is None else str(model))
+    msg = console(as_json)
+    ob, path, key = train_neural(_level(level), seed, setup=setup,
+                                 config=ObfuscatorConfig(level=level, max_candidates=max_candidates),
+                                 training=NeuralTraining(max_minutes=minutes, max_train=max_train,
+                                                         privacy_weight=privacy_weight),
+                                 force=force, log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json({"model": str(path), "key": key, **ob.config()})
+        return
+    msg.print(f"{path}: best dev UAS {ob.summary.get('best_dev_uas')} (start {ob.summary.get('start_dev_uas')}); "
+              f"fingerprint {ob.fingerprint[:16]}", highlight=False)
+
+
 def obfuscate(
     file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
                                               "(tagged with spaCy sm).")],
@@ -203,27 +246,42 @@ def parse_sweep(
     train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences each attacker learns from.")] = 20000,
     minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of each neural attacker.")] = 8.0,
     seed: SeedOpt = 0,
+    defense: Annotated[str, typer.Option(help="Comma-separated defenses: random (substitution) and/or neural (the "
+                                              "neural obfuscator, one per level and training seed).")] = "random",
+    training_seeds: Annotated[str, typer.Option(help="Comma-separated training seeds of the neural obfuscators.")]
+    = "0,1,2",
+    neural_minutes: NeuralMinutesOpt = 4.0,
+    privacy_weight: PrivacyWeightOpt = 0.0,
     results: ResultsOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Table 1 and the random-substitution half of Table 2 (Hu et al.): every parser and attacker at every level.
+    """Table 1 and Table 2 (Hu et al.): every parser and attacker at every level, for random substitution and/or
+    the neural obfuscator.
 
     Resumable: cells already in --results are kept (an interrupted sweep goes on where it stopped).
     """
-    from veil.experiments.parsing import ParsingSetup, run_parsing
+    from veil.defenses.obfuscation.neural import NeuralTraining
+    from veil.experiments.parsing import DEFENSES, ParsingSetup, run_parsing
     from veil.results import ResultRecord
 
     def names(value: str) -> list[str]:
         return [v.strip() for v in value.split(",") if v.strip()]
 
     lvls = [_level(lv, True) for lv in names(levels)]
+    defenses = names(defense)
+    if not defenses or any(d not in DEFENSES for d in defenses):
+        raise typer.BadParameter(f"--defense must list {' and/or '.join(DEFENSES)}, got {defense!r}")
+    if not all(s.isdigit() for s in names(training_seeds)) or not names(training_seeds):
+        raise typer.BadParameter(f"--training-seeds must be comma-separated ints >= 0, got {training_seeds!r}")
     setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
                          attack_minutes=minutes, seed=seed)
     root = _root(results)
     msg = console(as_json)
     paths = run_parsing(root, parsers=names(parsers), levels=lvls, attackers=names(attackers), setup=setup,
-                        force=force, log=lambda line: msg.print(line, highlight=False))
+                        force=force, defenses=defenses, training_seeds=[int(s) for s in names(training_seeds)],
+                        training=NeuralTraining(max_minutes=neural_minutes, privacy_weight=privacy_weight),
+                        log=lambda line: msg.print(line, highlight=False))
     if as_json:
         echo_json({"results": str(root), "records": [ResultRecord.read(p).to_dict() for p in paths]})
         return

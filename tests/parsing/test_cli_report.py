@@ -130,3 +130,40 @@ def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_tree
     assert "another setup" in str(res_other.exception) and "--force" in str(res_other.exception)
     with pytest.raises(InvalidParameterError):
         raise res_other.exception
+
+
+def test_neural_table_and_computed_verdicts(tmp_path):
+    """Neural vs random: mean ± sd over seeds, the t interval of the difference, the targets' verdicts."""
+    def rec(exp, config, metrics):
+        return (tmp_path / f"{exp}.json",
+                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+
+    records = [rec("eval-biaffine-P4", {"parser": "biaffine", "level": "P4"}, {"uas": 84.0, "las": 80.0}),
+               rec("eval-spacy-md-P4", {"parser": "spacy-md", "level": "P4"}, {"uas": 78.0, "las": 74.0}),
+               rec("attack-trained-P4", {"attacker": "trained", "level": "P4"}, {"prv": 80.0, "top1": 9.0,
+                                                                                 "coverage": 95.0})]
+    ob = {"max_candidates": 2000, "fingerprint": "ab" * 32, "training": {"steps": 500, "minutes": 4.0,
+                                                                         "training": {"privacy_weight": 0.0}}}
+    for seed, (b, md, prv) in enumerate([(87.0, 78.5, 79.0), (88.0, 77.5, 78.0), (89.0, 79.0, 77.0)]):
+        neural = {"level": "P4", "defense": "neural", "training_seed": seed, "obfuscator": ob}
+        records += [rec(f"eval-biaffine-P4-neural-s{seed}", {**neural, "parser": "biaffine"}, {"uas": b, "las": b - 5}),
+                    rec(f"eval-spacy-md-P4-neural-s{seed}", {**neural, "parser": "spacy-md"}, {"uas": md, "las": md}),
+                    rec(f"attack-trained-P4-neural-s{seed}", {**neural, "attacker": "trained"}, {"prv": prv})]
+    page = parsing_page("parsing", records, tmp_path).split("## The paper's pattern")[0]
+    random_part, neural_part = page.split("## Table 2: the neural obfuscator against random substitution")
+    assert "neural" not in random_part.split("## Table 2 (random substitution)")[1]  # the random table is random's
+    # biaffine: diffs 3, 4, 5 -> mean 4, sd 1, t(0.975, 2) = 4.303 -> half-width 2.48
+    assert "| +Verbs (P4) | 84.0 | 88.0 ± 1.0 (3) | +4.0 [+1.5, +6.5] | 80.0 | 83.0 ± 1.0 (3) |" in neural_part
+    assert "| 85.2 / 87.3 | 80.4 / 78.7 |" in neural_part  # the paper's random / neural beside ours
+    assert "beats random by >= 2 points on the target parser | P4 | +4.0 [+1.5, +6.5] | 3 | +2 | inconclusive |" \
+        in neural_part
+    assert "unseen parser | P4 | +0.3 [-1.6, +2.2] | 3 | +0 | inconclusive |" in neural_part
+    assert "(trained attacker) | P4 | -2.0 [-4.5, +0.5] | 3 | -5 | met |" in neural_part
+    assert "(P4, P5): **incomplete** (no records at P5)" in neural_part
+    assert "- prv: neural within 5 points of random (MiniLM attacker): no records" in neural_part
+    assert "| P4 | 0 | 2000 | 0.0 | 4.0 | 500 |" in neural_part
+
+
+def test_no_neural_records_is_said_not_failed(tmp_path):
+    page = parsing_page("parsing", [], tmp_path)
+    assert "No neural-obfuscator records yet (`veil parse sweep --defense neural" in page

@@ -12,6 +12,14 @@ passed off as this setup's). Cells:
   MiniLM, :class:`~veil.attacks.word_recovery.ContextualAttacker`), ``trained``, ``mlm``, ``keep-word`` or
   ``tag-frequency`` on the same obfuscated test sentences.
 
+These are the cells of the ``random`` defense (random substitution). The ``neural`` defense (Hu et al.'s neural
+obfuscator, :mod:`veil.defenses.obfuscation.neural`) adds ``eval-<parser>-<level>-neural-s<seed>`` and
+``attack-<attacker>-<level>-neural-s<seed>`` for each training seed: one obfuscator per level and training seed,
+trained through the biaffine parser (``setup.model``) and cached under ``VEIL_HOME/parsing/models/`` as
+``neural-<level>-s<seed>-<key>.pt``, where the key hashes the treebank, the parser file's sha256 and the
+obfuscator's configs (:func:`neural_model_path`). Each neural record carries the obfuscator's config, training
+summary, fingerprint and key; a record made by another obfuscator setup is refused as a record of another setup.
+
 The obfuscated test set of a level is drawn with the experiment seed (``seed`` + level index), so every
 parser and attacker sees the same sentences; seeding the substitution is for the experiment only (a release
 uses ``rng=None``), and the :class:`~veil.errors.PrivacyLeakWarning` that says so is silenced here on purpose.
@@ -29,10 +37,12 @@ from typing import Any
 from veil.errors import InvalidParameterError, PrivacyLeakWarning
 from veil.experiments.outputs import tag
 
-__all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "obfuscated_test", "run_parsing", "cell_path"]
+__all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "DEFENSES", "obfuscated_test", "run_parsing", "cell_path",
+           "neural_model_path", "train_neural"]
 
 LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
 ATTACKERS = ("minilm", "trained", "mlm", "keep-word", "tag-frequency")
+DEFENSES = ("random", "neural")
 
 
 @dataclass(frozen=True)
@@ -64,22 +74,80 @@ def _obfuscator(vocab: Any, level: str, seed: int) -> Any:
         return RandomSubstitution(vocabulary=vocab, level=level, rng=seed)
 
 
-def obfuscated_test(test: Sequence[Any], vocab: Any, level: str, seed: int) -> list[Any]:
-    """The test sentences obfuscated at ``level`` (reproducible from ``seed``)."""
-    ob = _obfuscator(vocab, level, seed + LEVELS.index(level))
-    return [ob.obfuscate(t.words, t.tags) for t in test]
+def _seeded_neural(network: Any, seed: int) -> Any:
+    from veil.defenses.obfuscation.neural import NeuralObfuscator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # experiment seeds, see the module docstring
+        return NeuralObfuscator(network=network, rng=seed)
 
 
-def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str]) -> bool:
+def obfuscated_test(test: Sequence[Any], vocab: Any, level: str, seed: int,
+                    make: Callable[[int], Any] | None = None) -> list[Any]:
+    """The test sentences obfuscated at ``level`` (reproducible from ``seed``) by random substitution, or by the
+    obfuscator ``make(seed)`` returns (e.g. a seeded neural obfuscator)."""
+    ob = (make or (lambda sd: _obfuscator(vocab, level, sd)))(seed + LEVELS.index(level))
+    return ob.transform((t.words, t.tags) for t in test)
+
+
+def neural_model_path(level: str, seed: int, setup: ParsingSetup, config: Any = None,
+                      training: Any = None) -> tuple[Path, str, Any, Any]:
+    """Where the neural obfuscator of ``level`` and training ``seed`` is cached, its key, and its two configs."""
+    import json
+    from dataclasses import replace
+
+    from veil._io import sha256_file, sha256_text, veil_home
+    from veil.defenses.obfuscation.neural import NeuralTraining, ObfuscatorConfig
+    from veil.parsing.train import default_model_path
+
+    config = replace(config or ObfuscatorConfig(), level=level)
+    training = replace(training or NeuralTraining(), seed=seed)
+    parser = Path(setup.model) if setup.model is not None else default_model_path()
+    if not parser.is_file():
+        from veil.errors import ResourceMissingError
+
+        raise ResourceMissingError(f"the biaffine parser {parser} (the neural obfuscator trains through it)",
+                                   "veil parse train")
+    key = sha256_text(json.dumps({"treebank": str(setup.treebank), "parser_sha256": sha256_file(parser),
+                                  "config": config.to_dict(), "training": {k: v for k, v in training.to_dict().items()
+                                                                           if k != "threads"}}, sort_keys=True))[:12]
+    return veil_home() / "parsing" / "models" / f"neural-{level}-s{seed}-{key}.pt", key, config, training
+
+
+def train_neural(level: str, seed: int, *, setup: ParsingSetup = ParsingSetup(), config: Any = None,
+                 training: Any = None, force: bool = False, train: Sequence[Any] | None = None,
+                 log: Callable[[str], None] = print) -> tuple[Any, Path, str]:
+    """The neural obfuscator of ``level`` and training ``seed`` (trained through ``setup.model`` on
+    ``setup.treebank``, or loaded from its cache unless ``force``): ``(obfuscator, path, key)``; it draws from
+    the OS CSPRNG."""
+    from veil.defenses.obfuscation.neural import NeuralObfuscator, train_obfuscator
+    from veil.parsing.train import load_parser
+    from veil.parsing.treebank import load_treebank
+
+    path, key, config, training = neural_model_path(level, seed, setup, config, training)
+    if path.is_file() and not force:
+        log(f"neural obfuscator {level} seed {seed}: {path} (cached)")
+        return NeuralObfuscator.load(path), path, key
+    train = list(train) if train is not None else load_treebank("train", setup.treebank)
+    dev = load_treebank("dev", setup.treebank, limit=training.dev_sentences)
+    ob = train_obfuscator(load_parser(setup.model), train, dev, config=config, training=training, log=log)
+    ob.save(path)
+    log(f"neural obfuscator {level} seed {seed}: best dev UAS {ob.summary['best_dev_uas']:.2f} "
+        f"(start {ob.summary['start_dev_uas']:.2f}) after {ob.summary['steps']} steps; wrote {path}")
+    return ob, path, key
+
+
+def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str], key: str | None = None) -> bool:
     """True when ``path`` holds this cell already (kept, the sweep resumes); raises when it holds the same cell
-    under another setup (a different budget or treebank), which a resume would otherwise pass off as this one."""
+    under another setup (a different budget or treebank, or another obfuscator ``key``), which a resume would
+    otherwise pass off as this one."""
     if force or not path.exists():
         return False
     from veil.results import ResultRecord
 
     old = ResultRecord.read(path).config
-    mine = setup.to_dict()
-    differ = [k for k in relevant if old.get(k) != mine[k]]
+    mine = {**setup.to_dict(), "obfuscator_key": key}
+    differ = [k for k in (*relevant, *(("obfuscator_key",) if key else ())) if old.get(k) != mine[k]]
     if differ:
         what = ", ".join(f"{k}={old.get(k)!r}, now {mine[k]!r}" for k in differ)
         raise InvalidParameterError(f"{path} was made with another setup ({what}); pass --force to replace it or "
@@ -103,20 +171,32 @@ def _record(experiment: str, config: dict[str, Any], metrics: dict[str, Any], se
 
 def run_parsing(root: str | Path, *, parsers: Sequence[str] = ("biaffine", "spacy-sm", "spacy-md"),
                 levels: Sequence[str] = LEVELS, attackers: Sequence[str] = ATTACKERS,
-                setup: ParsingSetup = ParsingSetup(), force: bool = False,
+                setup: ParsingSetup = ParsingSetup(), force: bool = False, defenses: Sequence[str] = ("random",),
+                training_seeds: Sequence[int] = (0, 1, 2), obfuscator: Any = None, training: Any = None,
                 log: Callable[[str], None] = print) -> list[Path]:
     """Run every missing cell (see the module docstring); returns the record paths.
 
+    ``defenses``: ``random`` and/or ``neural``; the neural cells use one obfuscator per level and training seed
+    in ``training_seeds``, built from ``obfuscator`` (an ObfuscatorConfig; its level is each cell's) and
+    ``training`` (a NeuralTraining; its seed is each training seed); None: their defaults.
     torch runs with one CPU thread here (several times faster than two on a shared 2-core machine).
     """
     from veil.parsing.train import torch_threads
 
+    bad = [d for d in defenses if d not in DEFENSES]
+    if bad or not defenses:
+        raise InvalidParameterError(f"unknown defense {bad}; valid: {', '.join(DEFENSES)}")
+    if "neural" in defenses and (not training_seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                                           for s in training_seeds)):
+        raise InvalidParameterError(f"training_seeds must be ints >= 0, got {list(training_seeds)}")
     with torch_threads(1):
-        return _run(root, parsers, levels, attackers, setup, force, log)
+        return _run(root, parsers, levels, attackers, setup, force, log, defenses, training_seeds, obfuscator,
+                    training)
 
 
 def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attackers: Sequence[str],
-         setup: ParsingSetup, force: bool, log: Callable[[str], None]) -> list[Path]:
+         setup: ParsingSetup, force: bool, log: Callable[[str], None], defenses: Sequence[str] = ("random",),
+         training_seeds: Sequence[int] = (), obfuscator: Any = None, training: Any = None) -> list[Path]:
     from veil.defenses.obfuscation import DEFAULT_SPECTRUM, TagVocabulary
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.parsing.treebank import load_treebank
@@ -143,51 +223,78 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
         _record("table1", {**base, "groups": {k: list(v) for k, v in DEFAULT_SPECTRUM.groups.items()}}, metrics,
                 0.0, {"vocabulary_sizes": sizes}).write(path)
     paths.append(path)
-    cache: dict[str, list[Any]] = {}
 
-    def sentences(level: str) -> list[Any]:
-        if level not in cache:
-            cache[level] = [t for t in test] if level == "none" else [
-                t.with_words(o.words) for t, o in zip(test, obfuscated_test(test, vocab, level, setup.seed))]
-        return cache[level]
+    def cells(suffix: str, lvls: Sequence[str], make: Callable[[int], Any] | None, extra: dict[str, Any],
+              key: str | None = None) -> None:
+        """The eval and attack cells of one defense: ``<kind>-<name>-<level><suffix>``."""
+        cache: dict[str, list[Any]] = {}
 
-    for parser in parsers:
-        for level in levels:
-            path = cell_path(root, f"eval-{parser}-{level}", setup)
-            paths.append(path)
-            if _kept(path, setup, force, _EVAL_FIELDS):
-                continue
-            from veil.parsing.evaluate import attachment_scores, parse_with
+        def sentences(level: str) -> list[Any]:
+            if level not in cache:
+                cache[level] = [t for t in test] if level == "none" else [
+                    t.with_words(o.words) for t, o in zip(test, obfuscated_test(test, vocab, level, setup.seed,
+                                                                                make))]
+            return cache[level]
 
-            with Timer() as timer:
-                pred = parse_with(parser, sentences(level), model=setup.model)
-                metrics = attachment_scores(test, pred, seed=setup.seed)
-            _record(f"eval-{parser}-{level}", {**base, "parser": parser, "level": level}, metrics,
-                    timer.seconds).write(path)
-            log(f"{parser} {level}: UAS {metrics['uas'].mean:.2f} LAS {metrics['las'].mean:.2f} "
-                f"({timer.seconds:.0f} s)")
-    for attacker in attackers:
-        for level in [lv for lv in levels if lv != "none"]:
-            path = cell_path(root, f"attack-{attacker}-{level}", setup)
-            paths.append(path)
-            if _kept(path, setup, force, _ATTACK_FIELDS if attacker in _NEURAL else ("treebank",)):
-                continue
-            with Timer() as timer:
-                metrics, config = _attack(attacker, level, train, test, vocab, setup)
-            _record(f"attack-{attacker}-{level}", {**base, "attacker": attacker, "level": level, "attack": config},
-                    metrics, timer.seconds).write(path)
-            log(f"{attacker} {level}: prv {metrics['prv'].mean:.2f} top-1 {metrics['top1'].mean:.2f} "
-                f"({timer.seconds:.0f} s)")
+        for parser in parsers:
+            for level in lvls:
+                exp = f"eval-{parser}-{level}{suffix}"
+                path = cell_path(root, exp, setup)
+                paths.append(path)
+                if _kept(path, setup, force, _EVAL_FIELDS, key):
+                    continue
+                from veil.parsing.evaluate import attachment_scores, parse_with
+
+                with Timer() as timer:
+                    pred = parse_with(parser, sentences(level), model=setup.model)
+                    metrics = attachment_scores(test, pred, seed=setup.seed)
+                _record(exp, {**base, "parser": parser, "level": level, **extra}, metrics, timer.seconds).write(path)
+                log(f"{parser} {level}{suffix}: UAS {metrics['uas'].mean:.2f} LAS {metrics['las'].mean:.2f} "
+                    f"({timer.seconds:.0f} s)")
+        for attacker in attackers:
+            for level in [lv for lv in lvls if lv != "none"]:
+                exp = f"attack-{attacker}-{level}{suffix}"
+                path = cell_path(root, exp, setup)
+                paths.append(path)
+                if _kept(path, setup, force, _ATTACK_FIELDS if attacker in _NEURAL else ("treebank",), key):
+                    continue
+                with Timer() as timer:
+                    metrics, config = _attack(attacker, level, train, test, vocab, setup, make)
+                _record(exp, {**base, "attacker": attacker, "level": level, "attack": config, **extra}, metrics,
+                        timer.seconds).write(path)
+                log(f"{attacker} {level}{suffix}: prv {metrics['prv'].mean:.2f} top-1 {metrics['top1'].mean:.2f} "
+                    f"({timer.seconds:.0f} s)")
+
+    if "random" in defenses:
+        cells("", levels, None, {})
+    if "neural" in defenses:
+        for seed in training_seeds:
+            for level in [lv for lv in levels if lv != "none"]:
+                suffix = f"-neural-s{seed}"
+                key = neural_model_path(level, seed, setup, obfuscator, training)[1]
+                names = [(f"eval-{p}-{level}{suffix}", _EVAL_FIELDS) for p in parsers] + [
+                    (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS if a in _NEURAL else ("treebank",))
+                    for a in attackers]
+                if all(_kept(cell_path(root, n, setup), setup, force, fields, key) for n, fields in names):
+                    paths += [cell_path(root, n, setup) for n, _ in names]  # every cell there: no obfuscator needed
+                    continue
+                ob, _, key = train_neural(level, seed, setup=setup, config=obfuscator, training=training, train=train,
+                                          log=log)
+                extra = {"defense": "neural", "training_seed": seed, "obfuscator_key": key,
+                         "obfuscator": ob.config()}
+                cells(suffix, [level], lambda sd, net=ob.network: _seeded_neural(net, sd), extra, key)
     return paths
 
 
-def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab: Any,
-            setup: ParsingSetup) -> tuple[dict[str, Any], dict[str, Any]]:
+def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab: Any, setup: ParsingSetup,
+            make: Callable[[int], Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Score ``attacker`` on the test sentences obfuscated by random substitution or by ``make(seed)``."""
     import numpy as np
 
     from veil.attacks.word_recovery import AttackVocabulary, KeepWord, TagFrequency, observe, score_attack
 
-    obf = obfuscated_test(test, vocab, level, setup.seed)
+    make = make or (lambda sd: _obfuscator(vocab, level, sd))
+    obf = obfuscated_test(test, vocab, level, setup.seed, make)
     text, originals = observe(obf), [list(o.key.originals) for o in obf]
     avocab = AttackVocabulary.build(t.words for t in train)
     public = [train[i] for i in np.random.default_rng(setup.seed).permutation(len(train))[:setup.attack_train]]
@@ -198,8 +305,8 @@ def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab:
     elif attacker in ("trained", "minilm"):
         from veil.attacks.word_recovery import ContextualAttacker, TrainedAttacker
 
-        own = _obfuscator(vocab, level, setup.seed + 1000)  # the attacker's own draws, not the client's
-        made = [own.obfuscate(t.words, t.tags) for t in public]
+        own = make(setup.seed + 1000)  # the same mechanism (and network), the attacker's own draws
+        made = own.transform((t.words, t.tags) for t in public)
         if attacker == "trained":
             atk = TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
                 observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes)

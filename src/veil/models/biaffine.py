@@ -11,7 +11,10 @@ label of each arc. Trees are decoded as maximum spanning arborescences with one 
 Soft inputs (for part 2's obfuscator, Hu et al. Sec. 3.2): :meth:`BiaffineParser.forward` takes
 ``word_vectors`` ``(B, T, D)`` in place of the lookup, and :meth:`WordEmbedding.mix` turns a distribution over
 candidate words into such a vector (``probs @ E[candidates]``), so gradients reach the distribution through the
-frozen parser.
+frozen parser. The subword features depend on the word's string too, so a distribution over words also gives
+mixtures of them: :meth:`BiaffineParser.mix_inputs` mixes every per-word input embedding (word, prefix, suffix,
+shape) with the same probabilities, and ``forward(batch, inputs=...)`` takes the whole input row (a one-hot
+distribution gives exactly the row of that word, :meth:`BiaffineParser.embed`).
 
 Departures from the authors' NeuroNLP2 parser: subword hash features instead of a character CNN (cheaper on
 CPU), smaller sizes (see :class:`ParserConfig`), no variational (shared) dropout masks.
@@ -208,15 +211,36 @@ class BiaffineParser(nn.Module):
         n_lab = max(1, len(vocab.labels))
         self.lab_w = nn.Parameter(torch.zeros(n_lab, c.label_dim + 1, c.label_dim + 1))
 
-    def forward(self, batch: Batch, word_vectors: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor,
-                                                                                         torch.Tensor]:
+    def embed(self, batch: Batch, word_vectors: torch.Tensor | None = None) -> torch.Tensor:
+        """The BiLSTM's input ``(B, T, d_in)``: word, tag, prefix, suffix and shape embeddings of each position."""
+        w = self.word(batch.words) if word_vectors is None else word_vectors
+        return torch.cat([w, self.tag(batch.tags), self.prefix(batch.prefix), self.suffix(batch.suffix),
+                          self.shape(batch.shape)], dim=-1)
+
+    def word_ids(self, words: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The ids ``(K,)`` of the per-word inputs (``words``, ``prefix``, ``suffix``, ``shape``) of ``words``."""
+        b = self.config.sub_buckets
+        return {"words": torch.tensor([self.vocab.word_id(w) for w in words], dtype=torch.long),
+                "prefix": torch.tensor([_bucket("<" + w.lower()[:3], b) for w in words], dtype=torch.long),
+                "suffix": torch.tensor([_bucket(w.lower()[-3:] + ">", b) for w in words], dtype=torch.long),
+                "shape": torch.tensor([_shape(w) for w in words], dtype=torch.long)}
+
+    def mix_inputs(self, probs: torch.Tensor, ids: dict[str, torch.Tensor], tags: torch.Tensor) -> torch.Tensor:
+        """Input rows ``(n, d_in)`` of words drawn from ``probs`` ``(n, K)`` over the words ``ids``
+        (:meth:`word_ids`) at positions tagged ``tags`` ``(n,)``: each per-word embedding is mixed with the same
+        probabilities (differentiable in ``probs``); a one-hot row gives that word's :meth:`embed` row."""
+        return torch.cat([self.word.mix(probs, ids["words"]), self.tag(tags),
+                          probs @ self.prefix.weight[ids["prefix"]], probs @ self.suffix.weight[ids["suffix"]],
+                          probs @ self.shape.weight[ids["shape"]]], dim=-1)
+
+    def forward(self, batch: Batch, word_vectors: torch.Tensor | None = None,
+                inputs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Arc scores ``(B, T, T)`` (row = dependent, column = head; padded heads at -inf) and the label views.
 
-        ``word_vectors`` ``(B, T, word_dim)`` replaces the word lookup (soft inputs; row 0 = ROOT).
+        ``word_vectors`` ``(B, T, word_dim)`` replaces the word lookup (soft inputs; row 0 = ROOT); ``inputs``
+        ``(B, T, d_in)`` replaces the whole input (:meth:`embed`, :meth:`mix_inputs`).
         """
-        w = self.word(batch.words) if word_vectors is None else word_vectors
-        x = torch.cat([w, self.tag(batch.tags), self.prefix(batch.prefix), self.suffix(batch.suffix),
-                       self.shape(batch.shape)], dim=-1)
+        x = self.embed(batch, word_vectors) if inputs is None else inputs
         lengths = batch.mask.sum(1) + 1
         packed = nn.utils.rnn.pack_padded_sequence(self.drop(x), lengths.cpu(), batch_first=True,
                                                    enforce_sorted=False)

@@ -1,5 +1,6 @@
-"""Result page for privacy-preserving parsing (results/parsing/*.json): Hu et al. 2020, Table 1 and the
-random-substitution half of Table 2, for veil's biaffine parser, spaCy sm and spaCy md (unseen)."""
+"""Result page for privacy-preserving parsing (results/parsing/*.json): Hu et al. 2020, Table 1 and Table 2
+(random substitution; the neural obfuscator against it, with computed verdicts), for veil's biaffine parser,
+spaCy sm and spaCy md (unseen)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ PAPER_BIAFFINE = {"none": (95.0, 93.5), "P1": (94.1, 93.0, 68.3, 2.97, 66.9, 2.8
                   "P4": (85.2, 80.4, 68.1, 2.67, 80.2, 4.30), "P5": (86.4, 78.7, 67.2, 2.63, 81.2, 4.60)}
 PAPER_ALLENNLP = {"none": (94.2, 92.6), "P1": (91.9, 89.7), "P2": (91.5, 89.2), "P3": (90.8, 88.5),
                   "P4": (78.2, 75.3), "P5": (76.7, 73.5)}
+#: Hu et al. 2020 Table 2, neural obfuscator: (UAS, LAS, prv trained, prv BERT) with their biaffine parser, and
+#: (UAS, LAS) with the AllenNLP parser (prv is the same for every parser)
+PAPER_NEURAL_BIAFFINE = {"P1": (94.3, 92.9, 68.4, 66.4), "P2": (94.1, 92.4, 69.7, 69.4),
+                         "P3": (93.6, 91.7, 70.5, 70.1), "P4": (87.3, 78.7, 65.3, 78.1), "P5": (88.6, 76.6, 64.2, 77.5)}
+PAPER_NEURAL_ALLENNLP = {"P1": (92.2, 90.1), "P2": (91.5, 89.4), "P3": (91.2, 89.0), "P4": (82.2, 79.4),
+                         "P5": (82.0, 78.9)}
 
 
 def _f(m: Metric | None, digits: int = 1) -> str:
@@ -133,16 +140,165 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
     return lines + [""]
 
 
+def _interval(values: list[float], ref: float) -> tuple[float, float | None, float | None]:
+    """Mean of ``values - ref`` and its two-sided 95% t interval over the values (None with one value)."""
+    import numpy as np
+    from scipy import stats
+
+    d = np.asarray(values, dtype=float) - ref
+    if len(d) < 2:
+        return float(d.mean()), None, None
+    half = float(stats.t.ppf(0.975, len(d) - 1)) * float(d.std(ddof=1)) / np.sqrt(len(d))
+    return float(d.mean()), float(d.mean()) - half, float(d.mean()) + half
+
+
+def _verdict(mean: float, lo: float | None, hi: float | None, margin: float) -> str:
+    if lo is None or hi is None:
+        return f"{'met' if mean >= margin else 'not met'} (one seed: no interval)"
+    return "met" if lo >= margin else "not met" if hi < margin else "inconclusive"
+
+
+def _seeds(recs: list[ResultRecord], key: str) -> str:
+    m = Metric.from_values([r.metrics[key].mean for r in recs])
+    return f"{m.mean:.1f} ± {m.std:.1f} ({m.n})" if m.std is not None else f"{m.mean:.1f} (1)"
+
+
+def _delta(recs: list[ResultRecord], ref: ResultRecord | None, key: str) -> str:
+    if ref is None or not recs:
+        return "–"
+    mean, lo, hi = _interval([r.metrics[key].mean for r in recs], ref.metrics[key].mean)
+    return f"{mean:+.1f}" + ("" if lo is None else f" [{lo:+.1f}, {hi:+.1f}]")
+
+
+_NEURAL_TARGETS = (("UAS: neural beats random by >= 2 points on the target parser", "eval", "biaffine", ("P4", "P5"),
+                    "uas", 2.0),
+                   ("UAS: neural at least as good as random on the unseen parser", "eval", "spacy-md",
+                    ("P1", "P2", "P3", "P4", "P5"), "uas", 0.0),
+                   ("prv: neural within 5 points of random (trained attacker)", "attack", "trained",
+                    ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0),
+                   ("prv: neural within 5 points of random (MiniLM attacker)", "attack", "minilm",
+                    ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0))
+
+
+def _neural(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord],
+            n_evals: dict[tuple[str, str], list[ResultRecord]],
+            n_attacks: dict[tuple[str, str], list[ResultRecord]]) -> list[str]:
+    lines = ["## Table 2: the neural obfuscator against random substitution", "",
+             "The neural obfuscator (Hu et al. Sec. 3-4; `veil.defenses.obfuscation.neural`) is trained through "
+             "veil's biaffine parser, once per level and training seed; its test sentences are drawn with the same "
+             "experiment seed as random substitution's. Neural: mean ± sd over training seeds (n). Δ = neural - "
+             "random, with the 95% t interval over training seeds (random substitution is one draw on the same "
+             "sentences; its draw-to-draw spread is not in the interval). The paper's numbers: random / neural.", ""]
+    if not n_evals and not n_attacks:
+        return lines + ["No neural-obfuscator records yet (`veil parse sweep --defense neural --training-seeds "
+                        "0,1,2`).", ""]
+    for parser, title in _PARSERS.items():
+        if not any(p == parser for p, _ in n_evals):
+            continue
+        pr, pn = (PAPER_BIAFFINE, PAPER_NEURAL_BIAFFINE) if parser == "biaffine" else (PAPER_ALLENNLP,
+                                                                                       PAPER_NEURAL_ALLENNLP)
+        lines += [f"### {title}", "", "| obf. terms | UAS random | UAS neural | Δ UAS | LAS random | LAS neural | "
+                  "Δ LAS | paper UAS | paper LAS |", "|---" * 9 + "|"]
+        for lv in _LEVELS[1:]:
+            recs, ref = n_evals.get((parser, lv), []), evals.get((parser, lv))
+            if not recs:
+                continue
+            cells = [_f(ref.metrics["uas"]) if ref else "–", _seeds(recs, "uas"), _delta(recs, ref, "uas"),
+                     _f(ref.metrics["las"]) if ref else "–", _seeds(recs, "las"), _delta(recs, ref, "las"),
+                     f"{pr[lv][0]} / {pn[lv][0]}", f"{pr[lv][1]} / {pn[lv][1]}"]
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if n_attacks:
+        lines += ["### Attackers", "", "prv = 100 - 100 x MRR (higher: more private). Each attacker trains on its "
+                  "own obfuscations of the public training split by the same mechanism (for the neural defense: "
+                  "the same network, its own draws). The paper's trained attacker and BERT: random / neural.", "",
+                  "| obf. terms | trained: random | trained: neural | Δ | MiniLM: random | MiniLM: neural | Δ | "
+                  "paper trained | paper BERT |", "|---" * 9 + "|"]
+        for lv in _LEVELS[1:]:
+            cells = []
+            for atk in ("trained", "minilm"):
+                recs, ref = n_attacks.get((atk, lv), []), attacks.get((atk, lv))
+                cells += [_f(ref.metrics["prv"]) if ref else "–", _seeds(recs, "prv") if recs else "–",
+                          _delta(recs, ref, "prv")]
+            if all(c == "–" for c in cells[1::3]):
+                continue
+            pr, pn = PAPER_BIAFFINE[lv], PAPER_NEURAL_BIAFFINE[lv]
+            cells += [f"{pr[2]} / {pn[2]}", f"{pr[4]} / {pn[3]}"]
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines + _neural_verdicts(evals, attacks, n_evals, n_attacks) + _obfuscators(n_evals, n_attacks)
+
+
+def _neural_verdicts(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord],
+                     n_evals: dict[tuple[str, str], list[ResultRecord]],
+                     n_attacks: dict[tuple[str, str], list[ResultRecord]]) -> list[str]:
+    lines = ["### Targets", "", "Computed from the records. A target \"Δ >= m\" is **met** when the 95% t interval "
+             "of Δ over training seeds lies at or above m, **not met** when it lies below m, **inconclusive** when "
+             "it straddles m (with one seed the mean decides, marked so).", "",
+             "| target | level | Δ [95% t] | seeds | m | verdict |", "|---|---|---|---|---|---|"]
+    summary = []
+    for title, kind, name, lvls, key, margin in _NEURAL_TARGETS:
+        found = []
+        for lv in lvls:
+            recs = (n_evals if kind == "eval" else n_attacks).get((name, lv), [])
+            ref = (evals if kind == "eval" else attacks).get((name, lv))
+            if not recs or ref is None:
+                continue
+            mean, lo, hi = _interval([r.metrics[key].mean for r in recs], ref.metrics[key].mean)
+            verdict = _verdict(mean, lo, hi, margin)
+            found.append((lv, verdict))
+            ci = "" if lo is None else f" [{lo:+.1f}, {hi:+.1f}]"
+            lines.append(f"| {title} | {lv} | {mean:+.1f}{ci} | {len(recs)} | {margin:+g} | {verdict} |")
+        if not found:
+            summary.append(f"- {title}: no records (needs `{name}` at {', '.join(lvls)} for both defenses).")
+        else:
+            missing = [lv for lv in lvls if lv not in dict(found)]
+            verdicts = {v.split(" (")[0] for _, v in found}
+            overall = ("met" if verdicts == {"met"} and not missing else "not met" if "not met" in verdicts
+                       else "inconclusive" if not missing else "incomplete")
+            summary.append(f"- {title} ({', '.join(lvls)}): **{overall}**"
+                           + (f" (no records at {', '.join(missing)})" if missing else ""))
+    return lines + [""] + summary + [""]
+
+
+def _obfuscators(n_evals: dict[tuple[str, str], list[ResultRecord]],
+                 n_attacks: dict[tuple[str, str], list[ResultRecord]]) -> list[str]:
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for recs in [*n_evals.values(), *n_attacks.values()]:
+        for r in recs:
+            seen.setdefault((r.config["level"], r.config.get("training_seed", -1)), r.config.get("obfuscator", {}))
+    lines = ["### The obfuscators", "", "| level | training seed | K (cap on V_t) | λ (privacy weight) | minutes | "
+             "steps | train sentences | dev UAS start -> best | fingerprint |", "|---" * 9 + "|"]
+    for (lv, seed), ob in sorted(seen.items()):
+        tr = ob.get("training", {})
+        cfg = tr.get("training", {})
+        lines.append(f"| {lv} | {seed} | {ob.get('max_candidates', '–')} | {cfg.get('privacy_weight', '–')} | "
+                     f"{tr.get('minutes', '–')} | {tr.get('steps', '–')} | {tr.get('train_sentences', '–')} | "
+                     f"{tr.get('start_dev_uas', '–')} -> {tr.get('best_dev_uas', '–')} | "
+                     f"{str(ob.get('fingerprint', '–'))[:12]} |")
+    return lines + [""]
+
+
 @register_renderer("parsing")
 def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
-    evals = {(r.config["parser"], r.config["level"]): r for r in recs if r.experiment.startswith("eval-")}
-    attacks = {(r.config["attacker"], r.config["level"]): r for r in recs if r.experiment.startswith("attack-")}
+    rand = [r for r in recs if r.config.get("defense", "random") == "random"]
+    neural = [r for r in recs if r.config.get("defense") == "neural"]
+    evals = {(r.config["parser"], r.config["level"]): r for r in rand if r.experiment.startswith("eval-")}
+    attacks = {(r.config["attacker"], r.config["level"]): r for r in rand if r.experiment.startswith("attack-")}
+    n_evals: dict[tuple[str, str], list[ResultRecord]] = {}
+    n_attacks: dict[tuple[str, str], list[ResultRecord]] = {}
+    for r in sorted(neural, key=lambda r: r.config.get("training_seed", 0)):
+        if r.experiment.startswith("eval-"):
+            n_evals.setdefault((r.config["parser"], r.config["level"]), []).append(r)
+        elif r.experiment.startswith("attack-"):
+            n_attacks.setdefault((r.config["attacker"], r.config["level"]), []).append(r)
     lines: list[Any] = ["# Results: obfuscation for privacy-preserving parsing (Hu et al. 2020)", "",
                         "See [the user page](../parsing.md) for the threat model, the silver trees and every "
                         "departure from the paper.", ""]
     lines += _table1([r for r in recs if r.experiment == "table1"])
     lines += _table2(evals, attacks)
+    lines += _neural(evals, attacks, n_evals, n_attacks)
     lines += _pattern(evals)
     lines += _floors(attacks)
     return "\n".join(lines)
