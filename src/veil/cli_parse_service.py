@@ -72,6 +72,10 @@ def parse_client(
     level: Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")] = "P3",
     treebank: Annotated[str, typer.Option(help="Substitution vocabulary: the train split of silver-sm or of a "
                                                "folder with train.conllu.")] = "silver-sm",
+    method: Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
+                                             "obfuscator: --neural-model).")] = "random",
+    neural_model: Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
+                                                             "parse obfuscator train`); --method neural only.")] = None,
     key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
                                                      "mode 0600; never sent.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only: warns; default: "
@@ -90,11 +94,18 @@ def parse_client(
         raise typer.BadParameter(f"{file} is not a file")
     if not server.startswith(("http://", "https://")):
         raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
+    if method not in ("random", "neural"):
+        raise typer.BadParameter(f"--method must be random or neural, got {method!r}")
+    if (method == "neural") != (neural_model is not None):
+        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
+    if neural_model is not None and not neural_model.is_file():
+        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
+                                 f"obfuscator train --level {level}`")
     check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
     if key is not None:
         check_output_file(key, force=force, option="--key")
     job = ClientJob(input=file, out=out, server=server, level=_level(level), treebank=_treebank(treebank), key=key,
-                    seed=seed, batch_sentences=batch, timeout=timeout)
+                    seed=seed, batch_sentences=batch, timeout=timeout, method=method, neural_model=neural_model)
     summary = run_client(job)
     if as_json:
         echo_json(summary)

@@ -334,6 +334,42 @@ def test_cli_client_writes_trees_and_a_private_key_and_sends_no_canary(served, w
     assert "Zorvathix" not in json.dumps(summary)
 
 
+def test_cli_client_with_the_neural_obfuscator(served, world, tmp_path, capsys):
+    """--method neural: a (briefly) trained neural obfuscator hides the same words; only its draws go out."""
+    from veil.cli import main
+    from veil.defenses.obfuscation import NeuralTraining, train_obfuscator
+    from veil.defenses.obfuscation.neural import ObfuscatorConfig
+    from veil.models.biaffine import BiaffineParser
+    from veil.parsing.trees import read_conllu_trees
+
+    url, recorder = served
+    training = NeuralTraining(max_train=None, dev_sentences=10, batch_size=16, max_minutes=1.0, max_epochs=1,
+                              eval_every=4, patience=100, seed=0)
+    ob = train_obfuscator(BiaffineParser.load(world[0]), list(world[2][:64]), list(world[2][64:80]),
+                          config=ObfuscatorConfig(level="P3", max_candidates=50, hidden=16), training=training,
+                          log=lambda _: None)
+    model = tmp_path / "neural-P3.pt"
+    ob.save(model)
+    src = tmp_path / "mine.conllu"
+    mine = [Tree(w, t, (0,) * len(w), ("dep",) * len(w)) for w, t in CANARY_SENTENCES] + list(world[1][:5])
+    write_conllu(src, mine)
+    out = tmp_path / "parsed.conllu"
+    recorder.clear()
+    code = main(["parse", "client", str(src), "--server", url, "--method", "neural", "--neural-model", str(model),
+                 "--out", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    wire = b"\n".join(r["body"] for r in recorder.requests).lower()
+    assert not [c for c in CANARIES if c.lower().encode() in wire]
+    assert [list(t.words) for t in read_conllu_trees(out)] == [list(t.words) for t in mine]
+    capsys.readouterr()
+    assert main(["parse", "client", str(src), "--server", url, "--method", "neural", "--neural-model", str(model),
+                 "--level", "P2", "--out", str(tmp_path / "other.conllu")]) == 2  # the model's level is P3
+    assert "obfuscates at P3, not P2" in capsys.readouterr().err
+    assert main(["parse", "client", str(src), "--server", url, "--method", "neural",
+                 "--out", str(tmp_path / "other.conllu")]) == 2
+    assert "--method neural needs it" in capsys.readouterr().err
+
+
 def test_cli_refuses_bad_values_before_any_work(tmp_path, capsys):
     from veil.cli import main
 

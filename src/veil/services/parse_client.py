@@ -260,9 +260,10 @@ def parse_file(path: str | os.PathLike, out: str | os.PathLike, client: ParseCli
 
 @dataclass(frozen=True)
 class ClientJob:
-    """``veil parse client``: random same-POS substitution at ``level`` (vocabulary: ``treebank``'s training
-    split), sentences of ``input`` parsed by the server at ``server``. ``seed`` None draws from the OS CSPRNG
-    (a seed is for experiments only and warns)."""
+    """``veil parse client``: sentences of ``input`` obfuscated at ``level`` and parsed by the server at
+    ``server``. ``method`` ``"random"``: random same-POS substitution (vocabulary: ``treebank``'s training
+    split); ``"neural"``: the trained neural obfuscator saved at ``neural_model`` (its level must be ``level``).
+    ``seed`` None draws from the OS CSPRNG (a seed is for experiments only and warns)."""
 
     input: Path
     out: Path
@@ -273,17 +274,38 @@ class ClientJob:
     seed: int | None = None
     batch_sentences: int = 64
     timeout: float = 120.0
+    method: str = "random"
+    neural_model: Path | None = None
+
+
+def _obfuscator(job: ClientJob) -> Any:
+    if job.method == "neural":
+        from veil.defenses.obfuscation.neural import NeuralObfuscator
+
+        if job.neural_model is None:
+            raise InvalidParameterError("the neural method needs the trained model: pass --neural-model PATH (the "
+                                        "file `veil parse obfuscator train --level LEVEL` writes)")
+        obfuscator = NeuralObfuscator.load(job.neural_model, rng=job.seed)
+        if obfuscator.level != job.level:
+            raise InvalidParameterError(f"{job.neural_model} obfuscates at {obfuscator.level}, not {job.level}; pass "
+                                        f"--level {obfuscator.level} or a model trained at {job.level}")
+        return obfuscator
+    if job.method != "random":
+        raise InvalidParameterError(f"method must be random or neural, got {job.method!r}")
+    from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
+    from veil.parsing.treebank import load_treebank
+
+    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in load_treebank("train", job.treebank))
+    return RandomSubstitution(vocabulary=vocab, level=job.level, rng=job.seed)
 
 
 def run_client(job: ClientJob, *, progress: bool = True) -> dict[str, Any]:
     """Run ``job``: the server is asked first (a wrong URL fails in a second), then the vocabulary is built."""
-    from veil.defenses.obfuscation import DEFAULT_SPECTRUM, RandomSubstitution, TagVocabulary
-    from veil.parsing.treebank import load_treebank
+    from veil.defenses.obfuscation import DEFAULT_SPECTRUM
 
     DEFAULT_SPECTRUM.hidden_tags(job.level)  # an unknown level fails before any work
     server_health(job.server, timeout=min(job.timeout, 10.0))
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in load_treebank("train", job.treebank))
-    obfuscator = RandomSubstitution(vocabulary=vocab, level=job.level, rng=job.seed)
+    obfuscator = _obfuscator(job)
     with ParseClient(job.server, obfuscator=obfuscator, batch_sentences=job.batch_sentences,
                      timeout=job.timeout) as client:
         return parse_file(job.input, job.out, client, key_path=job.key, progress=progress)
