@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -31,8 +32,20 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
                             "news-articles-deepcandidate-eps40-t2-n40-seed0", "news-articles-truncation-eps2-t2-n40-seed0",
                             "news-articles-truncation-eps40-t2-n40-seed0"])
     assert sorted(p.stem for p in planned_paths(cfg, tmp_path)) == names  # known before the run
-    with pytest.raises(InvalidParameterError, match="exists; pass --force"):  # refused before any work
-        run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    # resumable: a finished run is kept as is (no work, no rewrite); a lost cell is redone alone
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+    lines: list[str] = []
+    again = run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lines.append)
+    assert len(again) == 5 and lines == ["news-articles: 5 of 5 records exist and are kept (--force recomputes)"]
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")} == stamps
+    lost = "news-articles-truncation-eps40-t2-n40-seed0.json"
+    (tmp_path / lost).unlink()
+    redone = run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    assert len(redone) == 5 and (tmp_path / lost).exists()
+    assert {n: t for n, t in stamps.items() if n != lost} == {p.name: p.stat().st_mtime_ns
+                                                              for p in tmp_path.glob("*.json") if p.name != lost}
+    with pytest.raises(InvalidParameterError, match=r"made under other settings \(classifier_epochs differ\)"):
+        run_sentdp_eval(replace(cfg, classifier_epochs=5), results_dir=tmp_path, progress=False, log=lambda line: None)
     ref = json.loads((tmp_path / "news-articles-reference-n40-seed0.json").read_text())
     assert 0 < ref["metrics"]["random_guess"]["mean"] <= 1
     assert ref["config"]["pipeline"]["m"] == 30

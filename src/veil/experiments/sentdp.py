@@ -168,6 +168,18 @@ def _file_name(cfg: SentDPEval, name: str) -> str:
     return f"{cfg.corpus}-{name}-{tag(t=trials, n=cfg.max_documents, seed=cfg.seed)}.json"
 
 
+def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord:
+    """The record at ``path``, if it was made under ``cfg``'s settings (the epsilon grid and methods aside)."""
+    rec = ResultRecord.read(path)
+    mine = {k: v for k, v in cfg.to_dict().items() if k not in ("epsilons", "methods")}
+    theirs = {k: v for k, v in (rec.config.get("eval") or {}).items() if k not in ("epsilons", "methods")}
+    if theirs != mine:
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise InvalidParameterError(f"{path} was made under other settings ({', '.join(diff)} differ); pass "
+                                    f"--force to replace it, or write to another --results folder")
+    return rec
+
+
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
     """Every file :func:`run_sentdp_eval` writes for ``cfg`` (known before the run)."""
     names = ["reference"] + [f"{m}-eps{eps_label(e)}" for m in METHODS if m in cfg.methods for e in cfg.epsilons]
@@ -176,27 +188,41 @@ def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
 
 def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, progress: bool = True,
                     log: Any = print, force: bool = False) -> list[ResultRecord]:
-    """Run the whole evaluation of one corpus; writes and returns the records.
+    """Run the whole evaluation of one corpus; writes and returns the records (kept ones read back).
 
-    ``results_dir`` defaults to ``./veil-results/sentdp``. It is checked before any work, and existing
-    result files are only replaced with ``force=True``.
+    ``results_dir`` defaults to ``./veil-results/sentdp``; it is checked before any work. Resumable: a
+    (method, epsilon) record whose file exists is kept and its cell skipped, unless ``force=True`` (then it is
+    recomputed and replaced); a kept record made under other settings is an error, never passed off as this
+    run's. The reference record is kept the same way, but its classifiers and pipeline are refitted (seeded)
+    whenever a cell still has to run.
     """
     from veil.defenses.sentdp.pipeline import SentDPPipeline
-    from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
+    from veil.experiments.outputs import check_output_dir, default_results_dir
 
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
-    for path in planned_paths(cfg, results_dir):
-        refuse_existing(path, force)
+    kept = {} if force else {p.name: _kept_record(p, cfg) for p in planned_paths(cfg, results_dir) if p.exists()}
+    if kept:
+        log(f"{cfg.corpus}: {len(kept)} of {len(planned_paths(cfg, results_dir))} records exist and are kept "
+            f"(--force recomputes)")
+    if len(kept) == len(planned_paths(cfg, results_dir)):
+        return list(kept.values())
+
+    def todo(name: str) -> bool:
+        return _file_name(cfg, name) not in kept
+
     t0 = time.perf_counter()
     data = _Data(cfg, progress)
     tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
     y = data.y
     log(f"{cfg.corpus}: {len(tr)}/{len(dv)}/{len(te)} train/dev/test documents with >= 2 sentences "
         f"({data.dropped_short} shorter ones left out)")
-    records: list[ResultRecord] = []
+    records: list[ResultRecord] = list(kept.values())
 
     def write(rec: ResultRecord) -> None:
-        rec.write(results_dir / _file_name(cfg, rec.experiment.removeprefix(f"{cfg.corpus}-")))
+        name = rec.experiment.removeprefix(f"{cfg.corpus}-")
+        if not todo(name):
+            return
+        rec.write(results_dir / _file_name(cfg, name))
         records.append(rec)
         mean = rec.metrics.get("test_macro_f1") or rec.metrics.get("non_private_test_macro_f1")
         log(f"  {rec.experiment}: test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else "")
@@ -239,6 +265,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
     if "deepcandidate" in cfg.methods:
         dev_blocks, test_blocks = data.blocks(R, dv), data.blocks(R, te)
         for eps in cfg.epsilons:
+            if not todo(f"deepcandidate-eps{eps_label(eps)}"):
+                continue
             start = time.perf_counter()
             p_sel = {}
             for p in cfg.p_grid:
@@ -269,6 +297,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
         c_trunc = _classifier(trunc_train, y[tr], trunc_dev, y[dv], data.num_classes, cfg.seed, cfg.classifier_epochs)
         test_blocks = data.blocks(data.S, te)
         for eps in cfg.epsilons:
+            if not todo(f"truncation-eps{eps_label(eps)}"):
+                continue
             start = time.perf_counter()
             mech = Truncation.fit(data.means[tr], epsilon=eps)
             preds = [c_trunc(mech.privatize_many(test_blocks)) for _ in range(cfg.trials)]
@@ -282,13 +312,13 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
                 extra={"k_bins": _k_bins(test_counts, y[te], preds), "collapsed_trials": _collapsed(preds)}))
 
     # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
-    if "metric-dp" in cfg.methods:
-        _run_metric_dp(cfg, data, c_nonpriv, write, log)
+    if "metric-dp" in cfg.methods and any(todo(f"metric-dp-eps{eps_label(e)}") for e in cfg.epsilons):
+        _run_metric_dp(cfg, data, c_nonpriv, write, log, todo)
     log(f"{cfg.corpus}: done in {time.perf_counter() - t0:.0f} s")
     return records
 
 
-def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any) -> None:
+def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, todo: Any) -> None:
     from veil.defenses.metric_dp import WordMetricDP
     from veil.defenses.sentdp.recoder import document_means
     from veil.encoders.word_vectors import WordVectors, build_vocabulary
@@ -302,6 +332,8 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any) -> 
                                        name=f"{cfg.corpus}-vocabulary")
     y = data.y[te]
     for eps in cfg.epsilons:
+        if not todo(f"metric-dp-eps{eps_label(eps)}"):
+            continue
         start = time.perf_counter()
         mech = WordMetricDP(vectors=vectors, epsilon=eps)
         encode = _RewriteEncoder(data.encoder)
