@@ -59,3 +59,34 @@ def builtin():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def train_tiny_parser():
+    """``train(trees, steps) -> (parser, losses)``: a small biaffine parser fitted full-batch on real trees
+    (seeded; a real parser, just small: word 16, tag 8, subword 8 x 500 buckets, one 24-unit BiLSTM layer)."""
+    import torch
+
+    from veil.models.biaffine import Batch, BiaffineParser, ParserConfig, ParserVocab
+
+    config = ParserConfig(word_dim=16, tag_dim=8, sub_dim=8, sub_buckets=500, hidden=24, layers=1, arc_dim=32,
+                          label_dim=16, dropout=0.1)
+
+    def train(trees, steps: int = 25):
+        vocab = ParserVocab.build([(t.words, t.tags, t.deprels) for t in trees], min_count=1)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            net = BiaffineParser(vocab, config)
+            opt = torch.optim.Adam(net.parameters(), lr=5e-3)
+            batch = Batch.make(vocab, [t.words for t in trees], [t.tags for t in trees], [t.heads for t in trees],
+                               [t.deprels for t in trees], buckets=config.sub_buckets)
+            losses = []
+            for _ in range(steps):
+                loss = net.loss(batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return net, losses
+
+    return train

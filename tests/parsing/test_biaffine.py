@@ -8,31 +8,14 @@ import torch
 
 from veil.errors import DataFormatError
 from veil.models.arborescence import is_tree
-from veil.models.biaffine import Batch, BiaffineParser, ParserConfig, ParserVocab
+from veil.models.biaffine import Batch, BiaffineParser
 from veil.parsing.treebank import load_treebank
 
-SMALL = ParserConfig(word_dim=16, tag_dim=8, sub_dim=8, sub_buckets=500, hidden=24, layers=1, arc_dim=32,
-                     label_dim=16, dropout=0.1)
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_treebank):
-    train = load_treebank("train", tiny_treebank)
-    vocab = ParserVocab.build([(t.words, t.tags, t.deprels) for t in train], min_count=1)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        net = BiaffineParser(vocab, SMALL)
-        opt = torch.optim.Adam(net.parameters(), lr=5e-3)
-        batch = Batch.make(vocab, [t.words for t in train], [t.tags for t in train], [t.heads for t in train],
-                           [t.deprels for t in train], buckets=SMALL.sub_buckets)
-        losses = []
-        for _ in range(25):
-            loss = net.loss(batch)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    return net, losses
+def trained(tiny_treebank, train_tiny_parser):
+    return train_tiny_parser(load_treebank("train", tiny_treebank), steps=25)
 
 
 def test_training_lowers_the_loss_and_beats_chance(trained, tiny_treebank):
@@ -52,7 +35,7 @@ def test_soft_one_hot_inputs_equal_the_lookup(trained, tiny_treebank):
     net, _ = trained
     net.eval()
     trees = load_treebank("dev", tiny_treebank, limit=4)
-    batch = Batch.make(net.vocab, [t.words for t in trees], [t.tags for t in trees], buckets=SMALL.sub_buckets)
+    batch = Batch.make(net.vocab, [t.words for t in trees], [t.tags for t in trees], buckets=net.config.sub_buckets)
     ids = torch.arange(len(net.vocab.words))
     one_hot = torch.nn.functional.one_hot(batch.words, len(ids)).float().requires_grad_(True)
     soft = net.word.mix(one_hot, ids)
@@ -69,7 +52,7 @@ def test_save_and_load_round_trip(trained, tmp_path, tiny_treebank):
     net.save(tmp_path / "p.pt")
     back = BiaffineParser.load(tmp_path / "p.pt")
     trees = load_treebank("test", tiny_treebank, limit=5)
-    batch = Batch.make(net.vocab, [t.words for t in trees], [t.tags for t in trees], buckets=SMALL.sub_buckets)
+    batch = Batch.make(net.vocab, [t.words for t in trees], [t.tags for t in trees], buckets=net.config.sub_buckets)
     assert net.predict(batch) == back.predict(batch)
 
 

@@ -14,11 +14,9 @@ import torch
 from veil.defenses.obfuscation import DEFAULT_SPECTRUM, NeuralObfuscator, NeuralTraining, ObfuscatorConfig
 from veil.defenses.obfuscation.neural import ObfuscatorNet, _batch, _draw, _plan
 from veil.errors import CacheCorruptError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
-from veil.models.biaffine import Batch, BiaffineParser, ParserConfig, ParserVocab
+from veil.models.biaffine import Batch
 from veil.parsing.treebank import load_treebank
 
-SMALL = ParserConfig(word_dim=16, tag_dim=8, sub_dim=8, sub_buckets=500, hidden=24, layers=1, arc_dim=32,
-                     label_dim=16, dropout=0.1)
 NET = ObfuscatorConfig(level="P4", max_candidates=50, hidden=16)
 FAST = NeuralTraining(max_train=None, dev_sentences=31, batch_size=16, max_minutes=5.0, max_epochs=6, eval_every=12,
                       patience=100, lr=1e-2, seed=0)
@@ -31,21 +29,8 @@ def data(tiny_treebank):
 
 
 @pytest.fixture(scope="module")
-def parser(data):
-    train = data[0]
-    vocab = ParserVocab.build([(t.words, t.tags, t.deprels) for t in train], min_count=1)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        net = BiaffineParser(vocab, SMALL)
-        opt = torch.optim.Adam(net.parameters(), lr=5e-3)
-        batch = Batch.make(vocab, [t.words for t in train], [t.tags for t in train], [t.heads for t in train],
-                           [t.deprels for t in train], buckets=SMALL.sub_buckets)
-        for _ in range(25):
-            loss = net.loss(batch)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return net
+def parser(data, train_tiny_parser):
+    return train_tiny_parser(data[0], steps=25)[0]
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +137,7 @@ def test_training_lowers_the_parse_loss_of_obfuscated_sentences(trained, parser,
     train = data[0]
     parser.eval()
     with torch.no_grad():
-        batch = Batch.make(parser.vocab, [t.words for t in train], [t.tags for t in train], buckets=SMALL.sub_buckets)
+        batch = Batch.make(parser.vocab, [t.words for t in train], [t.tags for t in train], buckets=parser.config.sub_buckets)
         arc, ld, lh = parser(batch)
         heads = arc.argmax(-1)
         labels = parser.label_scores(ld, lh, heads).argmax(-1)
@@ -161,7 +146,7 @@ def test_training_lowers_the_parse_loss_of_obfuscated_sentences(trained, parser,
             rng, total = np.random.default_rng(3), 0.0
             for _ in range(10):
                 obf = _draw(net, [(t.words, t.tags) for t in train], rng.random)
-                b = Batch.make(parser.vocab, [o.words for o in obf], [t.tags for t in train], buckets=SMALL.sub_buckets)
+                b = Batch.make(parser.vocab, [o.words for o in obf], [t.tags for t in train], buckets=parser.config.sub_buckets)
                 a, d, g = parser(b)
                 m = b.mask
                 total += float(torch.nn.functional.cross_entropy(a[m], heads[m]) + torch.nn.functional.cross_entropy(
@@ -179,7 +164,7 @@ def test_straight_through_inputs_are_the_hard_words_rows(parser, data):
     ids = parser.word_ids(words)
     tag = torch.full((4,), parser.vocab.tag_id("NN"))
     mixed = parser.mix_inputs(torch.eye(4), ids, tag)
-    rows = parser.embed(Batch.make(parser.vocab, [words], [["NN"] * 4], buckets=SMALL.sub_buckets))[0, 1:]
+    rows = parser.embed(Batch.make(parser.vocab, [words], [["NN"] * 4], buckets=parser.config.sub_buckets))[0, 1:]
     assert torch.allclose(mixed, rows)
 
 

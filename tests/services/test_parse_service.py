@@ -69,11 +69,8 @@ class Recorder:
             self.requests.clear()
 
 
-def _tiny_world(tmp_path_factory, builtin):
+def _tiny_world(tmp_path_factory, builtin, train_tiny_parser):
     """A small biaffine parser trained here on spaCy sm trees of the first brown documents."""
-    import torch
-
-    from veil.models.biaffine import Batch, BiaffineParser, ParserConfig, ParserVocab
     from veil.parsing.spacy_models import load_spacy, parsed_trees
 
     nlp, brown, trees = load_spacy("spacy-sm"), builtin("brown"), []
@@ -88,27 +85,14 @@ def _tiny_world(tmp_path_factory, builtin):
                 trees.append(Tree([t.text for t in toks], [t.tag_ for t in toks], hs, [labels[t.i] for t in toks],
                                   [bool(t.whitespace_) for t in toks[:-1]] + [False], [t.pos_ for t in toks]))
     train = trees[N_CLIENT:]
-    config = ParserConfig(word_dim=16, tag_dim=8, sub_dim=8, sub_buckets=500, hidden=24, layers=1, arc_dim=32,
-                          label_dim=16, dropout=0.1)
-    vocab = ParserVocab.build([(t.words, t.tags, t.deprels) for t in train], min_count=1)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        net = BiaffineParser(vocab, config)
-        opt = torch.optim.Adam(net.parameters(), lr=5e-3)
-        batch = Batch.make(vocab, [t.words for t in train], [t.tags for t in train], [t.heads for t in train],
-                           [t.deprels for t in train], buckets=config.sub_buckets)
-        for _ in range(20):
-            loss = net.loss(batch)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    net = train_tiny_parser(train, steps=20)[0]
     model = tmp_path_factory.mktemp("model") / "tiny-biaffine.pt"
     net.save(model)
     return model, trees[:N_CLIENT], train, "a tiny biaffine parser trained by this test (no trained model in the cache)"
 
 
 @pytest.fixture(scope="module")
-def world(real_home, tmp_path_factory, builtin):
+def world(real_home, tmp_path_factory, builtin, train_tiny_parser):
     """(model file, client sentences, public sentences for the substitution vocabulary, description)."""
     from veil.parsing.treebank import load_treebank
 
@@ -116,7 +100,7 @@ def world(real_home, tmp_path_factory, builtin):
     if model.is_file() and (silver / "test.conllu").is_file():
         test = load_treebank("test", silver)  # the folder form: read as is
         return model, test[:N_CLIENT], test[N_CLIENT:3000], f"the trained biaffine parser {model}"
-    return _tiny_world(tmp_path_factory, builtin)
+    return _tiny_world(tmp_path_factory, builtin, train_tiny_parser)
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from veil.defenses.base import Defense, Guarantee, check_choice, seeded_rng
-from veil.defenses.obfuscation.random_substitution import ObfuscationKey, Obfuscated
+from veil.defenses.obfuscation.random_substitution import ObfuscationKey, Obfuscated, check_tagged_sentence
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
@@ -239,21 +239,6 @@ def _draw(net: Any, sentences: Sequence[tuple[Sequence[str], Sequence[str]]], un
     return out
 
 
-def _sentence(words: Sequence[str], tags: Sequence[str]) -> tuple[list[str], list[str]]:
-    if isinstance(words, str) or isinstance(tags, str):
-        raise InvalidTypeError("words and tags must be sequences of strings (one per token), not a string")
-    words, tags = list(words), list(tags)
-    if not words:
-        raise DataFormatError("the sentence is empty; obfuscate sentences with at least one word")
-    if len(words) != len(tags):
-        raise DataFormatError(f"{len(tags)} tags for {len(words)} words; give one Penn tag per word")
-    for i, t in enumerate(tags):
-        if not isinstance(t, str) or not t or t == "_":
-            raise DataFormatError(f"word {i + 1} ({words[i]!r}) has no tag; tag the sentence first (Penn tags, e.g. "
-                                  "spaCy's token.tag_)")
-    return words, tags
-
-
 def _serialise(net: Any) -> tuple[bytes, dict[str, Any]]:
     buf = io.BytesIO()
     torch.save({"state": net.state_dict()}, buf)
@@ -320,7 +305,7 @@ class NeuralObfuscator(Defense):
 
     def transform(self, sentences: Iterable[tuple[Sequence[str], Sequence[str]]]) -> list[Obfuscated]:
         """:meth:`obfuscate` for each ``(words, tags)`` pair (batched; the same draws as one by one)."""
-        return _draw(self.network, [_sentence(w, t) for w, t in sentences], self._uniform)
+        return _draw(self.network, [check_tagged_sentence(w, t) for w, t in sentences], self._uniform)
 
     def save(self, path: str | os.PathLike) -> Path:
         """``path`` (.pt: the state dict) and ``path.json`` (config, sizes, candidates, vocabulary, summary,

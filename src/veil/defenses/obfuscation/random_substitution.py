@@ -29,7 +29,23 @@ from veil.defenses.base import Defense, Guarantee, check_choice, seeded_rng
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM, PosSpectrum
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["TagVocabulary", "ObfuscationKey", "Obfuscated", "RandomSubstitution"]
+__all__ = ["TagVocabulary", "ObfuscationKey", "Obfuscated", "RandomSubstitution", "check_tagged_sentence"]
+
+
+def check_tagged_sentence(words: Sequence[str], tags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(words, tags)`` as lists, or a typed error that says what to fix (a string, empty, untagged, lengths)."""
+    if isinstance(words, str) or isinstance(tags, str):
+        raise InvalidTypeError("words and tags must be sequences of strings (one per token), not a string")
+    words, tags = list(words), list(tags)
+    if not words:
+        raise DataFormatError("the sentence is empty; obfuscate sentences with at least one word")
+    if len(words) != len(tags):
+        raise DataFormatError(f"{len(tags)} tags for {len(words)} words; give one Penn tag per word")
+    for i, t in enumerate(tags):
+        if not isinstance(t, str) or not t or t == "_":
+            raise DataFormatError(f"word {i + 1} ({words[i]!r}) has no tag; tag the sentence first (Penn tags, e.g. "
+                                  "spaCy's token.tag_)")
+    return words, tags
 
 
 @dataclass(frozen=True)
@@ -145,17 +161,7 @@ class RandomSubstitution(Defense):
 
     def obfuscate(self, words: Sequence[str], tags: Sequence[str]) -> Obfuscated:
         """The obfuscated sentence: same length, same tags; hidden-tag words replaced (never by themselves)."""
-        if isinstance(words, str) or isinstance(tags, str):
-            raise InvalidTypeError("words and tags must be sequences of strings (one per token), not a string")
-        words, tags = list(words), list(tags)
-        if not words:
-            raise DataFormatError("the sentence is empty; obfuscate sentences with at least one word")
-        if len(words) != len(tags):
-            raise DataFormatError(f"{len(tags)} tags for {len(words)} words; give one Penn tag per word")
-        for i, t in enumerate(tags):
-            if not isinstance(t, str) or not t or t == "_":
-                raise DataFormatError(f"word {i + 1} ({words[i]!r}) has no tag; tag the sentence first (Penn tags, "
-                                      "e.g. spaCy's token.tag_)")
+        words, tags = check_tagged_sentence(words, tags)
         positions = [i for i, t in enumerate(tags) if t in self.hidden and len(self.vocabulary.candidates(t))]
         u = self._uniform(len(positions))
         out, originals = list(words), []
