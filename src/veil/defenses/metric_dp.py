@@ -31,7 +31,10 @@ for any word phi is defined on; the output is always a vocabulary word);
 noise comes from 53-bit uniforms read from the OS CSPRNG (rng=None) by
 Box-Muller (direction) and the Gamma inverse CDF (``scipy.special.gammaincinv``,
 radius), not from a PRNG; like any floating-point mechanism the guarantee is
-stated for real arithmetic. Seeds are for experiments only.
+stated for real arithmetic (the float64 noise is exposed in principle to
+Mironov's CCS 2012 attack on low-order bits; the output here is a vocabulary
+word, not the noisy vector, which hides most of those bits, but veil does not
+prove that it hides all of them). Seeds are for experiments only.
 """
 
 from __future__ import annotations
