@@ -10,6 +10,7 @@ states (Clopper-Pearson for the empirical bound, exact arithmetic with a float64
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from veil.report.markdown import register_renderer
 from veil.report.sentdp import COLORS, EMPIRICAL_NOTE, METHODS, NAMES, TOLERANCE, _audit, _Corpus, _index, _safe
@@ -58,12 +59,28 @@ def _findings(c: _Corpus) -> list[str]:
     return out + [""]
 
 
+def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str) -> None:
+    """Log-log axes, labels and legend; the PNG written atomically."""
+    import matplotlib.pyplot as plt
+    from veil._io import atomic_write
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
 def _plot_empirical(corpus: str, c: _Corpus, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from veil._io import atomic_write
 
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
     seen = set()
@@ -77,18 +94,10 @@ def _plot_empirical(corpus: str, c: _Corpus, path: Path) -> None:
         seen.add(label)
     ax.plot([1e-3, hi * 1.5], [1e-3, hi * 1.5], color="black", linewidth=1, label="ε_lb = formal ε (a tight audit)")
     ax.plot([1e-3, hi * 1.5], [5e-4, hi * 0.75], color="black", linewidth=1, linestyle=":", label="factor 2 below")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
     ax.set_xlim(0.5, hi * 1.5)
     ax.set_ylim(1e-2, hi * 1.5)
-    ax.set_xlabel("formal ε of the one-sentence change")
-    ax.set_ylabel("empirical ε lower bound (95%; 0 drawn at 0.01)")
-    ax.set_title(f"{corpus}: formal against empirical ε")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "formal ε of the one-sentence change", "empirical ε lower bound (95%; 0 drawn at 0.01)",
+            f"{corpus}: formal against empirical ε")
 
 
 def _plot_exact(corpus: str, c: _Corpus, path: Path) -> bool:
@@ -96,7 +105,6 @@ def _plot_exact(corpus: str, c: _Corpus, path: Path) -> bool:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from veil._io import atomic_write
 
     series = []
     for variant, rec in sorted(c.audits.items()):
@@ -112,16 +120,7 @@ def _plot_exact(corpus: str, c: _Corpus, path: Path) -> bool:
         ax.plot([e for e, _ in pts], [o for _, o in pts], marker="o", linestyle="--" if control else "-",
                 label=variant + (" (must exceed ε)" if control else ""))
     ax.plot([0.5, hi * 1.5], [0.5, hi * 1.5], color="black", linewidth=1, label="observed = ε (the bound)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("ε")
-    ax.set_ylabel("largest observed |log P(z|x) − log P(z|x')|")
-    ax.set_title(f"{corpus}: exact audit")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "ε", "largest observed |log P(z|x) − log P(z|x')|", f"{corpus}: exact audit")
     return True
 
 
