@@ -167,3 +167,35 @@ def test_neural_table_and_computed_verdicts(tmp_path):
 def test_no_neural_records_is_said_not_failed(tmp_path):
     page = parsing_page("parsing", [], tmp_path)
     assert "No neural-obfuscator records yet (`veil parse sweep --defense neural" in page
+
+
+def test_privacy_knob_rows_are_kept_out_of_table_2_and_compared_with_lambda_0(tmp_path):
+    """A lambda > 0 obfuscator gets cells of its own and a section of its own, beside lambda = 0 at its seed."""
+    from veil.defenses.obfuscation.neural import NeuralTraining
+    from veil.experiments.parsing import neural_suffix
+
+    assert neural_suffix(1) == neural_suffix(1, NeuralTraining()) == "-neural-s1"
+    assert neural_suffix(1, NeuralTraining(privacy_weight=0.5)) == "-neural-pw0.5-s1"
+
+    def rec(exp, config, metrics):
+        return (tmp_path / f"{exp}.json",
+                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+
+    records = [rec("eval-biaffine-P4", {"parser": "biaffine", "level": "P4"}, {"uas": 84.0, "las": 80.0}),
+               rec("attack-trained-P4", {"attacker": "trained", "level": "P4"}, {"prv": 80.0, "top1": 9.0,
+                                                                                 "coverage": 95.0})]
+    for seed, weight, uas, prv in [(0, 0.0, 88.0, 78.0), (1, 0.0, 90.0, 77.0), (0, 1.0, 85.0, 81.0)]:
+        ob = {"training": {"training": {"privacy_weight": weight}}}
+        neural = {"level": "P4", "defense": "neural", "training_seed": seed, "obfuscator": ob}
+        suffix = f"-neural-pw{weight:g}-s{seed}" if weight else f"-neural-s{seed}"
+        records += [rec(f"eval-biaffine-P4{suffix}", {**neural, "parser": "biaffine"}, {"uas": uas, "las": uas}),
+                    rec(f"attack-trained-P4{suffix}", {**neural, "attacker": "trained"}, {"prv": prv})]
+    page = parsing_page("parsing", records, tmp_path)
+    table2, knob = page.split("## The privacy knob (λ)")
+    assert "| 89.0 ± 1.4 (2) |" in table2  # Table 2 averages the two lambda = 0 seeds only
+    assert "| +Verbs (P4) | – | random | 84.0 | 80.0 | – | 4.20 | – | – | – |" in knob
+    assert "| +Verbs (P4) | 0 | 0 | 88.0 | 78.0 | – | 4.00 | – | – | – |" in knob
+    assert "| +Verbs (P4) | 0 | 1 | 85.0 | 81.0 | – | 4.47 | -3.0 | +3.0 | – |" in knob
+    assert "λ = 1 moved UAS by -3.0 and the trained attacker's prv by +3.0 against λ = 0 (λ = 0's own spread: " \
+           "UAS sd 1.4 over 2 seeds, prv sd 0.7 over 2 seeds)." in knob
+    assert "## The privacy knob" not in parsing_page("parsing", records[:6], tmp_path)  # no lambda > 0: no section

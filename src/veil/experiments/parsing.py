@@ -19,6 +19,8 @@ trained through the biaffine parser (``setup.model``) and cached under ``VEIL_HO
 ``neural-<level>-s<seed>-<key>.pt``, where the key hashes the treebank, the parser file's sha256 and the
 obfuscator's configs (:func:`neural_model_path`). Each neural record carries the obfuscator's config, training
 summary, fingerprint and key; a record made by another obfuscator setup is refused as a record of another setup.
+An obfuscator trained with the privacy knob (``privacy_weight`` lambda > 0) has cells of its own,
+``...-neural-pw<lambda>-s<seed>`` (:func:`neural_suffix`), beside the lambda = 0 ones it is compared with.
 
 The obfuscated test set of a level is drawn with the experiment seed (``seed`` + level index), so every
 parser and attacker sees the same sentences; seeding the substitution is for the experiment only (a release
@@ -38,7 +40,7 @@ from veil.errors import InvalidParameterError, PrivacyLeakWarning
 from veil.experiments.outputs import tag
 
 __all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "DEFENSES", "obfuscated_test", "run_parsing", "cell_path",
-           "neural_model_path", "train_neural"]
+           "neural_model_path", "neural_suffix", "train_neural"]
 
 LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
 ATTACKERS = ("minilm", "trained", "mlm", "keep-word", "tag-frequency")
@@ -88,6 +90,13 @@ def obfuscated_test(test: Sequence[Any], vocab: Any, level: str, seed: int,
     obfuscator ``make(seed)`` returns (e.g. a seeded neural obfuscator)."""
     ob = (make or (lambda sd: _obfuscator(vocab, level, sd)))(seed + LEVELS.index(level))
     return ob.transform((t.words, t.tags) for t in test)
+
+
+def neural_suffix(seed: int, training: Any = None) -> str:
+    """The cell-name suffix of the neural obfuscator of training ``seed``: ``-neural-s<seed>``, or
+    ``-neural-pw<lambda>-s<seed>`` when trained with the privacy knob lambda > 0."""
+    weight = float(getattr(training, "privacy_weight", 0.0) or 0.0)
+    return f"-neural-pw{weight:g}-s{seed}" if weight > 0 else f"-neural-s{seed}"
 
 
 def neural_model_path(level: str, seed: int, setup: ParsingSetup, config: Any = None,
@@ -270,7 +279,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
     if "neural" in defenses:
         for seed in training_seeds:
             for level in [lv for lv in levels if lv != "none"]:
-                suffix = f"-neural-s{seed}"
+                suffix = neural_suffix(seed, training)
                 key = neural_model_path(level, seed, setup, obfuscator, training)[1]
                 names = [(f"eval-{p}-{level}{suffix}", _EVAL_FIELDS) for p in parsers] + [
                     (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS if a in _NEURAL else ("treebank",))

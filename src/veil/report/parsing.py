@@ -263,13 +263,14 @@ def _neural_verdicts(evals: dict[tuple[str, str], ResultRecord], attacks: dict[t
 
 def _obfuscators(n_evals: dict[tuple[str, str], list[ResultRecord]],
                  n_attacks: dict[tuple[str, str], list[ResultRecord]]) -> list[str]:
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, int, float], dict[str, Any]] = {}
     for recs in [*n_evals.values(), *n_attacks.values()]:
         for r in recs:
-            seen.setdefault((r.config["level"], r.config.get("training_seed", -1)), r.config.get("obfuscator", {}))
+            seen.setdefault((r.config["level"], r.config.get("training_seed", -1), _weight(r)),
+                            r.config.get("obfuscator", {}))
     lines = ["### The obfuscators", "", "| level | training seed | K (cap on V_t) | λ (privacy weight) | minutes | "
              "steps | train sentences | dev UAS start -> best | fingerprint |", "|---" * 9 + "|"]
-    for (lv, seed), ob in sorted(seen.items()):
+    for (lv, seed, _), ob in sorted(seen.items()):
         tr = ob.get("training", {})
         cfg = tr.get("training", {})
         lines.append(f"| {lv} | {seed} | {ob.get('max_candidates', '–')} | {cfg.get('privacy_weight', '–')} | "
@@ -277,6 +278,75 @@ def _obfuscators(n_evals: dict[tuple[str, str], list[ResultRecord]],
                      f"{tr.get('start_dev_uas', '–')} -> {tr.get('best_dev_uas', '–')} | "
                      f"{str(ob.get('fingerprint', '–'))[:12]} |")
     return lines + [""]
+
+
+def _weight(r: ResultRecord) -> float:
+    """The privacy knob lambda a neural record's obfuscator was trained with (0: the paper's model)."""
+    ob = r.config.get("obfuscator", {}).get("training", {}).get("training", {})
+    return float(ob.get("privacy_weight") or 0.0)
+
+
+def _knob(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord],
+          neural: list[ResultRecord]) -> list[str]:
+    """The privacy knob's measured effect: each lambda > 0 beside lambda = 0 at the same level and training seed."""
+    knob = [r for r in neural if _weight(r) > 0]
+    if not knob:
+        return []
+    lines = ["## The privacy knob (λ)", "",
+             "The paper's loss has no privacy term. veil's optional one (`--privacy-weight` λ) subtracts λ x the "
+             "mean entropy of each hidden position's distribution over V_t, pushing the obfuscator towards "
+             "uniform draws from V_t (random substitution over the top-K candidates). Each λ > 0 is one obfuscator "
+             "per level and training seed, compared with the λ = 0 obfuscator of the same level and seed on the "
+             "same test sentences and with the same attacker budgets; random substitution is the top row of each "
+             "level. One training seed per λ: the differences carry no interval, and the λ = 0 seed-to-seed sd in "
+             "Table 2 above is the yardstick for how much of a difference is noise.", "",
+             "| level | training seed | λ | UAS (biaffine) | prv trained | prv MiniLM | ratio (trained) | "
+             "Δ UAS vs λ = 0 | Δ prv trained | Δ prv MiniLM |", "|---" * 10 + "|"]
+    cells: dict[tuple[str, int, float], dict[str, ResultRecord]] = {}
+    for r in neural:
+        what = r.config.get("parser") if r.experiment.startswith("eval-") else r.config.get("attacker")
+        cells.setdefault((r.config["level"], r.config.get("training_seed", 0), _weight(r)), {})[what] = r
+    wanted = sorted({(r.config["level"], r.config.get("training_seed", 0)) for r in knob})
+
+    def value(row: dict[str, ResultRecord], what: str, key: str) -> float | None:
+        return row[what].metrics[key].mean if what in row else None
+
+    def text(v: float | None, signed: bool = False) -> str:
+        return "–" if v is None else f"{v:+.1f}" if signed else f"{v:.1f}"
+
+    summary = []
+    for lv, seed in wanted:
+        rand = {"biaffine": evals.get(("biaffine", lv)), "trained": attacks.get(("trained", lv)),
+                "minilm": attacks.get(("minilm", lv))}
+        rand = {k: v for k, v in rand.items() if v is not None}
+        rows = [("random", rand)] + [(f"{w:g}", cells[(l2, s2, w)]) for (l2, s2, w) in sorted(cells)
+                                     if (l2, s2) == (lv, seed)]
+        base = cells.get((lv, seed, 0.0), {})
+        for name, row in rows:
+            uas, pt, pm = value(row, "biaffine", "uas"), value(row, "trained", "prv"), value(row, "minilm", "prv")
+            ratio = f"{uas / (100 - pt):.2f}" if uas is not None and pt is not None and pt < 100 else "–"
+            deltas = ["–"] * 3
+            if name not in ("random", "0"):
+                deltas = [text(None if a is None or value(base, w, k) is None else a - value(base, w, k), True)
+                          for a, w, k in ((uas, "biaffine", "uas"), (pt, "trained", "prv"), (pm, "minilm", "prv"))]
+            lines.append(f"| {_ROWS[lv]} | {seed if name != 'random' else '–'} | {name} | {text(uas)} | {text(pt)} | "
+                         f"{text(pm)} | {ratio} | " + " | ".join(deltas) + " |")
+        top = max(w for (l2, s2, w) in cells if (l2, s2) == (lv, seed))
+        hi, lo = cells[(lv, seed, top)], base
+        if lo and all(value(hi, w, k) is not None and value(lo, w, k) is not None
+                      for w, k in (("biaffine", "uas"), ("trained", "prv"))):
+            du = value(hi, "biaffine", "uas") - value(lo, "biaffine", "uas")
+            dp = value(hi, "trained", "prv") - value(lo, "trained", "prv")
+            spread = []
+            for w, k, name in (("biaffine", "uas", "UAS"), ("trained", "prv", "prv")):
+                vals = Metric.from_values([value(c, w, k) for (l2, _, w0), c in cells.items()
+                                           if l2 == lv and w0 == 0 and value(c, w, k) is not None])
+                if vals.std is not None:
+                    spread.append(f"{name} sd {vals.std:.1f} over {vals.n} seeds")
+            summary.append(f"- {_ROWS[lv]}, seed {seed}: λ = {top:g} moved UAS by {du:+.1f} and the trained "
+                           f"attacker's prv by {dp:+.1f} against λ = 0"
+                           + (f" (λ = 0's own spread: {', '.join(spread)})." if spread else "."))
+    return lines + [""] + summary + [""]
 
 
 @register_renderer("parsing")
@@ -288,7 +358,7 @@ def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir:
     attacks = {(r.config["attacker"], r.config["level"]): r for r in rand if r.experiment.startswith("attack-")}
     n_evals: dict[tuple[str, str], list[ResultRecord]] = {}
     n_attacks: dict[tuple[str, str], list[ResultRecord]] = {}
-    for r in sorted(neural, key=lambda r: r.config.get("training_seed", 0)):
+    for r in sorted([r for r in neural if _weight(r) == 0], key=lambda r: r.config.get("training_seed", 0)):
         if r.experiment.startswith("eval-"):
             n_evals.setdefault((r.config["parser"], r.config["level"]), []).append(r)
         elif r.experiment.startswith("attack-"):
@@ -299,6 +369,7 @@ def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir:
     lines += _table1([r for r in recs if r.experiment == "table1"])
     lines += _table2(evals, attacks)
     lines += _neural(evals, attacks, n_evals, n_attacks)
+    lines += _knob(evals, attacks, neural)
     lines += _pattern(evals)
     lines += _floors(attacks)
     return "\n".join(lines)
