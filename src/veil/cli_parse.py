@@ -183,9 +183,12 @@ def obfuscator_train(
 def obfuscate(
     file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
                                               "(tagged with spaCy sm).")],
-    method: Annotated[str, typer.Option(help="random (same-POS substitution).")] = "random",
+    method: Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
+                                             "obfuscator: --neural-model).")] = "random",
     level: LevelOpt = "P3",
     treebank: TreebankOpt = "silver-sm",
+    neural_model: Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
+                                                             "parse obfuscator train`); --method neural only.")] = None,
     key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
                                                      "mode 0600.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only; default: OS "
@@ -193,17 +196,24 @@ def obfuscate(
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag."""
+    """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag (drawn
+    uniformly, or by the trained neural obfuscator)."""
     from veil.experiments.outputs import check_output_file
-    from veil.parsing.obfuscate_file import obfuscate_file
+    from veil.parsing.obfuscate_file import METHODS, obfuscate_file
 
-    if method != "random":
-        raise typer.BadParameter(f"--method must be random (the neural obfuscator is part 2), got {method!r}")
+    if method not in METHODS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if (method == "neural") != (neural_model is not None):
+        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
+    if neural_model is not None and not neural_model.is_file():
+        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
+                                 f"obfuscator train --level {level}`")
     if not file.is_file():
         raise typer.BadParameter(f"{file} is not a file")
     if key is not None:
         check_output_file(key, force=force, option="--key")
-    out = obfuscate_file(file, level=_level(level), treebank=_treebank(treebank), seed=seed, key_path=key)
+    out = obfuscate_file(file, level=_level(level), treebank=_treebank(treebank), seed=seed, key_path=key,
+                         method=method, neural_model=neural_model)
     if as_json:
         echo_json([{"words": list(o.words), "tags": list(o.tags), "positions": list(o.key.positions)} for o in out])
         return

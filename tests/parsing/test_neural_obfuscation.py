@@ -272,3 +272,35 @@ def test_the_train_command_writes_the_model_once(parser, tiny_treebank, tmp_path
         out["fingerprint"]
     bad = CliRunner().invoke(app, ["parse", "obfuscator", "train", "--level", "P9"])
     assert bad.exit_code == 2
+
+
+def test_the_obfuscate_command_with_the_neural_method(trained, tiny_treebank, tmp_path, capsys):
+    """`veil obfuscate --method neural --neural-model M`: lengths and tags kept, never the original word, the key
+    (0600) names the replaced positions; the model's level and the option pairing are checked."""
+    import stat
+
+    from veil.cli import main
+    from veil.parsing.trees import read_conllu_trees
+
+    ob, _, _ = trained
+    model = ob.save(tmp_path / "neural-P4.pt")
+    src, key = tiny_treebank / "test.conllu", tmp_path / "key.json"
+    code = main(["obfuscate", str(src), "--method", "neural", "--neural-model", str(model), "--level", "P4",
+                 "--key", str(key), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out, secret, trees = json.loads(captured.out), json.loads(key.read_text()), read_conllu_trees(src)
+    assert len(out) == len(trees) == len(secret) and stat.S_IMODE(key.stat().st_mode) == 0o600
+    hidden = DEFAULT_SPECTRUM.hidden_tags("P4")
+    for o, k, t in zip(out, secret, trees):
+        assert o["tags"] == list(t.tags) and len(o["words"]) == len(t.words)
+        assert o["positions"] == k["positions"]
+        assert set(k["positions"]) <= {i for i, tg in enumerate(t.tags) if tg in hidden}
+        assert all(o["words"][i] != t.words[i] and k["originals"][j] == t.words[i]
+                   for j, i in enumerate(k["positions"]))
+        assert all(o["words"][i] == t.words[i] for i in range(len(t.words)) if i not in k["positions"])
+    assert sum(len(k["positions"]) for k in secret) > 0
+    assert main(["obfuscate", str(src), "--method", "neural", "--neural-model", str(model), "--level", "P2"]) == 2
+    assert "obfuscates at P4, not P2" in capsys.readouterr().err
+    assert main(["obfuscate", str(src), "--method", "neural", "--level", "P4"]) == 2
+    assert "--method neural needs it" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 
 A ``.conllu`` file is read with its own tokens and Penn tags (XPOS); any other file is plain text, one sentence
 per line (blank lines skipped), tokenised and tagged by spaCy sm. The substitution vocabulary is the training
-split of ``treebank`` (public text). The key (every sentence's replaced positions and original words) is written
+split of ``treebank`` (public text) for random substitution; the neural obfuscator brings its own (the file
+``veil parse obfuscator train`` wrote). The key (every sentence's replaced positions and original words) is written
 only where asked, readable by its owner only.
 """
 
@@ -14,9 +15,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from veil.errors import DataFormatError, PrivacyLeakWarning
+from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning
 
-__all__ = ["read_tagged", "obfuscate_file"]
+__all__ = ["read_tagged", "obfuscate_file", "make_obfuscator", "METHODS"]
+
+METHODS = ("random", "neural")
 
 
 def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
@@ -39,21 +42,48 @@ def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
             for doc in nlp.pipe(lines)]
 
 
-def obfuscate_file(path: str | os.PathLike, *, level: str = "P3", treebank: str = "silver-sm",
-                   seed: int | None = None, key_path: str | os.PathLike | None = None) -> list[Any]:
-    """The obfuscated sentences of ``path`` (:class:`~veil.defenses.obfuscation.Obfuscated`); the key goes to
-    ``key_path`` (mode 0600) when given. ``seed`` None draws from the OS CSPRNG."""
-    from veil._io import atomic_write
+def make_obfuscator(method: str = "random", *, level: str = "P3", treebank: str = "silver-sm",
+                    seed: int | None = None, neural_model: str | os.PathLike | None = None) -> Any:
+    """The obfuscator of ``method``: ``"random"`` (same-POS substitution over ``treebank``'s training split) or
+    ``"neural"`` (the trained neural obfuscator saved at ``neural_model``; its level must be ``level``). ``seed``
+    None draws from the OS CSPRNG; a seed is for experiments only (it warns)."""
+    from veil.defenses.obfuscation import DEFAULT_SPECTRUM
+
+    if method not in METHODS:
+        raise InvalidParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    DEFAULT_SPECTRUM.hidden_tags(level)  # an unknown level fails before any work
+    if (method == "neural") != (neural_model is not None):
+        raise InvalidParameterError("the neural method needs the trained model and only it takes one: pass "
+                                    "--neural-model PATH (the file `veil parse obfuscator train --level LEVEL` "
+                                    "writes) with --method neural")
+    if method == "neural":
+        from veil.defenses.obfuscation.neural import NeuralObfuscator
+
+        obfuscator = NeuralObfuscator.load(neural_model, rng=seed)
+        if obfuscator.level != level:
+            raise InvalidParameterError(f"{neural_model} obfuscates at {obfuscator.level}, not {level}; pass "
+                                        f"--level {obfuscator.level} or a model trained at {level}")
+        return obfuscator
     from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
     from veil.parsing.treebank import load_treebank
 
-    sentences = read_tagged(path)
     vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in load_treebank("train", treebank))
+    return RandomSubstitution(vocabulary=vocab, level=level, rng=seed)
+
+
+def obfuscate_file(path: str | os.PathLike, *, level: str = "P3", treebank: str = "silver-sm",
+                   seed: int | None = None, key_path: str | os.PathLike | None = None, method: str = "random",
+                   neural_model: str | os.PathLike | None = None) -> list[Any]:
+    """The obfuscated sentences of ``path`` (:class:`~veil.defenses.obfuscation.Obfuscated`) by ``method``
+    (:func:`make_obfuscator`); the key goes to ``key_path`` (mode 0600) when given. ``seed`` None draws from the
+    OS CSPRNG."""
+    from veil._io import atomic_write
+
     with warnings.catch_warnings():
         if seed is not None:  # the CLI user asked for it; the option's help says it is for experiments
             warnings.simplefilter("ignore", PrivacyLeakWarning)
-        ob = RandomSubstitution(vocabulary=vocab, level=level, rng=seed)
-    out = [ob.obfuscate(w, t) for w, t in sentences]
+        ob = make_obfuscator(method, level=level, treebank=treebank, seed=seed, neural_model=neural_model)
+    out = ob.transform(read_tagged(path))
     if key_path is not None:
         with atomic_write(key_path, "w", perms=0o600) as fh:
             json.dump([{"positions": list(o.key.positions), "originals": list(o.key.originals)} for o in out], fh)

@@ -279,24 +279,10 @@ class ClientJob:
 
 
 def _obfuscator(job: ClientJob) -> Any:
-    if job.method == "neural":
-        from veil.defenses.obfuscation.neural import NeuralObfuscator
+    from veil.parsing.obfuscate_file import make_obfuscator
 
-        if job.neural_model is None:
-            raise InvalidParameterError("the neural method needs the trained model: pass --neural-model PATH (the "
-                                        "file `veil parse obfuscator train --level LEVEL` writes)")
-        obfuscator = NeuralObfuscator.load(job.neural_model, rng=job.seed)
-        if obfuscator.level != job.level:
-            raise InvalidParameterError(f"{job.neural_model} obfuscates at {obfuscator.level}, not {job.level}; pass "
-                                        f"--level {obfuscator.level} or a model trained at {job.level}")
-        return obfuscator
-    if job.method != "random":
-        raise InvalidParameterError(f"method must be random or neural, got {job.method!r}")
-    from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
-    from veil.parsing.treebank import load_treebank
-
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in load_treebank("train", job.treebank))
-    return RandomSubstitution(vocabulary=vocab, level=job.level, rng=job.seed)
+    return make_obfuscator(job.method, level=job.level, treebank=job.treebank, seed=job.seed,
+                           neural_model=job.neural_model)
 
 
 def run_client(job: ClientJob, *, progress: bool = True) -> dict[str, Any]:
