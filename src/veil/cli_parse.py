@@ -53,6 +53,20 @@ def _treebank(value: str) -> str:
     return value
 
 
+def _method(method: str, neural_model: Optional[Path], level: str) -> str:
+    """``--method`` and ``--neural-model`` checked together (``veil obfuscate`` and ``veil parse client``)."""
+    from veil.parsing.obfuscate_file import METHODS
+
+    if method not in METHODS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if (method == "neural") != (neural_model is not None):
+        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
+    if neural_model is not None and not neural_model.is_file():
+        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
+                                 f"obfuscator train --level {level}`")
+    return method
+
+
 def _one_cell(experiment: str, setup: Any, results: Optional[Path], force: bool, as_json: bool,
               **grid: Any) -> None:
     """Run (or keep) the one sweep cell ``experiment`` and print its record (JSON, or one metric per line)."""
@@ -199,15 +213,9 @@ def obfuscate(
     """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag (drawn
     uniformly, or by the trained neural obfuscator)."""
     from veil.experiments.outputs import check_output_file
-    from veil.parsing.obfuscate_file import METHODS, obfuscate_file
+    from veil.parsing.obfuscate_file import obfuscate_file
 
-    if method not in METHODS:
-        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    if (method == "neural") != (neural_model is not None):
-        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
-    if neural_model is not None and not neural_model.is_file():
-        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
-                                 f"obfuscator train --level {level}`")
+    _method(method, neural_model, level)
     if not file.is_file():
         raise typer.BadParameter(f"{file} is not a file")
     if key is not None:

@@ -86,7 +86,7 @@ def parse_client(
     as_json: JsonOpt = False,
 ) -> None:
     """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
-    from veil.cli_parse import _level, _treebank
+    from veil.cli_parse import _level, _method, _treebank
     from veil.experiments.outputs import check_output_file
     from veil.services.parse_client import ClientJob, run_client
 
@@ -94,13 +94,7 @@ def parse_client(
         raise typer.BadParameter(f"{file} is not a file")
     if not server.startswith(("http://", "https://")):
         raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
-    if method not in ("random", "neural"):
-        raise typer.BadParameter(f"--method must be random or neural, got {method!r}")
-    if (method == "neural") != (neural_model is not None):
-        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
-    if neural_model is not None and not neural_model.is_file():
-        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
-                                 f"obfuscator train --level {level}`")
+    _method(method, neural_model, level)
     check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
     if key is not None:
         check_output_file(key, force=force, option="--key")
