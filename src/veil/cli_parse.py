@@ -30,6 +30,10 @@ obfuscator_app = typer.Typer(help="The neural obfuscator (Hu et al. 2020, Sec. 3
 parse_app.add_typer(obfuscator_app, name="obfuscator")
 NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes).")]
 PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
+MethodOpt = Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
+                                            "obfuscator: --neural-model).")]
+NeuralModelOpt = Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
+                                                            "parse obfuscator train`); --method neural only.")]
 
 
 def _root(results: Optional[Path]) -> Path:
@@ -197,12 +201,10 @@ def obfuscator_train(
 def obfuscate(
     file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
                                               "(tagged with spaCy sm).")],
-    method: Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
-                                             "obfuscator: --neural-model).")] = "random",
+    method: MethodOpt = "random",
     level: LevelOpt = "P3",
     treebank: TreebankOpt = "silver-sm",
-    neural_model: Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
-                                                             "parse obfuscator train`); --method neural only.")] = None,
+    neural_model: NeuralModelOpt = None,
     key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
                                                      "mode 0600.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only; default: OS "

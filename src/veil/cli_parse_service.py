@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+from veil.cli_parse import MethodOpt, NeuralModelOpt
 
 __all__ = ["register", "parse_serve", "parse_client"]
 
@@ -72,10 +73,8 @@ def parse_client(
     level: Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")] = "P3",
     treebank: Annotated[str, typer.Option(help="Substitution vocabulary: the train split of silver-sm or of a "
                                                "folder with train.conllu.")] = "silver-sm",
-    method: Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
-                                             "obfuscator: --neural-model).")] = "random",
-    neural_model: Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
-                                                             "parse obfuscator train`); --method neural only.")] = None,
+    method: MethodOpt = "random",
+    neural_model: NeuralModelOpt = None,
     key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
                                                      "mode 0600; never sent.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only: warns; default: "
