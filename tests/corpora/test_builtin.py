@@ -30,6 +30,7 @@ def test_size_is_raw_minus_documented_cleaning(builtin, name):
     assert len(c) == c.stats["raw_rows"] - dropped - c.stats["duplicates_removed"]
     assert len(set(c.texts)) == len(c), "exact duplicates must be removed"
     assert all(t.strip() == t and t for t in c.texts), "texts are stripped and non-empty"
+    assert not any("\x00" in t for t in c.texts), "the encoders refuse NUL bytes: a corpus must not ship them"
     assert c.task == spec.task
     assert c.provenance and c.provenance[0].sha256 == spec.source.sha256
     for split in ("train", "dev", "test"):
@@ -96,6 +97,7 @@ def test_npm_corpora(builtin):
     assert sum(v for k, v in groups.items() if "ham" in k) == 4150
     assert sum(v for k, v in groups.items() if "spam" in k) == 1896
     assert {"from", "to"} <= set(spam.attributes)
+    assert spam.stats["nul_bytes_removed_from"] == 1  # one spam mail's body has a NUL byte
     brown = builtin("brown")
     assert len(brown) == 500 and brown.num_classes == 15 and brown.stats["sentences"] == 57340
     assert sum(len(d) for d in brown.documents) == 57340
