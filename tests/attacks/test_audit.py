@@ -196,6 +196,13 @@ def test_library_negative_controls_fail(name):
     mech = NEGATIVE_CONTROLS[name](candidates=F, epsilon=3.0, n_projections=10)
     sweep = audit_sentdp(mech, docs, epsilons=(1, 3), neighbours_per_document=14, pool=pool, rng=0)
     assert not sweep.passed
+    # the ratio check alone catches both controls (not only the derivation check), at every audited epsilon:
+    # each is the honest mechanism at twice the epsilon, on the very same neighbours
+    honest = audit_sentdp(DeepCandidate(candidates=F, epsilon=3.0, n_projections=10), docs, epsilons=(2, 6),
+                          neighbours_per_document=14, pool=pool, rng=0)
+    for a, h in zip(sweep.audits, honest.audits):
+        assert a.max_abs_log_ratio > a.epsilon + 1e-9
+        assert a.max_abs_log_ratio == pytest.approx(h.max_abs_log_ratio, rel=1e-12)
     direct = audit_document(mech, docs[0], neighbours=40, pool=pool, rng=0)
     assert not direct.passed and direct.max_abs_log_ratio > 3.0 + 1e-9
 
@@ -242,6 +249,15 @@ def test_real_corpus_negative_control_fails_and_the_pipeline_passes(news_pipelin
     assert broken.metrics["passed"].mean == 0.0 and broken.metrics["control_caught"].mean == 1.0
     assert broken.metrics["max_abs_log_ratio_eps1"].mean > 1.0 + 1e-9
     assert broken.metrics["max_utility_change"].mean == 2.0
+    # doubled epsilon: the utilities are honest, so only the ratios read through the control's own
+    # log_probabilities_of can show it (a table identical to the honest one was a bug: the audit derived them itself)
+    doubled = run_sentdp_audit(part, control="doubled-epsilon", **common)
+    assert doubled.metrics["control_caught"].mean == 1.0 and doubled.metrics["max_utility_change"].mean == 1.0
+    at_twice = run_sentdp_audit(part, **{**common, "epsilons": (2, 6)})  # the honest mechanism at 2 epsilon
+    for e in (1, 3):
+        seen = doubled.metrics[f"max_abs_log_ratio_eps{e}"].mean
+        assert seen > e + 1e-9 and seen > good.metrics[f"max_abs_log_ratio_eps{e}"].mean
+        assert seen == pytest.approx(at_twice.metrics[f"max_abs_log_ratio_eps{2 * e}"].mean, rel=1e-12)
     with pytest.raises(InvalidParameterError, match="negative control"):
         run_sentdp_audit(part, control="halved", **common)
 

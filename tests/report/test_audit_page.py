@@ -52,7 +52,8 @@ def test_formal_and_empirical_side_by_side_with_plots(tmp_path):
     assert "best ε_lb = 0.620 (extreme neighbours), within a factor 2 of the formal ε (a tight audit)." in page
     assert "changing one sentence costs ε = 40 by its own guarantee (40.0 × the per-word ε)" in page
     assert "| 1 | 0.99 | 0.9900 | 100 | pass (≤ ε) |" in page
-    assert "Negative control `doubled-sensitivity`" in page and "**caught**" in page
+    assert ("Negative control `doubled-sensitivity`: a deliberately broken mechanism over the same candidates; the "
+            "audit must fail it: **caught** (log ratio above ε at ε = 1, 3).") in page
     for name in ("audit_news_empirical.png", "audit_news_exact.png"):
         assert (tmp_path / "docs" / name).read_bytes()[:8] == PNG and f"]({name})" in page
     assert (tmp_path / "docs" / "sentdp.md").exists()  # the method page is still rendered beside it
@@ -75,3 +76,13 @@ def test_loose_bound_and_no_records(tmp_path):
     from veil.report.audit import audit_page
 
     assert "No audit records yet" in audit_page("sentdp", [], tmp_path)
+
+
+def test_a_control_caught_only_by_the_derivation_check_says_so(tmp_path):
+    res = tmp_path / "results" / "sentdp"
+    rec = _exact("news", {1.0: 0.98, 3.0: 2.99}, control="doubled-epsilon")
+    ResultRecord(method=rec.method, experiment=rec.experiment, config=rec.config, wall_time_s=1.0,
+                 metrics=rec.metrics, extra={"derivation_error": 705.0}).write(res / "c.json")
+    page = _render(tmp_path)
+    assert ("audit must fail it: **caught** (the log ratios alone did NOT catch it; its log-probabilities differ "
+            "from the exponential mechanism at the stated ε by up to 705).") in page

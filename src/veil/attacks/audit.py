@@ -39,11 +39,14 @@ Two entry points:
   of each S' directly (the whole code path, one epsilon);
 * :func:`audit_sentdp` audits many documents at several epsilons: per
   document one projection set, one call of ``mechanism.utilities`` per
-  neighbour, and the log-probabilities for every epsilon derived from that
-  one utility vector as ``epsilon * u / 2 - logsumexp(epsilon * u / 2)``.
-  That derivation is checked, once per document, against the mechanism's own
-  ``log_probabilities`` at the mechanism's epsilon (``derivation_error``); a
-  mismatch fails the audit.
+  neighbour, and the log-probabilities for every epsilon read from that one
+  utility vector through the mechanism's own
+  :meth:`~veil.defenses.sentdp.DeepCandidate.log_probabilities_of` (so a
+  mechanism that maps utilities to probabilities wrongly shows it in the
+  ratios). Separately, once per document, the mechanism's
+  ``log_probabilities`` at its own epsilon is checked against the exponential
+  mechanism ``epsilon * u / 2 - logsumexp(epsilon * u / 2)``
+  (``derivation_error``); a mismatch fails the audit too.
 """
 
 from __future__ import annotations
@@ -212,9 +215,10 @@ class DoubledSensitivity(DeepCandidate):
 class DoubledEpsilon(DeepCandidate):
     """Negative control: releases (samples and reports probabilities) at ``2 * epsilon`` while claiming epsilon.
 
-    The exact audit catches it two ways: :func:`audit_document` sees log ratios above epsilon
-    through ``log_probabilities``, and :func:`audit_sentdp` sees its log-probabilities disagree
-    with the exponential mechanism at the stated epsilon (``derivation_error``).
+    The exact audit catches it two independent ways: the log ratios, read through the mechanism's
+    own :meth:`log_probabilities_of` at every audited epsilon, reach twice that epsilon
+    (:func:`audit_document` and :func:`audit_sentdp`), and its log-probabilities disagree with the
+    exponential mechanism at the stated epsilon (``derivation_error``).
     """
 
     name = "deepcandidate-broken-doubled-epsilon"
@@ -225,10 +229,8 @@ class DoubledEpsilon(DeepCandidate):
 
         self._sampler = ExactSampler(2.0 * self.epsilon)
 
-    def _log_probs(self, utilities: np.ndarray) -> np.ndarray:
-        scores = 2.0 * self.epsilon * utilities / 2.0
-        shifted = scores - scores.max()
-        return shifted - np.log(np.exp(shifted).sum())
+    def log_probabilities_of(self, utilities: np.ndarray, epsilon: float | None = None) -> np.ndarray:
+        return super().log_probabilities_of(utilities, 2.0 * (self.epsilon if epsilon is None else float(epsilon)))
 
 
 NEGATIVE_CONTROLS: Mapping[str, type[DeepCandidate]] = MappingProxyType(
@@ -331,6 +333,11 @@ def make_neighbours(S: np.ndarray, projections: ProjectionSet, candidates: np.nd
 def _log_softmax(scores: np.ndarray) -> np.ndarray:
     shifted = scores - scores.max(axis=-1, keepdims=True)  # exact for the top score; rounding stays near 0
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _mechanism_log_probs(mechanism: DeepCandidate, utilities: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """The mechanism's own log-probabilities for these utilities at every epsilon, (E, m)."""
+    return np.stack([mechanism.log_probabilities_of(utilities, float(e)) for e in eps])
 
 
 class _Tally:
@@ -455,14 +462,14 @@ def audit_sentdp(mechanism: DeepCandidate, documents: Sequence[np.ndarray], *,
             top.append(float(u.max()))
             n_top.append(int((u == u.max()).sum()))
             zero.append(float((u == 0).mean()))
-            own = _log_softmax(mechanism.epsilon * u / 2.0)
+            own = _log_softmax(mechanism.epsilon * u / 2.0)  # the exponential mechanism at the stated epsilon
             derivation_error = max(derivation_error,
                                    float(np.abs(mechanism.log_probabilities(S, proj) - own).max()))
-            base = _log_softmax(eps[:, None] * u[None, :] / 2.0)  # (E, m)
+            base = _mechanism_log_probs(mechanism, u, eps)  # (E, m)
             for nb in make_neighbours(S, proj, mechanism.candidates, u, n=n_nb, kinds=kinds, pool=pool, rng=gen):
                 u2 = mechanism.utilities(nb.apply(S), proj)
                 max_du = max(max_du, float(np.abs(u - u2).max()))
-                ratio = np.abs(base - _log_softmax(eps[:, None] * u2[None, :] / 2.0))
+                ratio = np.abs(base - _mechanism_log_probs(mechanism, u2, eps))
                 for t, row in zip(tallies, ratio):
                     t.add(row, doc_id, nb)
                 n_pairs += 1

@@ -303,10 +303,14 @@ def _audit_table(variant: str, rec: ResultRecord) -> list[str]:
     if control:
         caught = rec.metrics.get("passed") is not None and rec.metrics["passed"].mean < 1
         derivation = float(rec.extra.get("derivation_error", 0.0))
+        over = [f"{e:g}" for e, m in rows if m.mean > e + tol]
+        how = [f"log ratio above ε at ε = {', '.join(over)}" if over else "the log ratios alone did NOT catch it"]
+        if derivation > tol:
+            how.append(f"its log-probabilities differ from the exponential mechanism at the stated ε by up to "
+                       f"{derivation:.3g}")
         lines.append(f"Negative control `{control}`: a deliberately broken mechanism over the same candidates; the "
                      f"audit must fail it: {'**caught**' if caught else '**NOT CAUGHT**'}"
-                     + (f" (its log-probabilities differ from the exponential mechanism at the stated ε by up to "
-                        f"{derivation:.3g})" if derivation > tol else "") + ".")
+                     + (f" ({'; '.join(how)})" if caught else "") + ".")
     du = rec.metrics.get("max_utility_change")
     if du is not None:
         lines.append(f"Largest change of any candidate's depth between neighbours: {du.mean:g} (sensitivity bound 1: "

@@ -202,14 +202,21 @@ class DeepCandidate(Defense):
 
     def log_probabilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
         """log P(f_i | S) for every candidate (log-sum-exp normalised), float64 (m,)."""
-        return self._log_probs(self.utilities(S, projections))
+        return self.log_probabilities_of(self.utilities(S, projections))
 
     def probabilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
         """The exact output distribution for fixed projections, float64 (m,), summing to 1."""
         return np.exp(self.log_probabilities(S, projections))
 
-    def _log_probs(self, utilities: np.ndarray) -> np.ndarray:
-        scores = self.epsilon * utilities / 2.0  # sensitivity 1
+    def log_probabilities_of(self, utilities: np.ndarray, epsilon: float | None = None) -> np.ndarray:
+        """log P(f_i) given the candidates' utilities (m,), at ``epsilon`` (default: this mechanism's), float64 (m,).
+
+        The output distribution as a function of the utilities: the audit
+        (:func:`veil.attacks.audit.audit_sentdp`) reads every epsilon it checks through this method, so a
+        subclass that changes how probabilities follow from utilities is audited as it is.
+        """
+        eps = self.epsilon if epsilon is None else float(epsilon)
+        scores = eps * np.asarray(utilities, dtype=np.float64) / 2.0  # sensitivity 1
         shifted = scores - scores.max()
         return shifted - np.log(np.exp(shifted).sum())
 
