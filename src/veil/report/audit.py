@@ -99,8 +99,8 @@ def _plot_empirical(corpus: str, c: _Corpus, path: Path) -> None:
     ax.plot([1e-3, hi * 1.5], [5e-4, hi * 0.75], color="black", linewidth=1, linestyle=":", label="factor 2 below")
     ax.set_xlim(0.5, hi * 1.5)
     ax.set_ylim(ZERO_AT / 2, hi * 1.5)  # a bound of 0 sits visibly at ZERO_AT, inside the axes
-    _finish(fig, ax, path, "formal ε of the one-sentence change", f"empirical ε lower bound (95%; 0 drawn at {ZERO_AT:g})",
-            f"{corpus}: formal against empirical ε")
+    _finish(fig, ax, path, "formal ε of the one-sentence change",
+            f"empirical ε lower bound (95%; 0 drawn at {ZERO_AT:g})", f"{corpus}: formal against empirical ε")
 
 
 def _plot_exact(corpus: str, c: _Corpus, path: Path) -> bool:
