@@ -115,6 +115,10 @@ def test_probabilities_sum_to_one(data, depth, epsilon):
     assert math.isclose(p.sum(), 1.0, rel_tol=0, abs_tol=4 * np.finfo(float).eps * (top + math.log(40) + 40))
     lp = mech.log_probabilities(S, P)
     assert np.isfinite(lp).all() and (lp <= 0).all()
+    # the distribution as a function of the utilities, at this or another epsilon
+    assert np.array_equal(mech.log_probabilities_of(mech.utilities(S, P)), lp)
+    with pytest.raises(InvalidParameterError, match="finite epsilon > 0"):
+        mech.log_probabilities_of(mech.utilities(S, P), 0.0)
 
 
 @pytest.mark.parametrize("depth", DEPTHS)

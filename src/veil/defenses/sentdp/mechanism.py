@@ -215,7 +215,9 @@ class DeepCandidate(Defense):
         (:func:`veil.attacks.audit.audit_sentdp`) reads every epsilon it checks through this method, so a
         subclass that changes how probabilities follow from utilities is audited as it is.
         """
-        eps = self.epsilon if epsilon is None else float(epsilon)
+        eps = self.epsilon if epsilon is None else check_real(
+            "epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
+            hint="; the exponential mechanism needs a finite epsilon > 0")
         scores = eps * np.asarray(utilities, dtype=np.float64) / 2.0  # sensitivity 1
         shifted = scores - scores.max()
         return shifted - np.log(np.exp(shifted).sum())
