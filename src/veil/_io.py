@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["veil_home", "writable_dir", "atomic_write", "atomic_write_text", "atomic_write_json", "sha256_file",
-           "sha256_text"]
+           "sha256_text", "OWNED_MARKER", "mark_owned", "is_owned", "remove_owned_dir", "read_json"]
 
 
 def _home_path() -> tuple[Path, str]:
@@ -157,3 +157,80 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- folders veil made (and may remove)
+OWNED_MARKER = ".veil-owned"
+
+
+def mark_owned(folder: str | os.PathLike, what: str) -> Path:
+    """Mark ``folder`` (created if missing) as written by veil, so that ``--force`` may later replace it.
+
+    The marker is a small JSON file (``.veil-owned``: what veil wrote there, and when). Only folders that carry
+    it are ever removed by :func:`remove_owned_dir`: a user's folder given to ``--record ... --force`` by
+    mistake is refused, never deleted.
+    """
+    import datetime
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / OWNED_MARKER, {"by": "veil", "what": what,
+                                              "created": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+    return folder
+
+
+def is_owned(folder: str | os.PathLike) -> bool:
+    """True when ``folder`` is a folder that carries veil's marker (see :func:`mark_owned`)."""
+    marker = Path(folder) / OWNED_MARKER
+    if not marker.is_file():
+        return False
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("by") == "veil"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def remove_owned_dir(folder: str | os.PathLike, *, option: str = "--force", ignore_missing: bool = True) -> None:
+    """Remove ``folder`` only if veil wrote it (it carries :data:`OWNED_MARKER`); otherwise a typed error.
+
+    The error (:class:`~veil.errors.NotOwnedError`, exit 2 in the CLI) names the folder and says to choose
+    another path: veil never deletes a folder it cannot tell is its own, ``option`` or not.
+    """
+    import shutil
+
+    folder = Path(folder)
+    if not folder.exists() and not folder.is_symlink():
+        if ignore_missing:
+            return
+        raise FileNotFoundError(folder)
+    if folder.is_symlink() or not folder.is_dir() or not is_owned(folder):
+        from veil.errors import NotOwnedError
+
+        kind = "a link" if folder.is_symlink() else ("a folder" if folder.is_dir() else "a file")
+        raise NotOwnedError(
+            f"{folder} exists and is {kind} veil did not write (no {OWNED_MARKER} marker in it), so {option} will "
+            f"not remove it; choose another path for veil's output, or move that folder away yourself")
+    shutil.rmtree(folder)
+
+
+def read_json(path: str | os.PathLike, *, what: str = "result file", fix: str | None = None) -> Any:
+    """Read a JSON file veil wrote; a damaged one (empty, truncated, not UTF-8, not JSON) is a typed error.
+
+    The error (:class:`~veil.errors.DataFormatError`) names the file and the fix (``fix``, or: delete the file
+    or re-run with ``--force``), so a damaged record is never taken as done nor crashes with a traceback.
+    """
+    from veil.errors import DataFormatError
+
+    path = Path(path)
+    fix = fix or f"delete {path} (or re-run with --force) so that it is made again"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataFormatError(f"damaged {what} {path}: not UTF-8 text; {fix}") from None
+    if not text.strip():
+        raise DataFormatError(f"damaged {what} {path}: the file is empty; {fix}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"damaged {what} {path}: not valid JSON ({exc.msg} at line {exc.lineno}); {fix}") \
+            from None

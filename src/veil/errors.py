@@ -26,6 +26,8 @@ __all__ = [
     "CollapsedModelWarning",
     "FederatedError",
     "ParseServiceError",
+    "NotOwnedError",
+    "StaleResultError",
 ]
 
 
@@ -66,6 +68,21 @@ class InvalidParameterError(VeilError, ValueError):
 
 class InvalidTypeError(VeilError, TypeError):
     """A parameter has the wrong type."""
+
+
+class NotOwnedError(VeilError, ValueError):
+    """An existing path would be removed or replaced, but veil cannot tell it wrote it: refused, never deleted."""
+
+
+class StaleResultError(VeilError, ValueError):
+    """A result on disk was made under another configuration than the one requested: refused, never reused.
+
+    ``keys`` names the configuration keys that differ.
+    """
+
+    def __init__(self, message: str, *, keys: Iterable[str] = ()):
+        self.keys = list(keys)
+        super().__init__(message)
 
 
 class DataFormatError(VeilError, ValueError):

@@ -15,15 +15,16 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veil._io import atomic_write_json
-from veil.errors import DataFormatError, InvalidParameterError
+from veil._io import atomic_write_json, read_json
+from veil.errors import DataFormatError, InvalidParameterError, StaleResultError
 
-__all__ = ["SCHEMA_VERSION", "Metric", "ResultRecord", "environment", "git_commit", "load_records", "Timer"]
+__all__ = ["SCHEMA_VERSION", "Metric", "ResultRecord", "environment", "git_commit", "load_records", "Timer",
+           "config_diff", "check_same_config", "reusable_record"]
 
 SCHEMA_VERSION = 1
 
@@ -173,12 +174,69 @@ class ResultRecord:
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "ResultRecord":
+        """Read a record; a damaged file (empty, truncated, not UTF-8, not a record) is a typed error naming it."""
+        data = read_json(path, what="result record")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(f"{path}: invalid JSON ({exc})") from None
-        return cls.from_dict(data)
+            return cls.from_dict(data)
+        except DataFormatError as exc:
+            raise DataFormatError(f"damaged result record {path}: {exc}; delete it (or re-run with --force) so "
+                                  "that it is made again") from None
 
 
 def load_records(paths: Iterable[str | os.PathLike]) -> list[ResultRecord]:
     return [ResultRecord.read(p) for p in paths]
+
+
+_MISSING = object()
+
+
+def config_diff(stored: Mapping[str, Any], requested: Mapping[str, Any], *,
+                ignore: Iterable[str] = ()) -> list[str]:
+    """The keys whose values differ between two configurations (a key missing on one side differs), sorted.
+
+    Values are compared after a JSON round trip, so a tuple equals the list a record stores (and, as in
+    Python, ``1`` equals ``1.0``).
+    """
+    skip = set(ignore)
+    norm_s = json.loads(json.dumps(dict(stored), default=str))
+    norm_r = json.loads(json.dumps(dict(requested), default=str))
+    keys = (set(norm_s) | set(norm_r)) - skip
+    return sorted(k for k in keys if norm_s.get(k, _MISSING) != norm_r.get(k, _MISSING))
+
+
+def _show(value: Any) -> str:
+    return "(absent)" if value is _MISSING else json.dumps(value, default=str)
+
+
+def check_same_config(stored: Mapping[str, Any], requested: Mapping[str, Any], path: str | os.PathLike, *,
+                      ignore: Iterable[str] = (), force_option: str = "--force") -> None:
+    """Raise :class:`~veil.errors.StaleResultError` when the result at ``path`` was made under another config.
+
+    The message names every differing key with both values (the first few) and the way out: ``force_option``
+    re-runs and replaces it, or another output folder keeps both.
+    """
+    keys = config_diff(stored, requested, ignore=ignore)
+    if not keys:
+        return
+    shown = "; ".join(f"{k}: stored {_show(stored.get(k, _MISSING))}, requested {_show(requested.get(k, _MISSING))}"
+                      for k in keys[:4])
+    more = f" (and {len(keys) - 4} more)" if len(keys) > 4 else ""
+    raise StaleResultError(
+        f"{path} was made under another configuration ({shown}{more}); it was not reused. Pass {force_option} "
+        "to re-run and replace it, or write to another output folder to keep both", keys=keys)
+
+
+def reusable_record(path: str | os.PathLike, config: Mapping[str, Any], *, force: bool = False,
+                    ignore: Iterable[str] = (), force_option: str = "--force") -> ResultRecord | None:
+    """The record at ``path`` if it exists and was made under ``config``; None if there is none (or ``force``).
+
+    The one rule of every resumable writer: a record on disk is this configuration's result, or it is not used.
+    A damaged file raises :class:`~veil.errors.DataFormatError` and a record made under another configuration
+    raises :class:`~veil.errors.StaleResultError` (both name the path and the fix), never "kept".
+    """
+    path = Path(path)
+    if force or not path.exists():
+        return None
+    record = ResultRecord.read(path)
+    check_same_config(record.config, config, path, ignore=ignore, force_option=force_option)
+    return record
