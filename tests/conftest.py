@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +92,78 @@ def train_tiny_parser():
         return net, losses
 
     return train
+
+
+# --------------------------------------------------------------------------- the bad-input harness (every tests/test_bad_input*.py)
+def _snapshot(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime for p in root.rglob("*")}
+
+
+def _help(command: tuple[str, ...], capsys) -> str:
+    from veil.cli import main
+
+    code = main([*command, "--help"])
+    text = capsys.readouterr().out
+    assert code == 0, f"`veil {' '.join(command)}` does not exist"
+    return text
+
+
+def _command_path(args: list[str]) -> tuple[str, ...]:
+    """The (sub)command words at the front of ``args`` (``texthide eval``, ``corpora show``, ``encode``)."""
+    groups = {"corpora", "texthide", "attack", "sentdp", "audit"}
+    if args and args[0] in groups and len(args) > 1:
+        return tuple(args[:2])
+    return tuple(args[:1])
+
+
+def check_fix_exists(message: str, args: list[str], capsys) -> None:
+    """Each ``--option`` the message names is an option of the command; each quoted `veil ...` command exists."""
+    command = _command_path(args)
+    # the options the user typed are echoed back (possibly misspelt); --help is checked with the quoted command
+    bare = re.sub(r"`veil [^`]+`", "", message)  # options inside a quoted command belong to that command
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", bare)) - set(args) - {"--help"}
+    if options:
+        helptext = _help(command, capsys)
+        for opt in options:
+            assert opt in helptext, f"the message names {opt}, which `veil {' '.join(command)}` does not have"
+    for quoted in re.findall(r"`veil ([^`]+)`", message):
+        words = quoted.split()
+        sub = _command_path([w for w in words if not w.startswith("-")])
+        helptext = _help(sub, capsys)
+        for opt in (w.split("=")[0] for w in words if w.startswith("--") and w != "--help"):
+            assert opt in helptext, f"the message quotes `veil {quoted}`, but {opt} is not an option of it"
+
+
+@pytest.fixture
+def cli(capsys, tmp_path, monkeypatch, real_home):
+    """Run ``veil ARGS`` in an empty working folder; check exit code, one-line message, fix, nothing written."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("VEIL_HOME", str(real_home))
+    monkeypatch.delenv("VEIL_RESULTS", raising=False)
+
+    from veil.cli import main
+
+    def run(*args: str, code: int = 2, match: str = "", check_fix: bool = True) -> str:
+        before = _snapshot(work)
+        home_before = _snapshot(real_home / "corpora") if (real_home / "corpora").exists() else {}
+        got = main(list(args))
+        out = capsys.readouterr()
+        err = out.err.strip()
+        assert got == code, f"exit {got} != {code}; stderr: {err}"
+        assert "Traceback" not in out.err + out.out
+        lines = [ln for ln in err.splitlines() if ln.startswith("veil: error")]
+        assert len(lines) == 1, f"expected one error line, got: {err!r}"
+        assert re.search(match, lines[0]), f"{match!r} not in {lines[0]!r}"
+        assert _snapshot(work) == before, "something was written"
+        if (real_home / "corpora").exists():
+            assert _snapshot(real_home / "corpora") == home_before, "the corpus cache changed"
+        if check_fix:
+            check_fix_exists(lines[0], list(args), capsys)
+        return lines[0]
+
+    run.work = work
+    return run
+
+
