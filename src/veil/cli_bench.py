@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
         Finished cells are skipped (resumable) unless --force; a failing cell is reported and the others go on;
         the exit code is 1 if any cell failed.
         """
-        from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, BenchConfig, plan_cells
+        from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, plan_cells
         from veil.bench.runner import run_bench
         from veil.experiments.outputs import check_output_dir, default_results_dir
         from veil.report.bench import render_bench
@@ -68,7 +68,18 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
         config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
-        cells = plan_cells(corpus_list, defenses=_names(defenses), attacks=_names(attacks), config=config)
+        defense_list, attack_list = _names(defenses), _names(attacks)
+        cells = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config)
+        attack_cells = [c for c in cells if c.attack != UTILITY]
+        if not cells or (attack_list is not None and not attack_cells):  # before any work, nothing written
+            chosen = [f"{opt} {','.join(v)}" for opt, v in (("--defenses", defense_list), ("--attacks", attack_list))
+                      if v is not None]
+            what = "0 cells" if not cells else f"0 attack cells (only {len(cells)} utility cells)"
+            raise typer.BadParameter(
+                f"this selection plans {what} on {', '.join(corpus_list)}: "
+                + (f"{' with '.join(chosen)} pairs no attack with a defense whose release it observes (or that "
+                   "serves the corpus' task)" if chosen else "no defense serves these corpora's tasks")
+                + "; `veil bench --list` shows every cell of the full plan")
         con = console(as_json)
         if list_only:
             if as_json:

@@ -46,7 +46,7 @@ def texthide_eval(
     """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
     import veil.corpora as vc
     from veil.experiments.outputs import check_output_file
-    from veil.experiments.texthide import TextHideEval, result_path, run_texthide_eval
+    from veil.experiments.texthide import TextHideEval, existing_result, result_path, run_texthide_eval
 
     cfg = TextHideEval(corpus=corpus, m=parse_m(m), k=k, mode=_check_mode(mode), finetune=finetune,
                        seeds=parse_seeds(seeds), epochs=epochs, patience=patience, batch_size=batch_size,
@@ -57,8 +57,13 @@ def texthide_eval(
             from veil.errors import UnknownNameError
 
             raise UnknownNameError("corpus", name, vc.names())
-    path = check_output_file(out if out is not None else result_path(cfg, results), force=force,
+    if results is not None and out is None:
+        from veil.experiments.outputs import check_output_dir
+
+        check_output_dir(results)
+    path = check_output_file(out if out is not None else result_path(cfg, results), force=True,
                              suffixes=(".json",))
+    existing_result(cfg, path, force=force, keep=False)  # damaged, another configuration, or this one: refused
     msg = console(as_json)
     record = run_texthide_eval(cfg, log=lambda line: msg.print(line, highlight=False))
     record.write(path)
@@ -105,12 +110,26 @@ _DEFENSES = ("all", "none", "texthide")
 _DEFENSE_HELP = "all (baseline, mix-only, TextHide (256,4)), none, or texthide with --m/--k."
 
 
+def _check_queries(corpus: str, queries: Optional[int], *, split: Optional[str] = None) -> None:
+    """``--queries`` at most the examples queries are drawn from (without replacement), checked before any work."""
+    if queries is None:
+        return
+    import veil.corpora as vc
+
+    data = vc.load(corpus)
+    available = len(data) if split is None else len(data.indices(split))
+    if queries > available:
+        where = f"{corpus}'s {split} split" if split else corpus
+        raise typer.BadParameter(f"--queries {queries} is more than the {available} examples of {where} (queries "
+                                 f"are drawn without replacement); use --queries {available} or fewer")
+
+
 def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Optional[int], seed: int,
             results: Optional[Path], force: bool, as_json: bool) -> None:
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
-    from veil.experiments.retrieval import planned_paths, run_retrieval, write_records
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.experiments.retrieval import check_planned, run_retrieval, write_records
 
     if defense not in _DEFENSES:
         raise typer.BadParameter(f"--defense must be one of {', '.join(_DEFENSES)}, got {defense!r}")
@@ -118,8 +137,8 @@ def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Opt
         raise UnknownNameError("corpus", corpus, vc.names())
     mm = parse_m(m)
     root = check_output_dir(results if results is not None else default_results_dir("retrieval"))
-    for path in planned_paths(corpus, attack, defense=defense, m=mm, k=k, queries=queries, seed=seed, root=root):
-        refuse_existing(path, force)
+    _check_queries(corpus, queries, split="dev" if attack == "reprecon" else None)
+    check_planned(corpus, attack, defense=defense, m=mm, k=k, queries=queries, seed=seed, root=root, force=force)
     records = run_retrieval(corpus, attack, defense=defense, m=mm, k=k, queries=queries, seed=seed)
     paths = write_records(records, root)
     if as_json:
@@ -173,8 +192,8 @@ def _adaptive(attack: str, corpus: str, defense: str, m: str, k: int, mode: str,
               queries: int, seed: int, public: str, results: Optional[Path], force: bool, as_json: bool) -> None:
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.outputs import check_output_dir, default_results_dir, refuse_existing
-    from veil.experiments.texthide_attacks import AttackCell, result_path, run_cell
+    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.experiments.texthide_attacks import AttackCell, existing_cell, result_path, run_cell
 
     if defense != "texthide":
         raise typer.BadParameter(f"--defense must be texthide for {attack} (the only defense it applies to), "
@@ -186,7 +205,7 @@ def _adaptive(attack: str, corpus: str, defense: str, m: str, k: int, mode: str,
                       index=index, queries=queries, seed=seed, public=public)
     root = check_output_dir(results if results is not None else default_results_dir("texthide-attacks"))
     path = result_path(cell, root)
-    refuse_existing(path, force)
+    existing_cell(cell, root, force=force, keep=False)  # damaged, another configuration, or this one: refused
     record = run_cell(cell)
     record.write(path)
     if as_json:
@@ -248,11 +267,12 @@ def texthide_attacks_sweep(
         cells = grid_cells(corpus=corpus, queries=queries)
     else:
         raise typer.BadParameter(f"unknown sweep {which!r}; use headline or grid")
-    if attacks:
+    if attacks is not None:
         wanted = [a.strip() for a in attacks.split(",") if a.strip()]
         bad = [a for a in wanted if a not in ATTACKS]
-        if bad:
-            raise typer.BadParameter(f"--attacks: unknown {bad}; use some of {', '.join(ATTACKS)}")
+        if bad or not wanted:
+            raise typer.BadParameter(f"--attacks: {'unknown ' + str(bad) if bad else 'no attack named'}; use some "
+                                     f"of {', '.join(ATTACKS)} (comma-separated), or leave --attacks out for all")
         cells = [c for c in cells if c.attack in wanted]
     msg = console(as_json)
     paths = run_cells(cells, results if results is not None else default_results_dir("texthide-attacks"),

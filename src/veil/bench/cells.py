@@ -64,6 +64,20 @@ def _secret_note(cell: Any) -> str:
             "selects queries and attacker choices")
 
 
+def _queries(cell: Any, available: int, what: str) -> int:
+    """The cell's queries, or all ``available`` with a one-line warning (kept in the record and the outcome)."""
+    n = cell.config.n_queries
+    if n <= available:
+        return n
+    import warnings
+
+    from veil.errors import DataWarning
+
+    warnings.warn(f"{n} queries asked but only {available} {what}; all {available} attacked (queries are drawn "
+                  f"without replacement)", DataWarning, stacklevel=3)
+    return available
+
+
 def release_vectors(cell: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
     """What an eavesdropper sees of the private items ``rows``, by the defense's declared kind: (Observation,
     mixing truth or None). The truth is for the scorer only."""
@@ -137,7 +151,7 @@ def retrieval_cell(cell: Any, data: Any) -> ResultRecord:
 
     start = time.perf_counter()
     index, ids = data.index, data.private_ids
-    q = sample_queries(len(index), min(cell.config.n_queries, len(index)), rng=cell.config.seed)
+    q = sample_queries(len(index), _queries(cell, len(index), "index entries"), rng=cell.config.seed)
     obs, truth = release_vectors(cell, data, ids[q])
     resources = AttackResources(index=index, seed=cell.config.seed, data=data, cell=cell,
                                 train_epochs=5 if cell.config.quick else 20)
@@ -220,7 +234,7 @@ def unmix_cell(cell: Any, data: Any) -> ResultRecord:
     resources.index = SimilaritySearch(texts, vectors)
     resources.k = int(cell.setting["k"])
     resources._lazy["recovered_masks"] = lambda: recovered.masks
-    sel = np.sort(np.random.default_rng(cell.config.seed).choice(len(obs), size=min(cell.config.n_queries, len(obs)),
+    sel = np.sort(np.random.default_rng(cell.config.seed).choice(len(obs), size=_queries(cell, len(obs), "encodings"),
                                                                  replace=False))
     seen = Observation(obs.vectors[sel], defense=dict(obs.defense), source=obs.source)
     true_sources = tr[np.asarray(truth.sources)[sel]]

@@ -126,14 +126,55 @@ def execute(cell: Any, out: str) -> CellOutcome:
                            wall_time_s=time.perf_counter() - start)
 
 
+def _identity(cell: dict[str, Any]) -> dict[str, Any]:
+    """What a cell's result depends on, flat (``config.queries`` None and 500 are the same run: ``n_queries``)."""
+    config = cell.get("config") if isinstance(cell.get("config"), dict) else {}
+    return {**{k: v for k, v in cell.items() if k != "config"},
+            **{f"config.{k}": v for k, v in config.items() if k not in ("queries", "epochs")}}
+
+
+def finished_cells(cells: list[Any], out: str | Path, *, force: bool = False) -> set[str]:
+    """The ids of ``cells`` whose record in ``OUT/cells/`` exists and was made for that same cell (none with
+    ``force``). Checked before any work: a damaged record (empty, truncated, not UTF-8, not JSON) is a
+    :class:`~veil.errors.DataFormatError` and one made for another cell a :class:`~veil.errors.StaleResultError`,
+    each naming the file and the fix; neither is ever counted as done."""
+    from veil._io import read_json
+    from veil.errors import DataFormatError
+    from veil.results import check_same_config
+
+    done: set[str] = set()
+    if force:
+        return done
+    for cell in cells:
+        path = cell_path(out, cell)
+        if not path.exists():
+            continue
+        fix = f"delete it, or pass --force to re-run every cell (the bench cell {cell.id} is not done)"
+        data = read_json(path, what="bench cell record", fix=fix)
+        stored = (data.get("config") or {}).get("cell") if isinstance(data, dict) else None
+        if not isinstance(stored, dict) or not isinstance(data.get("metrics"), dict):
+            raise DataFormatError(f"damaged bench cell record {path}: not a veil result record; {fix}")
+        check_same_config(_identity(stored), _identity(cell.to_dict()), path)
+        done.add(cell.id)
+    return done
+
+
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
               force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None) -> BenchRun:
-    """Run every cell not yet done (all with ``force``); writes ``OUT/cells/*.json`` and ``OUT/run.json``."""
+    """Run every cell not yet done (all with ``force``); writes ``OUT/cells/*.json`` and ``OUT/run.json``.
+
+    Every existing cell record is checked first (:func:`finished_cells`); an empty plan is an error. Ctrl-C stops
+    the run (Ray tasks cancelled, a cluster started here shut down) and leaves only finished cells.
+    """
     from veil._io import atomic_write_json, writable_dir
     from veil.progress import progress_bar
 
     if workers < 1:
         raise InvalidParameterError(f"workers must be >= 1, got {workers}")
+    if not cells:
+        raise InvalidParameterError("the bench plan has no cells; choose corpora, defenses and attacks that apply "
+                                    "to each other (`veil bench --list` shows a plan)")
+    done = finished_cells(cells, out, force=force)
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
     log = log or (lambda line: None)
@@ -142,14 +183,13 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
     run = BenchRun(out=str(out_dir), workers=workers, engine=engine)
     todo = []
     for cell in cells:
-        path = cell_path(out_dir, cell)
-        if path.exists() and not force:
-            run.outcomes.append(CellOutcome(cell.id, "skipped", str(path)))
+        if cell.id in done:
+            run.outcomes.append(CellOutcome(cell.id, "skipped", str(cell_path(out_dir, cell))))
         else:
             todo.append(cell)
     if len(todo) < len(cells):
-        log(f"{len(cells) - len(todo)} of {len(cells)} cells already done in {out_dir / 'cells'} (skipped; "
-            f"--force reruns them)")
+        log(f"{len(cells) - len(todo)} of {len(cells)} cells already done in {out_dir / 'cells'} (made for the same "
+            f"cells; skipped; --force reruns them)")
 
     def report(i: int, outcome: CellOutcome) -> None:
         run.outcomes.append(outcome)
@@ -187,17 +227,39 @@ def _run_on_ray(cells: list[Any], out: str, workers: int, address: str | None):
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
+    pending: list[Any] = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
         ids = {remote.remote(cell, out): cell.id for cell in cells}
         pending = list(ids)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            # a short timeout keeps the driver in Python between waits, so Ctrl-C is seen within a second
+            done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
             for ref in done:
                 try:
                     yield ray.get(ref)
                 except ray.exceptions.RayError as exc:  # a worker died: report it, go on
                     yield CellOutcome(ids[ref], "failed", error=f"{type(exc).__name__}: {exc}")
+    except BaseException:  # Ctrl-C (or an error): unfinished tasks must not go on writing cells after we exit
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - best effort: the task may have finished meanwhile
+                pass
+        raise
     finally:
         if started_here:
             ray.shutdown()
+        _remove_partial(out, cells)
+
+
+def _remove_partial(out: str, cells: list[Any]) -> None:
+    """Remove temporary files a killed worker may leave beside its cell record (atomic writes' ``.<name>.*.tmp``)."""
+    import contextlib
+    import os
+
+    folder = Path(out) / "cells"
+    for cell in cells:
+        for tmp in folder.glob(f".{cell.id}.json.*.tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -24,7 +24,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "sweep", "SWEEP_DEFENSES", "ATTACKERS",
+__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep", "SWEEP_DEFENSES", "ATTACKERS",
            "ENCODERS"]
 
 SWEEP_DEFENSES = ("none", "multidetask", "grl", "generation", "decluster", "leace")
@@ -223,11 +223,22 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
                         wall_time_s=time.perf_counter() - start, extra=extra)
 
 
+def existing_result(cfg: AttributeRun, root: str | Path, *, force: bool = False) -> ResultRecord | None:
+    """The record of ``cfg`` in ``root`` if it exists and was made under ``cfg`` (None if absent or ``force``)."""
+    from veil.experiments.outputs import existing_record
+
+    return existing_record(result_path(cfg, root), cfg.to_dict(), force=force)
+
+
 def run_or_skip(cfg: AttributeRun, root: str | Path, *, force: bool = False, data: Any = None,
                 progress: bool = False) -> tuple[Path, bool]:
-    """(path, ran): run and write the record, or keep an existing one (``force`` re-runs it)."""
+    """(path, ran): run and write the record, or keep an existing one made under ``cfg`` (``force`` re-runs it).
+
+    A damaged record, or one made under another configuration, is an error naming the file and the fix
+    (:func:`existing_result`), never kept.
+    """
     path = result_path(cfg, root)
-    if path.exists() and not force:
+    if existing_result(cfg, root, force=force) is not None:
         return path, False
     run_attribute(cfg, data=data, progress=progress).write(path)
     return path, True
@@ -258,6 +269,8 @@ def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] = SWEEP_DE
 
     check_int("jobs", jobs, minimum=1)
     cfgs = [AttributeRun(corpus=corpus, defense=d, width=width, seed=s, **options) for d in defenses for s in seeds]
+    for cfg in cfgs:  # a damaged or stale record stops the sweep here, before any work
+        existing_result(cfg, root, force=force)
     data = load_attributes(corpus, top_k=options.get("top_k"))  # built (and cached) once, before any worker
     paths = []
     with progress_bar(len(cfgs), f"attributes sweep on {corpus}", progress) as advance:

@@ -140,13 +140,17 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
         recoder = pipeline.recoder is not None
     out_path = None
     if results_dir is not None:
-        from veil.experiments.outputs import check_output_dir, refuse_existing
+        from veil.experiments.outputs import check_output_dir, existing_record
 
         name = corpus if isinstance(corpus, str) else getattr(corpus, "name", "corpus")
         out_path = check_output_dir(results_dir) / audit_file_name(
             name, depth=depth, n_documents=n_documents, neighbours=neighbours_per_document,
             n_projections=n_projections, seed=seed, recoder=recoder, control=control)
-        refuse_existing(out_path, force)
+        # the file name holds everything but the epsilons: another epsilon list is named as the difference
+        existing_record(out_path, {"corpus": name, "epsilons": list(epsilons), "n_documents_requested": n_documents,
+                                   "neighbours_per_document": neighbours_per_document,
+                                   "n_projections": n_projections, "depth": depth, "seed": seed,
+                                   "recoder": recoder, "control": control}, force=force, keep=False)
     data = _load_corpus(corpus)
     counts = np.asarray([len(doc) for doc in data.documents], dtype=np.int64)
     if not any(counts[i] >= MIN_CANDIDATE_SENTENCES for i in data.indices("train")):
@@ -306,8 +310,15 @@ def empirical_file_name(cfg: EmpiricalAuditConfig, mechanism: str, kind: str, ep
 
     trials = cfg.mdp_trials if mechanism == "metric-dp" else cfg.trials
     sel = cfg.mdp_trials if mechanism == "metric-dp" else (cfg.selection_trials or cfg.trials)
+    # the other settings are named only where they differ from the defaults (the paper runs' names stay)
+    d = EmpiricalAuditConfig
+    other = {"docs": cfg.documents if cfg.documents != d.documents else None,
+             "nb": cfg.neighbours_per_document if cfg.neighbours_per_document != d.neighbours_per_document else None,
+             "conf": cfg.confidence if cfg.confidence != d.confidence else None,
+             "p": cfg.n_projections if cfg.n_projections != d.n_projections else None,
+             "depth": cfg.depth if cfg.depth != d.depth else None}
     return (f"empirical-{cfg.corpus}-{mechanism}-{kind}-eps{_eps_key(epsilon)}-"
-            f"{tag(t=trials, sel=sel, pairs=cfg.pairs, n=cfg.max_documents, seed=cfg.seed)}.json")
+            f"{tag(t=trials, sel=sel, pairs=cfg.pairs, n=cfg.max_documents, **other, seed=cfg.seed)}.json")
 
 
 class _EmpiricalData:
@@ -456,14 +467,18 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     """
     from veil.attacks.empirical_audit import DistinguishingGame
     from veil.attacks.empirical_pairs import NEIGHBOUR_KINDS
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.experiments.outputs import check_output_dir, default_results_dir, existing_record
 
     if not isinstance(cfg, EmpiricalAuditConfig):
         raise InvalidTypeError(f"cfg must be an EmpiricalAuditConfig, not {type(cfg).__name__}")
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
     plan = [(m, float(e), k) for m in cfg.mechanisms for e in cfg.epsilons for k in NEIGHBOUR_KINDS[m]]
     paths = {(m, e, k): results_dir / empirical_file_name(cfg, m, k, e) for m, e, k in plan}
-    done = {key: ResultRecord.read(p) for key, p in paths.items() if p.exists() and not force}
+    # a record is reused only if it was made under this configuration (the mechanism and epsilon lists aside:
+    # each record is one of their cells); a damaged or stale one stops the run here, before any work
+    done = {key: rec for key, p in paths.items()
+            if (rec := existing_record(p, cfg.to_dict(), force=force, part="audit",
+                                       ignore=("mechanisms", "epsilons"))) is not None}
     if done:
         log(f"{cfg.corpus}: {len(done)} of {len(plan)} empirical records exist and are kept (--force recomputes)")
     if len(done) == len(plan):

@@ -16,11 +16,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from veil.errors import InvalidParameterError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable, Mapping
+
+    from veil.results import ResultRecord
+
 __all__ = ["RESULTS_ENV", "results_root", "default_results_dir", "check_output_file", "check_output_dir",
-           "refuse_existing", "tag"]
+           "refuse_existing", "existing_record", "tag"]
 
 RESULTS_ENV = "VEIL_RESULTS"
 
@@ -81,6 +87,54 @@ def refuse_existing(path: str | os.PathLike, force: bool, *, option: str = "--fo
     path = Path(path)
     if path.exists() and not force:
         raise InvalidParameterError(f"{path} exists; pass {option} to replace it, or choose another output")
+
+
+def existing_record(path: str | os.PathLike, requested: Mapping[str, Any], *, force: bool = False,
+                    part: str | None = None, ignore: Iterable[str] = (), keep: bool = True,
+                    view: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+                    option: str = "--force") -> ResultRecord | None:
+    """The one check of every writer whose output may already exist: this configuration's record, or an error.
+
+    None when ``path`` is absent or ``force``. Otherwise the record is read (a damaged, empty or non-UTF-8 file is a
+    :class:`~veil.errors.DataFormatError` naming it and the fix) and its configuration compared with
+    ``requested`` (:func:`veil.results.check_same_config`: another configuration is a
+    :class:`~veil.errors.StaleResultError` naming the differing keys and ``option``). ``part``: the key of
+    ``record.config`` that holds the run's configuration (e.g. ``"cell"``); None compares the record's top-level
+    config on the keys of ``requested`` only (the record adds derived keys of its own). ``view``: instead, a
+    function from the stored config to the settings compared (e.g. effective values a record stores elsewhere).
+    ``keep``: True for
+    resumable writers (the record is returned, to be reused); False for single-run commands, where a record of
+    this same configuration is refused too (``exists; pass --force``), as it always was.
+    """
+    from collections.abc import Mapping as _Mapping
+
+    from veil.errors import DataFormatError
+    from veil.results import ResultRecord, check_same_config
+
+    path = Path(path)
+    if force or not path.exists():
+        return None
+    if path.is_dir():
+        raise InvalidParameterError(f"{path} is a folder where a result file belongs; move it away or choose "
+                                    "another output")
+    try:
+        record = ResultRecord.read(path)
+    except DataFormatError as exc:
+        if keep:
+            raise
+        raise DataFormatError(f"{path} exists; pass {option} to replace it, or choose another output ({exc})") \
+            from None
+    stored: Any = record.config.get(part) if part is not None else record.config
+    stored = dict(stored) if isinstance(stored, _Mapping) else {}
+    if view is not None:
+        stored = dict(view(stored))
+    elif part is None:
+        stored = {k: stored[k] for k in requested if k in stored}
+    check_same_config(stored, requested, path, ignore=ignore, force_option=option)
+    if not keep:
+        raise InvalidParameterError(f"{path} exists; pass {option} to replace it, or choose another output (it holds "
+                                    "a result of this same configuration)")
+    return record
 
 
 def tag(**parts: object) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
-__all__ = ["ATTACKS", "run_retrieval", "write_records", "planned_paths", "record_file_name"]
+__all__ = ["check_planned", "ATTACKS", "run_retrieval", "write_records", "planned_paths", "record_file_name"]
 
 ATTACKS = ("rss", "reprecon")
 DEFAULT_QUERIES = {"rss": 1000, "reprecon": 500}
@@ -102,6 +102,21 @@ def planned_paths(corpus: str, attack: str, *, defense: str, m: int | None, k: i
     return [Path(root) / record_file_name(corpus, attack, label, m=_setting_mk(label, defense, m, k)[0],
                                           k=_setting_mk(label, defense, m, k)[1], queries=n, seed=seed)
             for label in labels]
+
+
+def check_planned(corpus: str, attack: str, *, defense: str, m: int | None, k: int, queries: int | None,
+                  seed: int, root: str | Path, force: bool = False) -> list[Path]:
+    """The planned paths (:func:`planned_paths`), each checked before any work: an existing record is refused
+    (``force`` replaces it), naming the keys when it was made under another configuration and the fix when it is
+    damaged (:func:`veil.experiments.outputs.existing_record`)."""
+    from veil.experiments.outputs import existing_record
+
+    paths = planned_paths(corpus, attack, defense=defense, m=m, k=k, queries=queries, seed=seed, root=root)
+    requested = {"corpus": corpus, "attack_name": attack, "seed": seed,
+                 "n_queries": queries or DEFAULT_QUERIES.get(attack, 0)}
+    for path in paths:
+        existing_record(path, requested, force=force, keep=False)
+    return paths
 
 
 def write_records(records: list[ResultRecord], root: str | Path | None = None) -> list[Path]:

@@ -168,16 +168,14 @@ def _file_name(cfg: SentDPEval, name: str) -> str:
     return f"{cfg.corpus}-{name}-{tag(t=trials, n=cfg.max_documents, seed=cfg.seed)}.json"
 
 
-def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord:
-    """The record at ``path``, if it was made under ``cfg``'s settings (the epsilon grid and methods aside)."""
-    rec = ResultRecord.read(path)
-    mine = {k: v for k, v in cfg.to_dict().items() if k not in ("epsilons", "methods")}
-    theirs = {k: v for k, v in (rec.config.get("eval") or {}).items() if k not in ("epsilons", "methods")}
-    if theirs != mine:
-        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        raise InvalidParameterError(f"{path} was made under other settings ({', '.join(diff)} differ); pass "
-                                    f"--force to replace it, or write to another --results folder")
-    return rec
+def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord | None:
+    """The record at ``path`` if it was made under ``cfg``'s settings (the epsilon grid and methods aside).
+
+    A damaged record or one made under other settings is an error naming the file (never kept as done).
+    """
+    from veil.experiments.outputs import existing_record
+
+    return existing_record(path, cfg.to_dict(), part="eval", ignore=("epsilons", "methods"))
 
 
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
@@ -200,7 +198,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
     from veil.experiments.outputs import check_output_dir, default_results_dir
 
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
-    kept = {} if force else {p.name: _kept_record(p, cfg) for p in planned_paths(cfg, results_dir) if p.exists()}
+    kept = {} if force else {p.name: rec for p in planned_paths(cfg, results_dir)
+                             if (rec := _kept_record(p, cfg)) is not None}
     if kept:
         log(f"{cfg.corpus}: {len(kept)} of {len(planned_paths(cfg, results_dir))} records exist and are kept "
             f"(--force recomputes)")

@@ -27,7 +27,8 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["TextHideEval", "run_texthide_eval", "result_path", "TABLE1_TASKS", "GRID_M", "GRID_K"]
+__all__ = ["TextHideEval", "run_texthide_eval", "result_path", "existing_result", "identity", "TABLE1_TASKS",
+           "GRID_M", "GRID_K"]
 
 TABLE1_TASKS = ("rt-polarity", "trec-questions", "sms-spam", "hutto-tweets")
 GRID_M: tuple[int | None, ...] = (0, 1, 16, 64, 256, 1024, None)
@@ -113,8 +114,51 @@ def run_tag(cfg: TextHideEval) -> str:
     from veil.experiments.outputs import tag
 
     tc = cfg.train_config(0)
+    d = TextHideEval
+    inter = cfg.mode == "inter"  # the public set matters in inter mode only; the encoder lr when fine-tuning
     return tag(ep=tc.epochs, pat=tc.patience, bs=tc.batch_size, warm=tc.head_warmup_epochs or None,
-               n=cfg.max_train, seeds=cfg.seeds)
+               n=cfg.max_train, elr=cfg.encoder_lr if cfg.finetune and cfg.encoder_lr != d.encoder_lr else None,
+               pub=cfg.public if inter and cfg.public != d.public else None,
+               pubn=cfg.public_size if inter else None, seeds=cfg.seeds)
+
+
+def identity(cfg: TextHideEval) -> dict[str, Any]:
+    """The settings a result depends on, with the effective training budget (compared with a stored record's
+    before it is reused or replaced). The encoder learning rate and head warm-up matter only when fine-tuning,
+    the public set only in inter mode."""
+    tc = cfg.train_config(0)
+    out = {k: v for k, v in cfg.to_dict().items() if k in _IDENTITY}
+    out.update(epochs=tc.epochs, patience=tc.patience, batch_size=tc.batch_size)
+    if cfg.finetune:
+        out.update(head_warmup=tc.head_warmup_epochs, encoder_lr=cfg.encoder_lr)
+    if cfg.mode == "inter":
+        out.update(public=cfg.public, public_size=cfg.public_size)
+    return out
+
+
+_IDENTITY = ("corpus", "m", "k", "mode", "finetune", "seeds", "max_train", "setting")
+
+
+def _stored_identity(stored: Any) -> dict[str, Any]:
+    """:func:`identity` of a stored record's config (its effective budget is in ``config["train"]``)."""
+    train = stored.get("train") or {}
+    out = {k: stored[k] for k in _IDENTITY if k in stored}
+    out.update({k: train[k] for k in ("epochs", "patience", "batch_size") if k in train})
+    if stored.get("finetune"):
+        out.update({"encoder_lr": train.get("encoder_lr", stored.get("encoder_lr")),
+                    "head_warmup": train.get("head_warmup_epochs")})
+    if stored.get("mode") == "inter":
+        out.update({k: stored.get(k) for k in ("public", "public_size")})
+    return out
+
+
+def existing_result(cfg: TextHideEval, path: str | Path, *, force: bool = False, keep: bool = True
+                    ) -> ResultRecord | None:
+    """The record at ``path`` if it holds ``cfg``'s result (None if absent or ``force``); a damaged record or one
+    made under another configuration is an error naming it (see :func:`veil.experiments.outputs.existing_record`)."""
+    from veil.experiments.outputs import existing_record
+
+    return existing_record(path, identity(cfg), force=force, keep=keep, view=_stored_identity)
 
 
 def result_path(cfg: TextHideEval, root: str | Path | None = None) -> Path:
@@ -271,16 +315,22 @@ def run_sweep(configs: Sequence[TextHideEval], root: str | Path | None = None, *
               log: Any = print) -> list[Path]:
     """Run and write every configuration (each result file written atomically as soon as it is done).
 
-    ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run.
+    Resumable: a configuration whose record exists (made under the same configuration) is skipped unless
+    ``skip_existing=False``; a damaged record or one made under another configuration stops the sweep before the
+    first run. ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run.
     """
     from veil.experiments.outputs import check_output_dir, default_results_dir
 
     root = check_output_dir(root if root is not None else default_results_dir("texthide"))
+    # every existing result is checked before the first run: a damaged one, or one made under another
+    # configuration, stops the sweep here (never "kept")
+    kept = {result_path(cfg, root) for cfg in configs
+            if existing_result(cfg, result_path(cfg, root), force=not skip_existing) is not None}
     paths = []
     for cfg in configs:
         path = result_path(cfg, root)
-        if skip_existing and path.exists():
-            log(f"skip {cfg.name}: {path} exists")
+        if path in kept:
+            log(f"skip {cfg.name}: {path} exists (same configuration; --force re-runs it)")
         else:
             run_texthide_eval(cfg, progress=False, log=log).write(path)
             log(f"wrote {path}")

@@ -34,7 +34,8 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
-__all__ = ["AttackCell", "ATTACKS", "run_cell", "run_cells", "headline_cells", "grid_cells", "result_path"]
+__all__ = ["AttackCell", "ATTACKS", "run_cell", "run_cells", "headline_cells", "grid_cells", "result_path",
+           "existing_cell"]
 
 ATTACKS = ("rss", "abs-rss", "mask-recovery", "unmix")
 GRID_M: tuple[int | None, ...] = (1, 16, 256, 1024, None)
@@ -101,6 +102,15 @@ def result_path(cell: AttackCell, root: str | Path) -> Path:
     return Path(root) / f"{cell.name}.json"
 
 
+def existing_cell(cell: AttackCell, root: str | Path, *, force: bool = False, keep: bool = True
+                  ) -> ResultRecord | None:
+    """The record of ``cell`` in ``root`` if one exists and was made under this cell's configuration (None if
+    absent or ``force``); damaged or another configuration: an error naming the file and the fix."""
+    from veil.experiments.outputs import existing_record
+
+    return existing_record(result_path(cell, root), cell.to_dict(), part="cell", force=force, keep=keep)
+
+
 # ---------------------------------------------------------------- data shared by cells of one process
 _CACHE: dict[tuple[str, ...], Any] = {}
 
@@ -157,6 +167,20 @@ def _pub_for(cell: AttackCell) -> tuple[list[str], np.ndarray] | None:
     return _public(cell.public, cell.public_size) if cell.mode == "inter" else None
 
 
+def _capped(cell: AttackCell, available: int, what: str) -> int:
+    """``cell.queries``, or ``available`` with a one-line warning when fewer are there (drawn without replacement);
+    the record's ``n_queries`` says how many were attacked."""
+    if cell.queries <= available:
+        return cell.queries
+    import warnings
+
+    from veil.errors import DataWarning
+
+    warnings.warn(f"{cell.name}: {cell.queries} queries asked but only {what}; attacking all {available} "
+                  f"(the record says n_queries={available})", DataWarning, stacklevel=3)
+    return available
+
+
 # ---------------------------------------------------------------- retrieval cells
 def _retrieval(cell: AttackCell, progress: bool) -> ResultRecord:
     from veil.attacks import get_attack
@@ -166,7 +190,7 @@ def _retrieval(cell: AttackCell, progress: bool) -> ResultRecord:
 
     corpus, X = _corpus(cell.corpus)
     pub = _pub_for(cell)
-    q = sample_queries(len(X), min(cell.queries, len(X)), rng=cell.seed)
+    q = sample_queries(len(X), _capped(cell, len(X), f"the {len(X)} examples of {cell.corpus}"), rng=cell.seed)
     if cell.m == 0 and cell.k == 1:
         obs, truth = observe_original(X[q]), None
     else:
@@ -261,8 +285,8 @@ def _unmix(cell: AttackCell, progress: bool) -> ResultRecord:
         ptexts, P = _public(cell.public, cell.public_size)
         texts, vectors = texts + list(ptexts), np.concatenate([X, P])
     index = SimilaritySearch(texts, vectors)
-    sel = np.sort(np.random.default_rng(cell.seed).choice(len(obs), size=min(cell.queries, len(obs)),
-                                                          replace=False))
+    n = _capped(cell, len(obs), f"the {len(obs)} encodings observed")
+    sel = np.sort(np.random.default_rng(cell.seed).choice(len(obs), size=n, replace=False))
     seen = Observation(obs.vectors[sel], defense=dict(obs.defense), source=obs.source)
     true_sources = tr[np.asarray(truth.sources)[sel]]  # private sources as index ids
     res = evaluate_unmix(Unmix(index, recovered.masks, k=cell.k), seen, true_sources)
@@ -291,11 +315,14 @@ def run_cells(cells: list[AttackCell], root: str | Path, *, force: bool = False,
     from veil.experiments.outputs import check_output_dir
 
     root = check_output_dir(root)
+    # every existing record is checked before the first cell runs: damaged or made under another configuration
+    # stops the sweep here, never "skip"
+    kept = {cell.name for cell in cells if existing_cell(cell, root, force=force) is not None}
     paths = []
     for i, cell in enumerate(cells, 1):
         path = result_path(cell, root)
-        if path.exists() and not force:
-            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} exists")
+        if cell.name in kept:
+            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} exists (same configuration; --force re-runs it)")
         else:
             rec = run_cell(cell, progress=False)
             rec.write(path)
