@@ -57,6 +57,31 @@ def _treebank(value: str) -> str:
     return value
 
 
+def _names(value: str, option: str, valid: Any) -> list[str]:
+    """A comma-separated list of names: at least one, each valid, none twice."""
+    got = [v.strip() for v in value.split(",") if v.strip()]
+    if not got:
+        raise typer.BadParameter(f"{option} needs at least one of {', '.join(valid)}, got {value!r}")
+    bad = [g for g in got if g not in valid]
+    if bad:
+        raise typer.BadParameter(f"{option}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
+    if len(set(got)) != len(got):
+        raise typer.BadParameter(f"{option} names one twice ({value!r}); give each once")
+    return got
+
+
+def _needs_silver(treebank: str, what: str) -> None:
+    """On a fresh VEIL_HOME: one line naming the command that builds the silver treebank and how long it takes."""
+    if treebank != "silver-sm":
+        return
+    from veil.errors import ResourceMissingError
+    from veil.parsing.treebank import _MISSING_SILVER, silver_dir
+
+    if not (silver_dir() / "meta.json").is_file():
+        raise ResourceMissingError("the silver treebank", "veil parse treebank",
+                                   message=f"{what} needs {_MISSING_SILVER.removeprefix('the ')}")
+
+
 def _method(method: str, neural_model: Optional[Path], level: str) -> str:
     """``--method`` and ``--neural-model`` checked together (``veil obfuscate`` and ``veil parse client``)."""
     from veil.parsing.obfuscate_file import METHODS
@@ -118,23 +143,35 @@ def parse_train(
     seed: SeedOpt = 0,
     out: Annotated[Optional[Path], typer.Option(help="Model file (default VEIL_HOME/parsing/models/biaffine.pt).")]
     = None,
-    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue an interrupted run.")] = True,
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue an interrupted run of the same "
+                                                                     "configuration (its state beside --out).")] = True,
+    force: Annotated[bool, typer.Option("--force", help="Start afresh and replace an existing model at --out (and "
+                                                        "its .json and .state.pt).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Train veil's biaffine parser on the treebank (best dev UAS kept; resumable)."""
-    from veil.parsing.train import TrainConfig, train_parser
+    """Train veil's biaffine parser on the treebank (best dev UAS kept; resumable). With the defaults it takes
+    about 45 minutes (the --max-minutes budget) after `veil parse treebank`."""
+    from veil.cli_common import finite
+    from veil.experiments.outputs import check_output_dir
+    from veil.parsing.train import TrainConfig, default_model_path, resume_state, train_parser
 
     if vectors not in ("md", "none"):
         raise typer.BadParameter(f"--vectors must be md or none, got {vectors!r}")
+    finite("--max-minutes", max_minutes, low=0.0)
     config = TrainConfig(treebank=_treebank(treebank), vectors=vectors, max_minutes=max_minutes,
                          max_train=max_train, hidden=hidden, seed=seed)
+    target = out if out is not None else default_model_path(config.name)
+    check_output_dir(target.parent, option="--out")
+    resume_state(config, target, resume=resume, force=force)  # existing outputs checked before any work
     msg = console(as_json)
-    summary = train_parser(config, out=out, resume=resume, log=lambda line: msg.print(line, highlight=False))
+    summary = train_parser(config, out=target, resume=resume, force=force,
+                           log=lambda line: msg.print(line, highlight=False))
     if as_json:
         echo_json({k: v for k, v in summary.items() if k != "history"})
         return
+    written = [p for p in (Path(summary["model"]), Path(summary["model"]).with_suffix(".json")) if p.is_file()]
     msg.print(f"best dev UAS {summary['best_dev_uas']:.2f} after {summary['steps']} steps "
-              f"({summary['minutes']:.1f} min); wrote {summary['model']}", highlight=False)
+              f"({summary['minutes']:.1f} min); wrote {' and '.join(map(str, written))}", highlight=False)
 
 
 @parse_app.command("eval")
@@ -182,8 +219,12 @@ def obfuscator_train(
     from veil.defenses.obfuscation.neural import NeuralTraining, ObfuscatorConfig
     from veil.experiments.parsing import ParsingSetup, train_neural
 
+    from veil.cli_common import finite
+
     if model is not None and not model.is_file():
         raise typer.BadParameter(f"--model {model} is not a file")
+    finite("--minutes", minutes, low=0.0)
+    finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
     setup = ParsingSetup(treebank=_treebank(treebank), model=None if model is None else str(model))
     msg = console(as_json)
     ob, path, key = train_neural(_level(level), seed, setup=setup,
@@ -222,6 +263,8 @@ def obfuscate(
         raise typer.BadParameter(f"{file} is not a file")
     if key is not None:
         check_output_file(key, force=force, option="--key")
+    if method == "random":
+        _needs_silver(_treebank(treebank), "veil obfuscate (its substitution vocabulary)")
     out = obfuscate_file(file, level=_level(level), treebank=_treebank(treebank), seed=seed, key_path=key,
                          method=method, neural_model=neural_model)
     if as_json:
@@ -247,8 +290,11 @@ def attack_word_recovery(
     """Recover the original words at the obfuscated positions: MRR, prv = 100 - 100 MRR, top-1 (Hu et al.)."""
     from veil.experiments.parsing import ATTACKERS, ParsingSetup
 
+    from veil.cli_common import finite
+
     if method not in ATTACKERS:
         raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
+    finite("--minutes", minutes, low=0.0)
     setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
                          attack_minutes=minutes, seed=seed)
     _one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[], levels=[_level(level)],
@@ -281,24 +327,32 @@ def parse_sweep(
 
     Resumable: cells already in --results are kept (an interrupted sweep goes on where it stopped).
     """
+    from veil.cli_common import finite, parse_seeds
     from veil.defenses.obfuscation.neural import NeuralTraining
-    from veil.experiments.parsing import DEFENSES, ParsingSetup, run_parsing
+    from veil.experiments.parsing import ATTACKERS, DEFENSES, LEVELS, ParsingSetup, run_parsing
+    from veil.parsing.evaluate import PARSER_NAMES
     from veil.results import ResultRecord
 
     def names(value: str) -> list[str]:
         return [v.strip() for v in value.split(",") if v.strip()]
 
-    lvls = [_level(lv, True) for lv in names(levels)]
-    defenses = names(defense)
-    if not defenses or any(d not in DEFENSES for d in defenses):
-        raise typer.BadParameter(f"--defense must list {' and/or '.join(DEFENSES)}, got {defense!r}")
-    if not all(s.isdigit() for s in names(training_seeds)) or not names(training_seeds):
-        raise typer.BadParameter(f"--training-seeds must be comma-separated ints >= 0, got {training_seeds!r}")
+    lvls = _names(levels, "--levels", LEVELS)
+    parser_names = _names(parsers, "--parsers", PARSER_NAMES)
+    attacker_names = _names(attackers, "--attackers", ATTACKERS)
+    defenses = _names(defense, "--defense", DEFENSES)
+    try:
+        parse_seeds(training_seeds)
+    except typer.BadParameter:
+        raise typer.BadParameter(f"--training-seeds must be comma-separated distinct ints >= 0, got "
+                                 f"{training_seeds!r}") from None
+    for option, value in (("--minutes", minutes), ("--neural-minutes", neural_minutes)):
+        finite(option, value, low=0.0)
+    finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
     setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
                          attack_minutes=minutes, seed=seed)
     root = _root(results)
     msg = console(as_json)
-    paths = run_parsing(root, parsers=names(parsers), levels=lvls, attackers=names(attackers), setup=setup,
+    paths = run_parsing(root, parsers=parser_names, levels=lvls, attackers=attacker_names, setup=setup,
                         force=force, defenses=defenses, training_seeds=[int(s) for s in names(training_seeds)],
                         training=NeuralTraining(max_minutes=neural_minutes, privacy_weight=privacy_weight),
                         log=lambda line: msg.print(line, highlight=False))

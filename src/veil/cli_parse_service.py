@@ -27,9 +27,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _default_parser(model: Optional[Path]) -> str:
+    """biaffine when a model is given or `veil parse train` made one; else spacy-sm, which ships with veil."""
+    from veil.parsing.train import default_model_path
+
+    return "biaffine" if model is not None or default_model_path().is_file() else "spacy-sm"
+
+
+def _biaffine_hint() -> str:
+    from veil.parsing.train import TRAIN_MINUTES
+    from veil.parsing.treebank import BUILD_MINUTES
+
+    return (f"for veil's biaffine parser (it reads the client's tags) run `veil parse treebank` (about {BUILD_MINUTES} "
+            f"minutes) then `veil parse train` (about {TRAIN_MINUTES} minutes), then `veil parse serve --parser "
+            "biaffine`")
+
+
 def parse_serve(
-    parser: Annotated[str, typer.Option(help="biaffine (reads tokens and tags), spacy-sm or spacy-md (read tokens "
-                                             "and spaces, tag for themselves).")] = "biaffine",
+    parser: Annotated[Optional[str], typer.Option(
+        help="biaffine (veil's, reads tokens and tags; made by `veil parse treebank` (~5 min) then `veil parse "
+             "train` (~45 min)), spacy-sm (ships with veil) or spacy-md (downloaded on first use); both spaCy "
+             "parsers read tokens and spaces and tag for themselves. Default: biaffine if --model is given or "
+             "`veil parse train` made one, else spacy-sm.")] = None,
     model: Annotated[Optional[Path], typer.Option(help="Biaffine model file (default: the one `veil parse train` "
                                                        "wrote).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on (no TLS, no authentication: keep loopback or put "
@@ -42,10 +61,16 @@ def parse_serve(
                                                      "shared 2-core machine).")] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
 ) -> None:
-    """Serve a parser over HTTP: POST /parse takes obfuscated tokens and tags, answers heads and labels."""
-    from veil.parsing.evaluate import PARSER_NAMES
-    from veil.services.parse_server import Limits, create_app, serve
+    """Serve a parser over HTTP: POST /parse takes obfuscated tokens and tags, answers heads and labels.
 
+    Works on first use with spacy-sm (it ships with veil); veil's biaffine parser needs `veil parse treebank`
+    (about 5 minutes) and `veil parse train` (about 45 minutes) first.
+    """
+    from veil.parsing.evaluate import PARSER_NAMES
+    from veil.services.parse_server import Limits, bind, create_app, serve
+
+    if parser is None:
+        parser = _default_parser(model)
     if parser not in PARSER_NAMES:
         raise typer.BadParameter(f"--parser must be one of {', '.join(PARSER_NAMES)}, got {parser!r}")
     if model is not None and parser != "biaffine":
@@ -55,14 +80,28 @@ def parse_serve(
     if log_level not in ("critical", "error", "warning", "info", "debug"):
         raise typer.BadParameter(f"--log-level must be critical, error, warning, info or debug, got {log_level!r}")
     limits = Limits(max_body_bytes=max_body_bytes, max_sentences=max_sentences, max_tokens=max_tokens)
+    if parser == "biaffine" and model is None:
+        from veil.parsing.train import default_model_path, load_parser
+
+        if not default_model_path().is_file():
+            load_parser(None)  # the one-line error: what to run, and how long each step takes
     msg = console(True)
-    if not _is_loopback(host):
-        msg.print(f"[yellow]veil: listening on {host}: plain HTTP, no authentication; anyone who can reach it can "
-                  "parse with it and read requests on the way; put a TLS proxy in front[/yellow]", soft_wrap=True)
-    app = create_app(parser, limits=limits, model=model, threads=threads)
-    msg.print(f"veil: serving {parser} on http://{host}:{port} (POST /parse, GET /health; limits "
-              f"{limits.to_dict()}); Ctrl-C stops it", highlight=False, soft_wrap=True)
-    serve(app, host=host, port=port, log_level=log_level)
+    sock = bind(host, port)  # a port in use is one line, before the parser is loaded
+    try:
+        if not _is_loopback(host):
+            msg.print(f"[yellow]veil: listening on {host}: plain HTTP, no authentication; anyone who can reach it "
+                      "can parse with it and read requests on the way; put a TLS proxy in front[/yellow]",
+                      soft_wrap=True)
+        app = create_app(parser, limits=limits, model=model, threads=threads)
+        bound = sock.getsockname()[1]
+        msg.print(f"veil: serving {parser} on http://{host}:{bound} (POST /parse, GET /health; limits "
+                  f"{limits.to_dict()}); Ctrl-C stops it", highlight=False, soft_wrap=True)
+        if parser != "biaffine":
+            msg.print(f"veil: {_biaffine_hint()}", highlight=False, soft_wrap=True)
+    except BaseException:
+        sock.close()
+        raise
+    serve(app, host=host, port=bound, log_level=log_level, sock=sock)
 
 
 def parse_client(
@@ -85,7 +124,8 @@ def parse_client(
     as_json: JsonOpt = False,
 ) -> None:
     """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
-    from veil.cli_parse import _level, _method, _treebank
+    from veil.cli_common import finite
+    from veil.cli_parse import _level, _method, _needs_silver, _treebank
     from veil.experiments.outputs import check_output_file
     from veil.services.parse_client import ClientJob, run_client
 
@@ -93,10 +133,15 @@ def parse_client(
         raise typer.BadParameter(f"{file} is not a file")
     if not server.startswith(("http://", "https://")):
         raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
+    finite("--timeout", timeout, low=0.0)
     _method(method, neural_model, level)
     check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
     if key is not None:
         check_output_file(key, force=force, option="--key")
+        if key.resolve() == out.resolve():
+            raise typer.BadParameter("--key and --out name the same file; give the key its own file")
+    if method == "random":
+        _needs_silver(_treebank(treebank), "veil parse client (its substitution vocabulary)")
     job = ClientJob(input=file, out=out, server=server, level=_level(level), treebank=_treebank(treebank), key=key,
                     seed=seed, batch_sentences=batch, timeout=timeout, method=method, neural_model=neural_model)
     summary = run_client(job)

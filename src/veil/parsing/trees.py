@@ -22,10 +22,59 @@ from pathlib import Path
 
 from veil.errors import DataFormatError, InvalidTypeError
 
-__all__ = ["Tree", "check_tree", "write_conllu", "conllu_text", "read_conllu_trees", "is_punct"]
+__all__ = ["Tree", "check_tree", "check_heads", "check_label", "CLEAR_LABELS", "UD_LABELS", "write_conllu",
+           "conllu_text", "read_conllu_trees", "read_text_file", "is_punct"]
 
 #: Penn tags of punctuation (arcs of these words are left out of the "no punct" scores, as in CoNLL evaluations)
 PUNCT_TAGS = frozenset({".", ",", ":", "``", "''", "-LRB-", "-RRB-", "HYPH", "NFP", "$", "#"})
+
+
+#: dependency labels a parser may answer: spaCy's English (ClearNLP) labels and the Universal Dependencies v2
+#: relations (a UD relation may carry a lower-case subtype, ``nsubj:pass``); see :func:`check_label`
+CLEAR_LABELS = frozenset("""ROOT acl acomp advcl advmod agent amod appos attr aux auxpass case cc ccomp compound conj
+csubj csubjpass dative dep det dobj expl intj mark meta neg nmod npadvmod nsubj nsubjpass nummod oprd parataxis pcomp
+pobj poss preconj predet prep prt punct quantmod relcl xcomp""".split())
+UD_LABELS = frozenset("""acl advcl advmod amod appos aux case cc ccomp clf compound conj cop csubj dep det discourse
+dislocated expl fixed flat goeswith iobj list mark nmod nsubj nummod obj obl orphan parataxis punct reparandum root
+vocative xcomp""".split())
+
+
+def check_label(label: object) -> bool:
+    """Whether ``label`` is a dependency label veil knows (:data:`CLEAR_LABELS`, or a :data:`UD_LABELS` relation
+    with an optional lower-case subtype): never whitespace, tabs or control characters, which would break CoNLL-U."""
+    if not isinstance(label, str) or not label or len(label) > 40:
+        return False
+    if label in CLEAR_LABELS or label in UD_LABELS:
+        return True
+    base, sep, sub = label.partition(":")
+    return bool(sep) and base in UD_LABELS and sub.isascii() and sub.isalpha() and sub.islower()
+
+
+def check_heads(heads: Sequence[object]) -> str | None:
+    """None when ``heads`` (1-based, 0 = the root) form one tree over the words: ints in range, no word its own
+    head, exactly one root, no cycle; otherwise what is wrong."""
+    n = len(heads)
+    for i, h in enumerate(heads):
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= n:
+            return f"word {i + 1}'s head {h!r} is not an integer in 0..{n}"
+        if h == i + 1:
+            return f"word {i + 1} is its own head"
+    roots = [i + 1 for i, h in enumerate(heads) if h == 0]
+    if len(roots) != 1:
+        return f"{len(roots)} roots (words {roots[:5]}); a tree has exactly one"
+    state = [0] * (n + 1)  # 0 unseen, 1 on the current path, 2 reaches the root
+    state[0] = 2
+    for start in range(1, n + 1):
+        path, node = [], start
+        while state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = int(heads[node - 1])  # type: ignore[call-overload]
+        if state[node] == 1:
+            return f"the heads form a cycle through word {node}"
+        for p in path:
+            state[p] = 2
+    return None
 
 
 def is_punct(tag: str, upos: str = "") -> bool:
@@ -125,6 +174,20 @@ def _spaces(words: Sequence[str], text: str) -> tuple[bool, ...]:
     return tuple(out)
 
 
+def read_text_file(path: str | os.PathLike) -> str:
+    """The text of a UTF-8 input file: a leading byte-order mark is dropped; a NUL byte (a binary file, or
+    UTF-16 text) or bytes that are not UTF-8 are a :class:`DataFormatError` naming the file."""
+    data = Path(path).read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise DataFormatError(f"{path} holds a NUL byte (byte {nul}): it is binary or UTF-16, not "
+                              "UTF-8 text; convert it to UTF-8 text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path} is not UTF-8 (byte {exc.start}); convert it to UTF-8") from None
+
+
 def read_conllu_trees(path: str | os.PathLike, *, source: str | None = None) -> list[Tree]:
     """Read every sentence of a CoNLL-U file as a :class:`Tree` (Penn tags from XPOS).
 
@@ -136,10 +199,7 @@ def read_conllu_trees(path: str | os.PathLike, *, source: str | None = None) -> 
 
     where = str(path)
     if source is None:
-        try:
-            source = Path(path).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataFormatError(f"{where} is not UTF-8 ({exc}); convert it to UTF-8") from None
+        source = read_text_file(path)
     table = read_conllu(source, where)
     trees = []
     for line, row in table.rows:

@@ -29,7 +29,7 @@ from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeErro
                          PrivacyLeakWarning, VeilError)
 
 __all__ = ["ParseServiceError", "ParsedSentence", "ParseClient", "read_sentences", "parse_file", "ClientJob",
-           "run_client", "server_health"]
+           "run_client", "server_health", "answer_problem"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -90,8 +90,12 @@ def _request(http: Any, url: str, timeout: float, method: str, path: str, **kwar
 
 def _checked_health(body: dict[str, Any], url: str) -> dict[str, Any]:
     limits = body.get("limits")
+    parser, reads = body.get("parser"), body.get("reads", ["tokens", "tags"])
     if body.get("status") != "ok" or not isinstance(limits, dict) or not all(
-            isinstance(limits.get(k), int) for k in ("max_body_bytes", "max_sentences", "max_tokens")):
+            isinstance(limits.get(k), int) and not isinstance(limits.get(k), bool) and limits[k] >= 1
+            for k in ("max_body_bytes", "max_sentences", "max_tokens")) or not isinstance(parser, str) or \
+            not parser.isprintable() or not 0 < len(parser) <= 40 or not isinstance(reads, list) or \
+            not set(reads) <= {"tokens", "tags", "spaces"}:
         raise ParseServiceError(f"the parse server at {url} is not healthy or not a veil parse server "
                                 f"(GET /health: {str(body)[:200]})")
     return body
@@ -213,14 +217,42 @@ class ParseClient:
                                     "sentences")
         out = []
         for k, ((tree, obf), ans) in enumerate(zip(batch, answers)):
-            try:
-                heads, labels = ans["heads"], ans["labels"]
-                parsed = Tree(tree.words, tree.tags, heads, labels, tree.spaces, tree.upos, dict(tree.meta))
-            except (TypeError, KeyError, VeilError) as exc:
+            problem = answer_problem(ans, len(tree))
+            if problem is None:
+                try:
+                    parsed = Tree(tree.words, tree.tags, tuple(ans["heads"]), tuple(ans["labels"]), tree.spaces,
+                                  tree.upos, dict(tree.meta))
+                except (TypeError, KeyError, VeilError) as exc:
+                    problem = str(exc)
+            if problem is not None:
                 raise ParseServiceError(f"the parse server at {self.server_url} answered a malformed tree for "
-                                        f"sentence {start + k}: {exc}") from None
+                                        f"sentence {start + k} ({problem}); nothing was written. Is it a veil parse "
+                                        "server you trust? Start one with `veil parse serve`", error="bad_answer")
             out.append(ParsedSentence(parsed, obf))
         return out
+
+
+def answer_problem(answer: Any, n: int) -> str | None:
+    """None when a server's ``answer`` for a sentence of ``n`` words is a tree veil can write: ``heads`` and
+    ``labels`` lists of ``n`` items, the heads one tree (ints in 0..n, one root, no cycle), every label a known
+    dependency label (no whitespace or control characters, which would inject lines into the CoNLL-U);
+    otherwise what is wrong. The server is not trusted."""
+    from veil.parsing.trees import check_heads, check_label
+
+    if not isinstance(answer, dict) or set(answer) != {"heads", "labels"}:
+        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        return f"an answer holds exactly \"heads\" and \"labels\", got {str(keys)[:80]}"
+    heads, labels = answer["heads"], answer["labels"]
+    if not isinstance(heads, list) or not isinstance(labels, list) or len(heads) != n or len(labels) != n:
+        return (f"{len(heads) if isinstance(heads, list) else 'no'} heads and "
+                f"{len(labels) if isinstance(labels, list) else 'no'} labels for {n} words")
+    bad_tree = check_heads(heads)
+    if bad_tree is not None:
+        return f"not a tree: {bad_tree}"
+    bad = [i + 1 for i, lab in enumerate(labels) if not check_label(lab)]
+    if bad:
+        return f"word {bad[0]}'s label {str(labels[bad[0] - 1])[:40]!r} is not a known dependency label"
+    return None
 
 
 def read_sentences(path: str | os.PathLike) -> list[Any]:

@@ -18,7 +18,8 @@ HTTP API (JSON, UTF-8):
 Every refusal is a 4xx JSON ``{"error": CODE, "detail": WHAT_TO_DO}`` and the server goes on serving: an empty or
 non-UTF-8 body or malformed JSON (400), a body over ``max_body_bytes`` or more than ``max_sentences`` sentences or
 ``max_tokens`` tokens in a sentence (413), a missing or unknown field, a wrong type or a tags/tokens length
-mismatch (422). The body is read with its size counted, so an oversized body is refused without being held in
+mismatch, or a token that is not text (a lone surrogate) (422), a body that is not ``Content-Type:
+application/json`` (415: a browser page can post text/plain to a local server without asking). The body is read with its size counted, so an oversized body is refused without being held in
 memory; JSON decoding, checks and parsing run in a worker thread (the event loop keeps answering), and one
 parse runs at a time (the parser is not shared between threads; torch runs on ``threads`` threads).
 
@@ -37,7 +38,7 @@ from typing import Any
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, UnknownNameError
 
-__all__ = ["Limits", "LoadedParser", "ApiError", "read_request", "create_app", "serve", "background_server"]
+__all__ = ["Limits", "LoadedParser", "ApiError", "read_request", "create_app", "bind", "serve", "background_server"]
 
 _log = logging.getLogger("veil.services")
 _SHAPE = 'send {"sentences": [{"tokens": ["A", "word"], "tags": ["DT", "NN"]}]}'
@@ -106,11 +107,19 @@ def _load_biaffine(name: str, model: Any, threads: int, batch_size: int) -> Load
 
 
 def _load_spacy(name: str, model: Any, threads: int, batch_size: int) -> LoadedParser:
-    from veil.parsing.evaluate import parse_with
-    from veil.parsing.spacy_models import load_spacy
+    from veil.parsing.spacy_models import load_spacy, parsed_trees
 
-    load_spacy(name)  # loaded (and, for md, fetched) now; parse_with reuses the cached pipeline
-    return LoadedParser(name, ("tokens", "spaces"), lambda sentences: parse_with(name, sentences))
+    nlp = load_spacy(name)  # loaded (and, for md, fetched) now
+
+    def parse(sentences: Sequence[Any]) -> Trees:
+        from spacy.tokens import Doc
+
+        # one sentence per request item, so one root: spaCy would otherwise split it where it sees a boundary
+        docs = (Doc(nlp.vocab, words=list(t.words), spaces=list(t.spaces),
+                    sent_starts=[True] + [False] * (len(t) - 1)) for t in sentences)
+        return [parsed_trees(doc) for doc in nlp.pipe(docs, batch_size=batch_size)]
+
+    return LoadedParser(name, ("tokens", "spaces"), parse)
 
 
 #: parser name -> loader (names as in veil.parsing.evaluate.PARSER_NAMES)
@@ -133,6 +142,12 @@ def _invalid(detail: str, error: str = "invalid_request") -> ApiError:
 def _strings(value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _invalid(f"{what} must be a list of strings")
+    for i, v in enumerate(value):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (\\ud800 in the JSON): not text, and not UTF-8 encodable
+            raise _invalid(f"{what} {i + 1} holds a lone surrogate (\\ud800-\\udfff), which is not text; send "
+                           "valid Unicode", "invalid_text") from None
     return value
 
 
@@ -241,6 +256,12 @@ def create_app(parser: str | LoadedParser = "biaffine", *, limits: Limits = Limi
     async def parse(request: Request) -> Any:
         too_big = ApiError(413, "body_too_large", f"the body is over {limits.max_body_bytes} bytes; send fewer "
                                                   "sentences per request")
+        media, _, params = request.headers.get("content-type", "").partition(";")
+        charset = params.strip().lower().removeprefix("charset=").strip('"') if "charset" in params.lower() else ""
+        if media.strip().lower() != "application/json" or charset not in ("", "utf-8"):
+            # a browser page may post text/plain (or a form) to a local server without asking first: refused
+            raise ApiError(415, "unsupported_media_type", "send the body as JSON with the header Content-Type: "
+                                                          "application/json (UTF-8)")
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
             raise too_big
@@ -266,11 +287,47 @@ def _uvicorn_config(app: Any, host: str, port: int, log_level: str, **extra: Any
                           server_header=False, **extra)
 
 
-def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve ``app`` with uvicorn until interrupted (Ctrl-C stops it cleanly)."""
+def bind(host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """A listening TCP socket on ``host``:``port`` (0: any free port), or one typed line saying why not (the
+    port is in use, needs privileges, or the address is not this machine's), before any parser is loaded."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidParameterError(f"--host {host} is not an address of this machine ({exc.strerror}); use "
+                                    "127.0.0.1 or another local address") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "the port is in use (another server, or an earlier `veil parse serve`)"
+        elif exc.errno == errno.EACCES:
+            why = "ports below 1024 need administrator rights"
+        else:
+            why = exc.strerror or str(exc)
+        raise InvalidParameterError(f"cannot listen on {host}:{port}: {why}; pass another --port (--port 0 picks a "
+                                    "free one)") from None
+    return sock
+
+
+def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          sock: Any = None) -> None:
+    """Serve ``app`` with uvicorn until interrupted (Ctrl-C stops it cleanly), on ``sock`` (from :func:`bind`)
+    or on a socket bound here."""
     import uvicorn
 
-    uvicorn.Server(_uvicorn_config(app, host, port, log_level)).run()
+    sock = sock if sock is not None else bind(host, port)
+    try:
+        uvicorn.Server(_uvicorn_config(app, host, sock.getsockname()[1], log_level)).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @contextlib.contextmanager

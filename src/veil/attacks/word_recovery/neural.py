@@ -225,11 +225,18 @@ class MaskedLMAttacker(_NeuralAttacker):
 
     @classmethod
     def load(cls, path: Any) -> "MaskedLMAttacker":
-        import torch
+        from veil.errors import DataFormatError
+        from veil.models.files import load_tensors
 
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        obj = cls(AttackVocabulary(tuple(blob["words"])), blob["tags"][2:], vectors="none", seed=blob["seed"])
-        obj.net.load_state_dict(blob["state"])
+        what = "the masked-LM word-recovery attacker"
+        fix = f"delete {path} so that it is trained again (`veil attack word-recovery --method mlm` does it)"
+        blob = load_tensors(path, what=what, fix=fix, keys=("state", "words", "tags", "history", "seed"))
+        try:
+            obj = cls(AttackVocabulary(tuple(blob["words"])), blob["tags"][2:], vectors="none", seed=blob["seed"])
+            obj.net.load_state_dict(blob["state"])
+        except (TypeError, ValueError, KeyError, RuntimeError, IndexError) as exc:
+            raise DataFormatError(f"{what} {path} does not hold an attacker veil can rebuild "
+                                  f"({type(exc).__name__}); it was not used. {fix}") from None
         obj.history = blob["history"]
         obj.net.eval()
         return obj

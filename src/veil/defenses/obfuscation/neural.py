@@ -322,21 +322,37 @@ class NeuralObfuscator(Defense):
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, rng: Any = None) -> "NeuralObfuscator":
-        """The obfuscator :meth:`save` wrote (its fingerprint checked)."""
-        from veil.errors import CacheCorruptError, ResourceMissingError
+        """The obfuscator :meth:`save` wrote (its fingerprint checked); a missing, empty, damaged or foreign file
+        (or .json) is a typed error naming it."""
+        from veil._io import read_json
+        from veil.errors import CacheCorruptError, DataFormatError, ResourceMissingError
         from veil.models.biaffine import ParserVocab
+        from veil.models.files import load_tensors
 
         path = Path(path)
+        what = "the neural obfuscator"
+        fix = "train one with `veil parse obfuscator train` (it writes the .pt and its .json) and pass that file"
         if not path.is_file() or not path.with_suffix(".json").is_file():
-            raise ResourceMissingError(f"the neural obfuscator {path} (and its .json)", "veil parse obfuscator train")
-        meta, weights = json.loads(path.with_suffix(".json").read_text(encoding="utf-8")), path.read_bytes()
+            raise ResourceMissingError(f"{what} {path} (and its .json)", "veil parse obfuscator train",
+                                       message=f"{what} {path} or its {path.with_suffix('.json').name} does not "
+                                               f"exist; {fix}")
+        meta = read_json(path.with_suffix(".json"), what=f"{what}'s description", fix=fix)
+        weights = path.read_bytes()
+        if not isinstance(meta, dict) or meta.get("format") != "veil-neural-obfuscator/1":
+            raise DataFormatError(f"{path.with_suffix('.json')} is not the description of a neural obfuscator veil "
+                                  f"wrote; {fix}")
         if _fingerprint(weights, {k: meta.get(k) for k in ("format", "config", "sizes", "candidates", "vocab")}) \
                 != meta.get("fingerprint"):
             raise CacheCorruptError(f"neural obfuscator {path}", "its weights do not match its .json",
-                                    "train it again (veil parse obfuscator train --force)")
-        net = ObfuscatorNet(ParserVocab(**meta["vocab"]), meta["sizes"], meta["candidates"],
-                            ObfuscatorConfig(**meta["config"]))
-        net.load_state_dict(torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)["state"])
+                                    "veil parse obfuscator train --force")
+        blob = load_tensors(weights, what=what, fix=fix, keys=("state",), name=path)
+        try:
+            net = ObfuscatorNet(ParserVocab(**meta["vocab"]), meta["sizes"], meta["candidates"],
+                                ObfuscatorConfig(**meta["config"]))
+            net.load_state_dict(blob["state"])
+        except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+            raise DataFormatError(f"{what} {path} does not hold an obfuscator veil can rebuild "
+                                  f"({type(exc).__name__}); {fix}") from None
         net.eval()
         return cls(network=net, rng=rng, summary=meta.get("summary", {}))
 
