@@ -17,7 +17,7 @@ def _record(corpus, m, k, mode, acc, setting="frozen"):
            "seeds": [0, 1]}
     name = "baseline" if (m == "0" and k == 1) else f"{mode}-m{m}-k{k}"
     return ResultRecord(method="texthide", experiment=f"{corpus}-{name}-{setting}", config=cfg,
-                        metrics={"test_accuracy": Metric.from_values(acc)}, wall_time_s=1.0,
+                        metrics={"test_accuracy": Metric.from_values(acc)}, wall_time_s=1.0, git_commit="abc1234",
                         extra={"n_train": 10, "n_dev": 2, "n_test": 2, "best_epochs": [3, 4]})
 
 

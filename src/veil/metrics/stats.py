@@ -52,7 +52,7 @@ from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
 __all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "poisson_binomial_tail",
-           "hit_rate_test", "two_sample_test", "check_alpha", "TWO_SAMPLE_METHODS"]
+           "hit_rate_test", "two_sample_test", "check_alpha", "clopper_pearson", "TWO_SAMPLE_METHODS"]
 
 DEFAULT_ALPHA = 0.05
 TWO_SAMPLE_METHODS = ("permutation", "mann-whitney")
@@ -243,3 +243,23 @@ def two_sample_test(scores: Any, baseline: Any, *, alpha: float = DEFAULT_ALPHA,
     p = (1 + extreme) / (n_resamples + 1)
     return _verdict(f"permutation (difference of means, {n_resamples} resamples), one-sided", observed, p, alpha,
                     "scores exchangeable with the baseline's", len(x))
+
+
+def clopper_pearson(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact two-sided (Clopper-Pearson) interval for a binomial proportion: ``hits`` successes in ``n`` trials.
+
+    Unlike a percentile bootstrap, whose interval collapses to a point when every unit is a success (or none is),
+    it keeps its coverage there: at ``hits == n`` the lower limit is ``(alpha/2) ** (1/n)``.
+    """
+    n = _check_count("n", n, 1)
+    hits = _check_count("hits", hits, 0)
+    if hits > n:
+        raise InvalidParameterError(f"hits must be at most n ({n}), got {hits}")
+    if not 0.0 < float(level) < 1.0:
+        raise InvalidParameterError(f"level must be in (0, 1), e.g. 0.95, got {level!r}")
+    from scipy.stats import beta
+
+    a = (1.0 - float(level)) / 2.0
+    low = 0.0 if hits == 0 else float(beta.ppf(a, hits, n - hits + 1))
+    high = 1.0 if hits == n else float(beta.ppf(1.0 - a, hits + 1, n - hits))
+    return low, high

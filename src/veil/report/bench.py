@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from veil.results import ResultRecord
+from veil._io import read_json
+from veil.report.markdown import proportion_interval, read_record, report_fix
 
 __all__ = ["BenchPoint", "load_bench", "bench_points", "render_bench"]
 
@@ -54,9 +56,9 @@ class BenchPoint:
 def load_bench(folder: str | Path) -> tuple[list[ResultRecord], dict[str, Any]]:
     """The cell records under ``folder/cells`` and the last run's summary (``folder/run.json``, or {})."""
     folder = Path(folder)
-    records = [ResultRecord.read(p) for p in sorted((folder / "cells").glob("*.json"))]
+    records = [read_record(p) for p in sorted((folder / "cells").glob("*.json"))]
     run = folder / "run.json"
-    return records, (json.loads(run.read_text(encoding="utf-8")) if run.is_file() else {})
+    return records, (read_json(run, what="bench run summary", fix=report_fix(run)) if run.is_file() else {})
 
 
 def _guarantee(defense: str, setting: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +96,8 @@ def _pct(m: dict[str, Any] | None) -> str:
         return "n/a"
     s = f"{100 * m['mean']:.1f}%"
     if m.get("ci_low") is not None:
-        s += f" [{100 * m['ci_low']:.1f}, {100 * m['ci_high']:.1f}]"
+        low, high = proportion_interval(m["mean"], m.get("n"), m["ci_low"], m["ci_high"], m.get("ci_level"))
+        s += f" [{100 * low:.1f}, {100 * high:.1f}]"
     return s
 
 

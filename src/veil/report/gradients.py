@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import register_renderer
+from veil.report.markdown import proportion_interval, register_renderer
 from veil.results import Metric, ResultRecord
 
 PAPER_TABLE2 = {0: {d: 0.82 for d in (4, 16, 64, 256, 1024)},
@@ -19,7 +19,8 @@ def _fmt(m: Metric | None) -> str:
         return "–"
     if m.ci_low is None or m.ci_high is None:
         return f"{m.mean:.2f}"
-    return f"{m.mean:.2f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)  # every _fmt score is a share
+    return f"{m.mean:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def _err(m: Metric | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from veil.results import ResultRecord
-from veil.report.markdown import register_renderer
+from veil.report.markdown import proportion_interval, read_record, register_renderer
 
 SETTINGS = ("baseline", "mix-only", "texthide", "random")
 METRICS = ("identity", "jaccard", "tfidf_cosine", "label", "sbert_cosine")
@@ -33,7 +33,10 @@ def _cell(rec: ResultRecord | None, metric: str) -> str:
     if rec is None or metric not in rec.metrics:
         return "–"
     m = rec.metrics[metric]
-    return f"{m.mean:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]" if m.ci_low is not None else f"{m.mean:.3f}"
+    if m.ci_low is None:
+        return f"{m.mean:.3f}"
+    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
+    return f"{m.mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def _verdicts(recs: dict[str, ResultRecord]) -> list[str]:
@@ -111,7 +114,7 @@ def _stronger(records: list[tuple[Path, ResultRecord]]) -> list[str]:
     folder = records[0][0].parent.parent / "texthide-attacks"
     found = []
     for path in sorted(folder.glob("*abs-rss-intra-m256-k*-e1-q*.json")) if folder.is_dir() else []:
-        rec = ResultRecord.read(path)
+        rec = read_record(path)
         c = rec.config.get("cell") or {}
         if c.get("index") == "private" and "identity_any" in rec.metrics:
             found.append(f"{c['corpus']} ({c['m']},{c['k']}): {100 * rec.metrics['identity'].mean:.1f}% own text, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import register_renderer
+from veil.report.markdown import proportion_interval, read_record, register_renderer
 from veil.results import Metric, ResultRecord
 
 ALPHA_NOTE = ("Verdicts: exact one-sided tests of the hit count against the known random rate (binomial, or "
@@ -22,7 +22,8 @@ def _fmt(m: Metric | None, pct: bool = True) -> str:
         return "–"
     if m.ci_low is None:
         return f"{100 * m.mean:.1f}" if pct else f"{m.mean:.3g}"
-    return f"{100 * m.mean:.1f} [{100 * m.ci_low:.1f}, {100 * m.ci_high:.1f}]"
+    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
+    return f"{100 * m.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
 def _p(p: float) -> str:
@@ -209,21 +210,24 @@ def _strongest(recs: list[ResultRecord], corpus: str, mode: str) -> dict[tuple[s
     return best
 
 
-def _utility(records: list[tuple[Path, ResultRecord]], corpus: str) -> dict[tuple[str, int], ResultRecord]:
-    """Frozen-encoder TextHide utility records of the same corpus (intra), from the sibling results/texthide/."""
+def _utility(records: list[tuple[Path, ResultRecord]], corpus: str) -> tuple[dict[tuple[str, int], ResultRecord], str]:
+    """Frozen-encoder TextHide utility records of the same corpus (intra), from the sibling results/texthide/, all
+    under one training budget (the one most of them ran under, as the utility page's grid): budgets never mix."""
+    from veil.report.texthide import _budget, _budget_text
+
     if not records:
-        return {}
+        return {}, ""
     folder = records[0][0].parent.parent / "texthide"
-    out: dict[tuple[str, int], ResultRecord] = {}
+    by_budget: dict[tuple, dict[tuple[str, int], ResultRecord]] = {}
     for path in sorted(folder.glob(f"{corpus}-*-frozen-*.json")) if folder.is_dir() else []:
-        rec = ResultRecord.read(path)
+        rec = read_record(path)
         c = rec.config
         if c.get("mode") == "intra" or (c.get("m") == "0" and c.get("k") == 1):
-            key = (str(c["m"]), int(c["k"]))
-            epochs = int((c.get("train") or {}).get("epochs") or 0)
-            if key not in out or epochs > int((out[key].config.get("train") or {}).get("epochs") or 0):
-                out[key] = rec
-    return out
+            by_budget.setdefault(_budget(rec), {})[(str(c["m"]), int(c["k"]))] = rec
+    if not by_budget:
+        return {}, ""
+    budget = max(by_budget, key=lambda b: (len(by_budget[b]), b))
+    return by_budget[budget], _budget_text(budget)
 
 
 def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
@@ -263,7 +267,7 @@ def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
              "Each cell: the highest share of queries for which any attack on the private index returned one of the "
              "encoding's private sources (abs-RSS or RSS any-source Identity; unmix all-sources where it ran), over "
              "1,000 queries.", "", f"![strongest attack over (m, k)]({heat.name})", ""]
-    util = _utility(records, "rt-polarity")
+    util, budget = _utility(records, "rt-polarity")
     pts = [(100 * util[key].metrics["test_accuracy"].mean, 100 * v, key, attack) for key, (v, attack, _) in best.items()
            if key in util and "test_accuracy" in util[key].metrics]
     if pts:
@@ -281,7 +285,7 @@ def _grid(records: list[tuple[Path, ResultRecord]], out_dir: Path) -> list[str]:
         floor = [p for p in pts if p[1] < 5.0]
         lines += [f"![utility against the strongest attack]({front.name})", "",
                   "Utility is the frozen-encoder test accuracy of the same (m, k) from the TextHide utility runs "
-                  "(results/texthide/, the largest training budget per cell; the grid's cells trained for 60 epochs). ",
+                  f"(results/texthide/, every cell under one budget: {budget}). ",
                   ("Settings where the strongest attack finds a private source for under 5% of queries: "
                    + ", ".join(f"({m},{k}) at {x:.1f}% accuracy" for x, _, (m, k), _ in floor) + ".") if floor else
                   "**No setting of the grid brings the strongest attack near the random floor**: every (m, k) that "
