@@ -10,12 +10,13 @@ import typer
 from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
 
 
-def _names(value: Optional[str]) -> list[str] | None:
+def _names(value: Optional[str], option: str) -> list[str] | None:
     if value is None:
         return None
     names = [v.strip() for v in value.split(",") if v.strip()]
     if not names:
-        raise typer.BadParameter("give at least one name (comma-separated)")
+        raise typer.BadParameter(f"{option} {value!r} names nothing; give at least one name (comma-separated), or "
+                                 f"leave {option} out for all")
     return names
 
 
@@ -61,14 +62,14 @@ def register(app: typer.Typer) -> None:
         from veil.report.bench import render_bench
 
         out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
-        corpus_list = _names(corpora) or list(QUICK_CORPORA if quick else FULL_CORPORA)
+        corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
         import veil.corpora as vc
 
         unknown = [c for c in corpus_list if c not in vc.names()]
         if unknown:
             raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
         config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
-        defense_list, attack_list = _names(defenses), _names(attacks)
+        defense_list, attack_list = _names(defenses, "--defenses"), _names(attacks, "--attacks")
         cells = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config)
         attack_cells = [c for c in cells if c.attack != UTILITY]
         if not cells or (attack_list is not None and not attack_cells):  # before any work, nothing written

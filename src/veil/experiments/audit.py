@@ -100,6 +100,15 @@ def _pipeline(corpus: str | Corpus, data: Corpus, encoder: TextEncoder, *, recod
     return SentDPPipeline.fit(data, encoder=encoder, recoder=config, progress=progress)
 
 
+def _warn_capped(message: str) -> None:
+    """One line: a value larger than the data was capped (never silently)."""
+    import warnings
+
+    from veil.errors import DataWarning
+
+    warnings.warn(message, DataWarning, stacklevel=3)
+
+
 def _encoder_text(encoder: TextEncoder) -> str:
     return (f"{getattr(encoder, 'model_name', type(encoder).__name__)} ({encoder.model_id}), "
             f"pooling={encoder.pooling}, max_length={encoder.max_length}, normalize={encoder.normalize}")
@@ -169,6 +178,10 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
                               f"{S_flat.shape[1]}; fit the pipeline with the same encoder")
     R = pipe.recode(S_flat)  # the sentence embeddings DeepCandidate sees (H applied; identity without H)
     gen = np.random.default_rng(seed)
+    if n_documents is not None and n_documents > len(eligible):
+        _warn_capped(f"{n_documents} documents asked but {data.name} has only {len(eligible)} test documents with "
+                     f">= {MIN_AUDIT_SENTENCES} sentences; auditing all {len(eligible)} (the record says "
+                     "n_documents)")
     if n_documents is not None and n_documents < len(eligible):
         eligible = sorted(int(i) for i in gen.choice(eligible, size=n_documents, replace=False))
     pool_idx = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in data.indices("train")])
@@ -338,6 +351,10 @@ class _EmpiricalData:
             rng = np.random.default_rng(cfg.seed)
             picks = [rng.permutation(idx[counts[idx] >= MIN_AUDIT_SENTENCES])[:cfg.max_documents]
                      for idx in (corpus.indices(s) for s in ("train", "dev", "test"))]
+            if all(len(p) < cfg.max_documents for p in picks):
+                _warn_capped(f"--max-documents {cfg.max_documents} is more than every split of {corpus.name} has "
+                             f"({', '.join(str(len(p)) for p in picks)} train/dev/test documents with >= "
+                             f"{MIN_AUDIT_SENTENCES} sentences); all of them are used")
             corpus = corpus.select(np.sort(np.concatenate(picks)))
             counts = np.asarray([len(d) for d in corpus.documents])
         self.corpus, self.counts = corpus, counts
@@ -349,6 +366,10 @@ class _EmpiricalData:
             raise DataFormatError(f"corpus {corpus.name!r} needs train and test documents with >= "
                                   f"{MIN_AUDIT_SENTENCES} sentences")
         gen = np.random.default_rng([cfg.seed, 1])
+        if cfg.documents > len(test):
+            _warn_capped(f"{cfg.documents} documents asked but {corpus.name} has only {len(test)} test documents "
+                         f"with >= {MIN_AUDIT_SENTENCES} sentences; all {len(test)} offer neighbours (the record "
+                         "lists them)")
         self.test = sorted(int(i) for i in gen.choice(test, size=min(cfg.documents, len(test)), replace=False))
         self._pipe = self._vectors = self.embedder = None
 

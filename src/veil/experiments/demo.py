@@ -47,6 +47,13 @@ def run_demo(corpus: str = "rt-polarity", split: str = "dev", limit: int | None 
         raise InvalidParameterError(f"limit must be >= 2 (or omitted), got {limit}")
     data = vc.load(corpus).split(split)
     if limit is not None:
+        if limit > len(data):
+            import warnings
+
+            from veil.errors import DataWarning
+
+            warnings.warn(f"--limit {limit} is more than the {len(data)} texts of {corpus}/{split}; using all "
+                          f"{len(data)}", DataWarning, stacklevel=2)
         data = data.select(np.arange(min(limit, len(data))))
     start = time.perf_counter()
     encoder = TextEncoder("minilm")

@@ -69,8 +69,9 @@ class SentDPEval:
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in METHODS]
-        if bad:
-            raise InvalidParameterError(f"unknown method(s) {bad}; use some of {', '.join(METHODS)}")
+        if bad or not self.methods:
+            raise InvalidParameterError(f"unknown method(s) {bad or '(none given)'}; use some of "
+                                        f"{', '.join(METHODS)}")
         if not self.epsilons or any(not np.isfinite(e) or e <= 0 for e in self.epsilons):
             raise InvalidParameterError(f"epsilons must be finite and > 0, got {self.epsilons}")
         if self.trials < 1 or self.p_trials < 1 or not self.p_grid:

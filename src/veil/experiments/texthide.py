@@ -217,6 +217,13 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
         raise InvalidParameterError(f"corpus {cfg.corpus!r} is unlabelled; TextHide utility needs a labelled task")
     task, num_classes = corpus.task, corpus.num_classes
     tr, dv, te = (corpus.indices(s) for s in ("train", "dev", "test"))
+    if cfg.max_train is not None and cfg.max_train > len(tr):
+        import warnings
+
+        from veil.errors import DataWarning
+
+        warnings.warn(f"max_train {cfg.max_train} is more than the {len(tr)} training examples of {cfg.corpus}; "
+                      f"training on all {len(tr)} (the record says n_train)", DataWarning, stacklevel=2)
     tr = _subsample(tr, cfg.max_train)
     encoder = TextEncoder("minilm")
     public, public_texts = _public(cfg, encoder)
