@@ -236,3 +236,36 @@ def test_the_attribute_attack_defaults_to_the_setting_that_shows_the_leak(capsys
     assert main(["attack", "attribute", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "[default: minilm]" in text and "lstm (the paper's own encoder" in text
+
+
+def test_sentdp_eval_refuses_a_record_of_other_classifier_epochs(cli):
+    from veil.experiments.sentdp import SentDPEval, planned_paths
+
+    cfg = SentDPEval(corpus="news-articles", epsilons=(1.0,), methods=("truncation",))
+    path = planned_paths(cfg, cli.work / "veil-results" / "sentdp")[-1]
+    _record(path, {"eval": {**cfg.to_dict(), "classifier_epochs": 5}})  # not in the file name
+    cli("sentdp", "eval", "news-articles", "--epsilons", "1", "--methods", "truncation",
+        match=rf"{path.name} was made under another configuration \(classifier_epochs: stored 5, requested 40\)")
+
+
+def test_sentdp_eval_reuses_the_reference_record_across_trials(tmp_path):
+    from veil.experiments.sentdp import SentDPEval, _kept_record, planned_paths
+
+    three = SentDPEval(corpus="news-articles", epsilons=(1.0,), methods=("truncation",), trials=3)
+    reference, cell = planned_paths(three, tmp_path)
+    for path in (reference, cell):
+        _record(path, {"eval": three.to_dict()})
+    five = SentDPEval(corpus="news-articles", epsilons=(1.0,), methods=("truncation",), trials=5)
+    assert planned_paths(five, tmp_path)[0] == reference  # no mechanism enters the reference: it is shared
+    assert _kept_record(reference, five) is not None
+
+
+def test_adversarial_sweep_stops_before_work_at_a_stale_record(cli):
+    from veil.experiments.attributes import AttributeRun, result_path
+
+    cfg = AttributeRun(defense="grl", seed=1, encoder="minilm", max_train=40)
+    path = result_path(cfg, cli.work / "veil-results" / "attributes")
+    _record(path, {**cfg.to_dict(), "max_tokens": 50})
+    # check_fix=False: the harness reads `veil adversarial --help`, the group's, which lists no options
+    cli("adversarial", "sweep", "--encoder", "minilm", "--max-train", "40", "--seeds", "0,1",
+        "--defenses", "none,grl", match=r"\(max_tokens: stored 50, requested 100\).*--force", check_fix=False)

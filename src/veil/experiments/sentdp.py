@@ -170,13 +170,15 @@ def _file_name(cfg: SentDPEval, name: str) -> str:
 
 
 def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord | None:
-    """The record at ``path`` if it was made under ``cfg``'s settings (the epsilon grid and methods aside).
+    """The record at ``path`` if it was made under ``cfg``'s settings (the epsilon grid and methods aside, and for
+    the reference record, which no private mechanism enters, the number of trials).
 
     A damaged record or one made under other settings is an error naming the file (never kept as done).
     """
     from veil.experiments.outputs import existing_record
 
-    return existing_record(path, cfg.to_dict(), part="eval", ignore=("epsilons", "methods"))
+    ignore = ("epsilons", "methods") + (("trials",) if path.name == _file_name(cfg, "reference") else ())
+    return existing_record(path, cfg.to_dict(), part="eval", ignore=ignore)
 
 
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
