@@ -17,8 +17,8 @@ def _write(rec: ResultRecord, folder: Path) -> None:
     rec.write(folder / f"{rec.experiment}.json")
 
 
-def _reference(corpus: str, nonpriv: list[float], random: float) -> ResultRecord:
-    cfg = {"corpus": corpus, "task": "classification", "label_names": ["a", "b", "c"], "n_train": 80, "n_dev": 10,
+def _reference(corpus: str, nonpriv: list[float], random: float, labels=("a", "b", "c")) -> ResultRecord:
+    cfg = {"corpus": corpus, "task": "classification", "label_names": list(labels), "n_train": 80, "n_dev": 10,
            "n_test": 10, "encoder": "minilm", "seeds": [0, 1]}
     return ResultRecord(method="sentdp", experiment=f"{corpus}-reference", config=cfg, wall_time_s=2.0,
                         metrics={"non_private_test_macro_f1": Metric.from_values(nonpriv),
@@ -76,18 +76,23 @@ def test_full_page_tables_targets_audit_and_plots(tmp_path):
     assert ("| DeepCandidate (tukey-min) | 10 × 2 | 0.520 ± 0.014 | 0.540 ± 0.014 | 0.570 ± 0.014 | 0.610 ± 0.014 | "
             "0.660 ± 0.014 | 0.740 ± 0.014 | 0.810 ± 0.014 | best of the three methods") in page
     assert "| Truncation | 10 × 2 | 0.270 ± 0.014 |" in page
-    assert "| Random guess (Σ q_i²) | 10 | 0.250 | 0.250 |" in page
+    assert "| Best document-blind guesser (1/C) | 10 | 0.333 | 0.333 |" in page
     assert "| Non-private (mean embedding, C_nonpriv) | 10 | 0.810 ± 0.014 |" in page
     assert "| p chosen on dev, DeepCandidate (tukey-min) | | 50 | 50 |" in page
     # records without test_docs ran on the whole test split (the reference's n_test): like for like
     assert "Like for like: every private row ran on the same 10 test documents with 2 trials per ε." in page
     assert "| 10 | 0.500 | **0.600** |" in page
     # targets at epsilon = 10: 0.61 vs truncation 0.27 (+0.34) and metric DP 0.41 (+0.20)
-    assert "- beats Truncation by ≥ 0.15: 0.610 − 0.270 = +0.340: **met**" in page
-    assert "- beats Word-level metric DP by ≥ 0.05: 0.610 − 0.410 = +0.200: **met**" in page
-    assert "- above random guessing: 0.610 vs 0.250: **met**" in page
-    assert "- below non-private: 0.610 vs 0.810: **met**" in page
-    assert "- news: every ε = 10 target met" in page
+    assert ("- beats Truncation by ≥ 0.15: 0.610 − 0.270 = +0.340 (95% CI over trials [+0.277, +0.403] (Welch)): "
+            "**met** on the means and over trials; over test documents unproven") in page
+    assert ("- beats Word-level metric DP by ≥ 0.05: 0.610 − 0.410 = +0.200 (95% CI over trials [+0.137, +0.263] "
+            "(Welch)): **met** on the means and over trials") in page
+    # the random line is the macro-F1 ceiling of a document-blind guesser (1/C = 1/3), not Σ q_i² (0.25)
+    assert "- above a document-blind guesser (1/C): 0.610 vs 0.333 (95% CI over trials" in page
+    assert "- below non-private: 0.610 vs 0.810 (non-private minus ours, 95% CI over trials" in page
+    assert ("- news: every ε = 10 target met on the means over trials; none is established over test documents "
+            "(no per-document predictions in the records)") in page
+    assert "no interval over test documents (a bootstrap) can be formed" in page
     # the gap at epsilon = 30 is 0.81 - 0.81 = 0: smaller than the paper's 10-15%
     assert "- gap to non-private at ε = 30: 0.000 in macro-F1, 0.0% of non-private (smaller than" in page
     assert "Missing:" not in page
@@ -110,17 +115,18 @@ def test_full_page_tables_targets_audit_and_plots(tmp_path):
 
 def test_failing_targets_and_audit(tmp_path):
     res = tmp_path / "results" / "sentdp"
-    _write(_reference("spam", [0.35, 0.35], 0.45), res)
+    _write(_reference("spam", [0.35, 0.35], 0.45, labels=("a", "b")), res)
     _write(_run("spam", "deepcandidate", 10, [0.40, 0.40]), res)
     _write(_run("spam", "truncation", 10, [0.30, 0.30]), res)
     _write(_run("spam", "metric-dp", 10, [0.38, 0.38]), res)
     _write(_audit("spam", {3.0: 3.5}, du=2.0), res)
     page = _render(tmp_path)
-    assert "- beats Truncation by ≥ 0.15: 0.400 − 0.300 = +0.100: **MISSED**" in page
-    assert "- beats Word-level metric DP by ≥ 0.05: 0.400 − 0.380 = +0.020: **MISSED**" in page
-    assert "- above random guessing: 0.400 vs 0.450: **MISSED**" in page
-    assert "- below non-private: 0.400 vs 0.350: **MISSED**" in page
-    assert ("- spam: not met: margin over truncation, margin over metric-dp, above random guessing, "
+    assert ("- beats Truncation by ≥ 0.15: 0.400 − 0.300 = +0.100 (no interval over trials (the trials agree "
+            "exactly)): **MISSED** on the means") in page
+    assert "- beats Word-level metric DP by ≥ 0.05: 0.400 − 0.380 = +0.020 (no interval" in page
+    assert "- above a document-blind guesser (1/C): 0.400 vs 0.500 (no interval" in page
+    assert "- below non-private: 0.400 vs 0.350 (non-private minus ours, no interval" in page
+    assert ("- spam: not met: margin over truncation, margin over metric-dp, above a document-blind guesser (1/C), "
             "below non-private") in page
     assert "| 3 | 3.5 | 1.1667 | 1,200 | **FAIL (> ε)** |" in page
     assert "between neighbours: 2 (sensitivity bound 1: **FAIL**)" in page
@@ -141,7 +147,7 @@ def test_missing_pieces_are_named(tmp_path):
     assert "the reference record (non-private and random guess)" in page
     assert "No audit record yet" in page
     # a corpus with only its reference record still gets its section and no plot
-    assert "## docs" in page and "| Random guess (Σ q_i²) | 10 | 0.200 |" in page
+    assert "## docs" in page and "| Best document-blind guesser (1/C) | 10 | 0.333 |" in page
     assert not (tmp_path / "docs" / "sentdp_docs_epsilon.png").exists()
 
 
@@ -156,7 +162,7 @@ def test_newest_record_wins_and_variants_get_rows(tmp_path):
     page = _render(tmp_path)
     assert "| DeepCandidate (tukey-min) | – × 2 | – | – | – | 0.600 ± 0.000 |" in page  # no reference: n unknown
     assert "| DeepCandidate (appendix) | – × 2 | – | – | – | 0.500 ± 0.000 |" in page
-    assert "At ε = 10 (DeepCandidate (tukey-min), means over trials):" in page
+    assert "At ε = 10 (DeepCandidate (tukey-min), means over trials). The records keep" in page
 
 
 def test_no_records_page(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import register_renderer
+from veil.report.markdown import regenerate_section, register_renderer
 from veil.report.sentdp import COLORS, EMPIRICAL_NOTE, METHODS, NAMES, TOLERANCE, _audit, _Corpus, _index, _safe
 from veil.results import ResultRecord
 
@@ -167,4 +167,7 @@ def audit_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
               f"- The exact audit's pass threshold is ε + {TOLERANCE:g} unless a record states its own tolerance; "
               "the empirical bound's confidence is per game (no correction across the games on this page).",
               ""]
+    from veil.report.sentdp_commands import audit_commands
+
+    lines += regenerate_section(audit_commands(records), "audit")
     return "\n".join(lines)
