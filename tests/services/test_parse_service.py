@@ -168,17 +168,30 @@ def test_trees_are_the_servers_parses_of_the_obfuscated_sentences(served, world,
 def _bad_requests(limits):
     tok = ["a"] * 100_000
     one = {"tokens": ["The", "cat", "sat", "."], "tags": ["DT", "NN", "VBD", "."]}
+    js = {"Content-Type": "application/json"}
+    good = json.dumps({"sentences": [one]}).encode()
     return [
-        ("empty body", {"content": b""}, 400, "empty_body"),
-        ("blank body", {"content": b"  \n"}, 400, "empty_body"),
-        ("malformed JSON", {"content": b'{"sentences": [}'}, 400, "malformed_json"),
-        ("nested too deeply", {"content": b"[" * 50_000}, 400, "malformed_json"),
-        ("not UTF-8", {"content": b'{"sentences": [{"tokens": ["caf\xe9"]}]}'}, 400, "not_utf8"),
+        ("empty body", {"content": b"", "headers": js}, 400, "empty_body"),
+        ("blank body", {"content": b"  \n", "headers": js}, 400, "empty_body"),
+        ("malformed JSON", {"content": b'{"sentences": [}', "headers": js}, 400, "malformed_json"),
+        ("nested too deeply", {"content": b"[" * 50_000, "headers": js}, 400, "malformed_json"),
+        ("not UTF-8", {"content": b'{"sentences": [{"tokens": ["caf\xe9"]}]}', "headers": js}, 400, "not_utf8"),
+        # a browser page can post these to a local server without a preflight: refused, whatever the body
+        ("text/plain", {"content": good, "headers": {"Content-Type": "text/plain"}}, 415, "unsupported_media_type"),
+        ("a form", {"content": good, "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 415,
+         "unsupported_media_type"),
+        ("no content type", {"content": good}, 415, "unsupported_media_type"),
+        ("latin-1 JSON", {"content": good, "headers": {"Content-Type": "application/json; charset=latin-1"}}, 415,
+         "unsupported_media_type"),
+        ("lone surrogate", {"content": b'{"sentences": [{"tokens": ["The", "\\ud800", "sat", "."], "tags": ["DT", '
+                                       b'"NN", "VBD", "."]}]}', "headers": js}, 422, "invalid_text"),
+        ("lone surrogate tag", {"content": b'{"sentences": [{"tokens": ["The", "cat", "sat", "."], "tags": ["DT", '
+                                           b'"\\udfff", "VBD", "."]}]}', "headers": js}, 422, "invalid_text"),
         ("100k tokens", {"json": {"sentences": [{"tokens": tok, "tags": ["DT"] * len(tok)}]}}, 413,
          "sentence_too_long" if 9 * len(tok) < limits.max_body_bytes else "body_too_large"),
         ("300k tokens", {"json": {"sentences": [{"tokens": tok * 3, "tags": ["DT"] * len(tok * 3)}]}}, 413,
          "body_too_large"),
-        ("chunked, too large", {"content": iter([b" " * 65536] * 20)}, 413, "body_too_large"),
+        ("chunked, too large", {"content": iter([b" " * 65536] * 20), "headers": js}, 413, "body_too_large"),
         ("not an object", {"json": [one]}, 422, "invalid_request"),
         ("missing sentences", {"json": {"sentence": [one]}}, 422, "invalid_request"),
         ("no sentence", {"json": {"sentences": []}}, 422, "invalid_request"),
@@ -218,7 +231,7 @@ def test_a_refusal_reaches_the_user_with_the_servers_detail(served, obfuscator):
     url, _ = served
     with ParseClient(url, obfuscator=obfuscator) as client:
         with pytest.raises(ParseServiceError, match=r"400 malformed_json\): .*send one valid JSON") as err:
-            client._call("POST", "/parse", content=b"{")
+            client._call("POST", "/parse", content=b"{", headers={"Content-Type": "application/json"})
     assert err.value.status == 400 and err.value.error == "malformed_json"
 
 

@@ -215,6 +215,10 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
         if bad:
             raise InvalidParameterError(f"unknown {name} {bad}; valid: {', '.join(valid)}")
     root = Path(root)
+    if "biaffine" in parsers:  # a missing, damaged or foreign model file fails before any record is written
+        from veil.parsing.train import load_parser
+
+        load_parser(setup.model)
     train = load_treebank("train", setup.treebank)
     test = load_treebank("test", setup.treebank, limit=setup.n_test)
     if len(test) < setup.n_test:

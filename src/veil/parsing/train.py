@@ -266,7 +266,7 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
     log(f"training on {len(train)} sentences ({sum(map(len, train))} words), dev {len(dev)}; vocabulary "
         f"{len(vocab.words)} words ({hits} with md vectors), {len(vocab.tags)} tags, {len(vocab.labels)} labels")
     start = time.monotonic() - spent * 60
-    done = False
+    done = st is not None and spent > config.max_minutes  # a resumed run whose budget is spent: nothing to do
     def evaluate(minutes: float, loss: float | None) -> bool:
         """Score the parser on dev; save it when it is the best so far (and the resume state); True if so."""
         nonlocal best, bad
