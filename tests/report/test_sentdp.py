@@ -83,9 +83,9 @@ def test_full_page_tables_targets_audit_and_plots(tmp_path):
     assert "Like for like: every private row ran on the same 10 test documents with 2 trials per ε." in page
     assert "| 10 | 0.500 | **0.600** |" in page
     # targets at epsilon = 10: 0.61 vs truncation 0.27 (+0.34) and metric DP 0.41 (+0.20)
-    assert ("- beats Truncation by ≥ 0.15: 0.610 − 0.270 = +0.340 (95% CI over trials [+0.277, +0.403] (Welch)): "
+    assert ("- beats Truncation by ≥ 0.15: 0.610 − 0.270 = +0.340 (95% CI over trials [+0.279, +0.401] (Welch)): "
             "**met** on the means and over trials; over test documents unproven") in page
-    assert ("- beats Word-level metric DP by ≥ 0.05: 0.610 − 0.410 = +0.200 (95% CI over trials [+0.137, +0.263] "
+    assert ("- beats Word-level metric DP by ≥ 0.05: 0.610 − 0.410 = +0.200 (95% CI over trials [+0.139, +0.261] "
             "(Welch)): **met** on the means and over trials") in page
     # the random line is the macro-F1 ceiling of a document-blind guesser (1/C = 1/3), not Σ q_i² (0.25)
     assert "- above a document-blind guesser (1/C): 0.610 vs 0.333 (95% CI over trials" in page
