@@ -386,3 +386,26 @@ def test_client_timeout_and_key_checks(run, treebank):
         match=r"--timeout must be a finite number")
     run("parse", "client", "in.conllu", "--out", "o.conllu", "--key", "o.conllu", "--treebank", str(treebank),
         match=r"--key and --out name the same file")
+
+
+def test_neural_training_on_a_fresh_home_names_the_commands_and_durations(run, monkeypatch, tmp_path):
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "fresh"))
+    line = run("parse", "obfuscator", "train", "--treebank", str(tmp_path),
+               match=r"trains through the biaffine parser .* `veil parse train` \(about 45 minutes")
+    assert "fetch" not in line
+
+
+# --------------------------------------------------------------------------- input files: a BOM is text, --seed warns
+def test_obfuscate_strips_a_bom_and_warns_about_a_seed(treebank, tmp_path, monkeypatch, capsys):
+    import warnings
+
+    src = tmp_path / "in.txt"
+    src.write_bytes("\ufeffThe old man sold his small house .\n".encode())
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["obfuscate", str(src), "--treebank", str(treebank), "--seed", "3", "--level", "P2"]) == 0
+    out = capsys.readouterr()
+    assert re.search(r"veil: PrivacyLeakWarning: .*seed", out.err), out.err
+    words = out.out.split()
+    assert len(words) == 8 and words[0] == "The" and "\ufeff" not in out.out

@@ -75,11 +75,11 @@ def _needs_silver(treebank: str, what: str) -> None:
     if treebank != "silver-sm":
         return
     from veil.errors import ResourceMissingError
-    from veil.parsing.treebank import _MISSING_SILVER, silver_dir
+    from veil.parsing.treebank import SILVER_HOW, silver_dir
 
     if not (silver_dir() / "meta.json").is_file():
         raise ResourceMissingError("the silver treebank", "veil parse treebank",
-                                   message=f"{what} needs {_MISSING_SILVER.removeprefix('the ')}")
+                                   message=f"{what} needs the silver treebank, which is not built yet; {SILVER_HOW}")
 
 
 def _method(method: str, neural_model: Optional[Path], level: str) -> str:

@@ -115,8 +115,11 @@ def neural_model_path(level: str, seed: int, setup: ParsingSetup, config: Any = 
     if not parser.is_file():
         from veil.errors import ResourceMissingError
 
-        raise ResourceMissingError(f"the biaffine parser {parser} (the neural obfuscator trains through it)",
-                                   "veil parse train")
+        from veil.parsing.train import _TRAIN_HINT
+
+        raise ResourceMissingError(f"the biaffine parser {parser}", "veil parse train",
+                                   message=f"the neural obfuscator trains through the biaffine parser {parser}, "
+                                           f"which does not exist; {_TRAIN_HINT}")
     key = sha256_text(json.dumps({"treebank": str(setup.treebank), "parser_sha256": sha256_file(parser),
                                   "config": config.to_dict(), "training": {k: v for k, v in training.to_dict().items()
                                                                            if k != "threads"}}, sort_keys=True))[:12]

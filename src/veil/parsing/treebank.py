@@ -44,9 +44,9 @@ _FIX = "veil parse treebank --force"
 _BUILD_CMD = "veil parse treebank"
 #: measured once on the 2-core development machine (corpora already pulled): see build_seconds_last_run in meta.json
 BUILD_MINUTES = 10
-_MISSING_SILVER = (f"the silver treebank is not built yet; build it once with `{_BUILD_CMD}` (about {BUILD_MINUTES} "
-                   "minutes on 2 cores; it resumes if interrupted), or pass --treebank DIR (a folder with "
-                   "train/dev/test.conllu)")
+SILVER_HOW = (f"build it once with `{_BUILD_CMD}` (about {BUILD_MINUTES} minutes on 2 cores; it resumes if "
+              "interrupted), or pass --treebank DIR (a folder with train/dev/test.conllu)")
+_MISSING_SILVER = f"the silver treebank is not built yet; {SILVER_HOW}"
 
 
 def silver_dir() -> Path:
