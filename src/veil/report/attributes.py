@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.report.markdown import register_renderer
+from veil.report.commands import attributes_commands
+from veil.report.markdown import regenerate_section, register_renderer
 from veil.results import ResultRecord
 
 __all__ = ["attributes_page", "PAPER_FINDINGS"]
@@ -214,6 +215,6 @@ def attributes_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
               "and blogs are not available offline):", ""]
     lines += [f"- {f}" for f in PAPER_FINDINGS]
     commits = sorted({r.git_commit for r in recs})
-    lines += ["", f"Commits: {', '.join(commits)}. Reproduce: `veil adversarial sweep --corpus NAME --results "
-                  "results/attributes` (resumable), then `veil report --results results --out docs/results`.", ""]
+    lines += ["", f"Commits: {', '.join(commits)}. The sweeps are resumable."]
+    lines += regenerate_section(attributes_commands(records), "attributes")
     return "\n".join(lines)

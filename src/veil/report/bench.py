@@ -24,7 +24,8 @@ from typing import Any
 
 from veil.results import ResultRecord
 from veil._io import read_json
-from veil.report.markdown import proportion_interval, read_record, report_fix
+from veil.report.commands import bench_commands
+from veil.report.markdown import proportion_interval, read_record, regenerate_section, report_fix
 
 __all__ = ["BenchPoint", "load_bench", "bench_points", "render_bench"]
 
@@ -275,6 +276,8 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
                 + "</table>")
     prov = _provenance(records, run)
     md += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in prov] + [""]
+    folder_name = f"{Path(folder).parent.name}/{Path(folder).name}"
+    md += regenerate_section(bench_commands([r.config for r in records], folder_name), name)
     body.append("<h2>Provenance</h2><ul>" + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>"
                                                     for k, v in prov) + "</ul>")
     md_path, html_path = out_dir / f"{name}.md", out_dir / f"{name}.html"

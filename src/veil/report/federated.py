@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.report.markdown import register_renderer
+from veil.report.commands import federated_commands
+from veil.report.markdown import regenerate_section, register_renderer
 from veil.results import ResultRecord
 
 __all__ = ["federated_page"]
@@ -201,6 +202,6 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
             lines.append(f"- `{rec.experiment}`: {rec.extra['infeasible']}")
         lines.append("")
     commits = sorted({r.git_commit for r in recs})
-    lines += [f"Commits: {', '.join(commits)}. Reproduce: `veil federated sweep --results results/federated` "
-              "(resumable; see docs/federated.md).", ""]
+    lines += [f"Commits: {', '.join(commits)}. The sweep is resumable; see docs/federated.md."]
+    lines += regenerate_section(federated_commands(records), "federated")
     return "\n".join(lines)

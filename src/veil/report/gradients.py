@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import proportion_interval, register_renderer
+from veil.report.commands import gradients_commands
+from veil.report.markdown import proportion_interval, regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
 PAPER_TABLE2 = {0: {d: 0.82 for d in (4, 16, 64, 256, 1024)},
@@ -195,4 +196,5 @@ def gradients_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     lines += _tap_tables(taps)
     lines += ["## End to end: from the updates to the private sentences", ""]
     lines += _chain_tables(chain, out_dir)
+    lines += regenerate_section(gradients_commands(records), "gradients")
     return "\n".join(lines)

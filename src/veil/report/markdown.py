@@ -133,5 +133,8 @@ def render_all(results_dir: str | os.PathLike = "results", out_dir: str | os.Pat
             pages.extend(render_method(d, out_dir))
     index = ["# Results", "", f"Pages rendered by `veil report` from the JSON records under `{results_dir.name}/`.", ""]
     index += [f"- [{p.stem}]({p.name})" for p in pages] or ["No result records yet."]
+    index += ["", "## Regenerate", "", "Each page ends with the commands that wrote its records; this index and every "
+              "page are rendered by:", "", "```bash", f"veil report --results {results_dir.name} --out docs/results",
+              "```"]
     atomic_write_text(out_dir / "index.md", HEADER.format(src=f"{results_dir.name}/") + "\n".join(index) + "\n")
     return [*pages, out_dir / "index.md"]

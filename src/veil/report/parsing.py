@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import register_renderer
+from veil.report.commands import parsing_commands
+from veil.report.markdown import regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
 _LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
@@ -372,4 +373,5 @@ def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir:
     lines += _knob(evals, attacks, neural)
     lines += _pattern(evals)
     lines += _floors(attacks)
+    lines += regenerate_section(parsing_commands(records), "parsing")
     return "\n".join(lines)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from veil.results import ResultRecord
-from veil.report.markdown import proportion_interval, read_record, register_renderer
+from veil.report.commands import retrieval_commands
+from veil.report.markdown import proportion_interval, read_record, regenerate_section, register_renderer
 
 SETTINGS = ("baseline", "mix-only", "texthide", "random")
 METRICS = ("identity", "jaccard", "tfidf_cosine", "label", "sbert_cosine")
@@ -141,8 +142,7 @@ def retrieval_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
              "over queries with a 95% CI (Wilson for Identity and Label, normal approximation otherwise). Metrics: "
              "Identity (returned text == query), JCdist (Jaccard of word sets), TF-IDFsim (cosine, vectoriser fit on "
              "the corpus), Label (same label), SBERTsim (MiniLM cosine; the paper used another SBERT model). "
-             "Reproduce with `veil attack rss --corpus NAME` and `veil attack reprecon --corpus NAME`, then "
-             "`veil report`.", ""]
+             "The commands that regenerate this page are at its end.", ""]
     for attack, title in (("rss", "Table 3 analogue: similarity search (RSS)"),
                           ("reprecon", "Table 8 analogue: reconstruction (RepRecon), dev queries")):
         lines += [f"## {title}", ""]
@@ -151,4 +151,5 @@ def retrieval_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
             lines += [f"No {attack} runs yet.", ""]
         for corpus in corpora:
             lines += _table(attack, corpus, by[(attack, corpus)])
+    lines += regenerate_section(retrieval_commands(records), "retrieval")
     return "\n".join(lines)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import proportion_interval, read_record, register_renderer
+from veil.report.commands import texthide_attack_commands
+from veil.report.markdown import proportion_interval, read_record, regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
 ALPHA_NOTE = ("Verdicts: exact one-sided tests of the hit count against the known random rate (binomial, or "
@@ -302,9 +303,8 @@ def texthide_attacks_page(method: str, records: list[tuple[Path, ResultRecord]],
              "\"An Attack on InstaHide\", IEEE S&P 2021) remove it: abs-RSS searches with centred absolute values; "
              "mask recovery rebuilds the secret pool from the encodings an eavesdropper collects; unmixing then "
              "unmasks each encoding and solves for its k sources. Every cell draws a fresh pool and fresh mixing "
-             "from the OS CSPRNG; the seed selects queries only. Reproduce with `veil attack texthide-sweep "
-             "headline --results results/texthide-attacks` (single cells: `veil attack abs-rss|mask-recovery|unmix "
-             "--corpus NAME --m M --k K --epochs E`), then `make report`.", "", "## What the strongest attack does", ""]
+             "from the OS CSPRNG; the seed selects queries only. The commands that regenerate this page are at its "
+             "end.", "", "## What the strongest attack does", ""]
     lines += _summary(recs) or ["No headline runs yet."]
     lines += ["", "## Similarity search: RSS against abs-RSS (index = the private texts)", ""]
     lines += _retrieval_tables(recs)
@@ -319,4 +319,5 @@ def texthide_attacks_page(method: str, records: list[tuple[Path, ResultRecord]],
                   "(`veil attack texthide-sweep grid --results results/texthide-attacks`; resumable, one file per "
                   "cell): the heatmap of the strongest attack's success over (m, k) and the utility-privacy frontier "
                   "come with it.", ""]
+    lines += regenerate_section(texthide_attack_commands(records), "texthide-attacks")
     return "\n".join(lines)
