@@ -10,7 +10,6 @@ its path, never counted as done.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

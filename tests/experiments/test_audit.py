@@ -100,11 +100,26 @@ def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encode
     assert len(info["positions"]) == 1
     assert recs[0].config["m"] == recs[0].config["pipeline"]["m"] == recs[0].config["sampler"]["m"]
     files = sorted(p.name for p in (tmp_path / "res").iterdir())
-    assert len(files) == 6 and all(f.endswith("-t200-sel200-pairs1-n12-seed0.json") or "-t60-sel60-" in f
-                                   for f in files)
+    # settings away from the defaults are in the name (documents 2, neighbours 2), so other runs never collide
+    assert len(files) == 6 and all(f.endswith("-pairs1-n12-docs2-nb2-seed0.json") for f in files)
+    assert sum("-t200-sel200-" in f for f in files) == 4 and sum("-t60-sel60-" in f for f in files) == 2
     again = run_empirical_audit(cfg, results_dir=tmp_path / "res", corpus=corpus, encoder=encoder, progress=False,
                                 log=lines.append)
     assert [r.created for r in again] == [r.created for r in recs] and lines[-1].startswith("news-articles: 6 of 6")
+    # a record made under another configuration is refused naming the key, never kept (issue 26)
+    from dataclasses import replace
+
+    from veil.errors import StaleResultError
+    from veil.experiments.audit import empirical_file_name
+
+    first = tmp_path / "res" / empirical_file_name(cfg, "deepcandidate", "reflect", 3.0)
+    data = json.loads(first.read_text())
+    data["config"]["audit"]["confidence"] = 0.9  # as an older veil, which left confidence out of the name
+    first.write_text(json.dumps(data))
+    with pytest.raises(StaleResultError, match=r"\(confidence: stored 0\.9, requested 0\.95\).*--force"):
+        run_empirical_audit(cfg, results_dir=tmp_path / "res", corpus=corpus, encoder=encoder, progress=False,
+                            log=lines.append)
+    assert empirical_file_name(replace(cfg, confidence=0.9), "deepcandidate", "reflect", 3.0) != first.name
 
 
 def test_a_registered_corpus_is_audited_through_the_cached_release_pipeline(news_slice, monkeypatch):

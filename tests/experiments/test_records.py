@@ -56,7 +56,7 @@ def test_read_rejects_non_records(tmp_path):
     with pytest.raises(DataFormatError, match="not a veil result record"):
         ResultRecord.read(p)
     p.write_text("{")
-    with pytest.raises(DataFormatError, match="invalid JSON"):
+    with pytest.raises(DataFormatError, match="not valid JSON"):
         ResultRecord.read(p)
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from veil.errors import InvalidParameterError
+from veil.errors import InvalidParameterError, StaleResultError
 from veil.experiments.sentdp import SentDPEval, planned_paths, run_sentdp_eval
 
 
@@ -44,7 +44,7 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
     assert len(redone) == 5 and (tmp_path / lost).exists()
     assert {n: t for n, t in stamps.items() if n != lost} == {p.name: p.stat().st_mtime_ns
                                                               for p in tmp_path.glob("*.json") if p.name != lost}
-    with pytest.raises(InvalidParameterError, match=r"made under other settings \(classifier_epochs differ\)"):
+    with pytest.raises(StaleResultError, match=r"another configuration \(classifier_epochs: stored 4, requested 5\)"):
         run_sentdp_eval(replace(cfg, classifier_epochs=5), results_dir=tmp_path, progress=False, log=lambda line: None)
     ref = json.loads((tmp_path / "news-articles-reference-n40-seed0.json").read_text())
     assert 0 < ref["metrics"]["random_guess"]["mean"] <= 1

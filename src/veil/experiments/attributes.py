@@ -24,8 +24,8 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep", "SWEEP_DEFENSES", "ATTACKERS",
-           "ENCODERS"]
+__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep", "SWEEP_DEFENSES",
+           "ATTACKERS", "ENCODERS"]
 
 SWEEP_DEFENSES = ("none", "multidetask", "grl", "generation", "decluster", "leace")
 ATTACKERS = ("mlp", "mlp-wide", "linear")
