@@ -258,6 +258,7 @@ def obfuscate(
     from veil.experiments.outputs import check_output_file
     from veil.parsing.obfuscate_file import obfuscate_file
 
+    _level(level)
     _method(method, neural_model, level)
     if not file.is_file():
         raise typer.BadParameter(f"{file} is not a file")

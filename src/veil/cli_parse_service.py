@@ -134,6 +134,7 @@ def parse_client(
     if not server.startswith(("http://", "https://")):
         raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
     finite("--timeout", timeout, low=0.0)
+    _level(level)
     _method(method, neural_model, level)
     check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
     if key is not None:

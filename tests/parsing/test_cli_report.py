@@ -115,7 +115,7 @@ def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_tree
 
     import pytest
 
-    from veil.errors import InvalidParameterError
+    from veil.errors import StaleResultError
 
     res = tmp_path / "results" / "parsing"
     args = ["parse", "sweep", "--parsers", "spacy-sm", "--levels", "none,P1", "--attackers", "keep-word,tag-frequency",
@@ -128,9 +128,10 @@ def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_tree
     other = tmp_path / "other-treebank"
     shutil.copytree(tiny_treebank, other)
     res_other = CliRunner().invoke(_app(), args + ["--treebank", str(other)])
-    assert isinstance(res_other.exception, InvalidParameterError)
-    assert "another setup" in str(res_other.exception) and "--force" in str(res_other.exception)
-    with pytest.raises(InvalidParameterError):
+    assert isinstance(res_other.exception, StaleResultError)
+    assert "another configuration (treebank: stored" in str(res_other.exception)
+    assert "--force" in str(res_other.exception) and res_other.exception.keys == ["treebank"]
+    with pytest.raises(StaleResultError):
         raise res_other.exception
 
 

@@ -13,7 +13,8 @@ import torch
 
 from veil.defenses.obfuscation import DEFAULT_SPECTRUM, NeuralObfuscator, NeuralTraining, ObfuscatorConfig
 from veil.defenses.obfuscation.neural import ObfuscatorNet, _batch, _draw, _plan
-from veil.errors import CacheCorruptError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
+from veil.errors import (CacheCorruptError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning,
+                         StaleResultError)
 from veil.models.biaffine import Batch
 from veil.parsing.treebank import load_treebank
 
@@ -243,7 +244,7 @@ def test_the_sweep_writes_neural_cells_and_resumes(parser, tiny_treebank, tmp_pa
     again: list[str] = []
     run_parsing(tmp_path / "res", log=again.append, **kw)
     assert again == []  # every cell kept: nothing trained or evaluated
-    with pytest.raises(InvalidParameterError, match="another setup"):  # another obfuscator budget, same files
+    with pytest.raises(StaleResultError, match=r"another configuration \(obfuscator_key: stored"):  # another budget
         run_parsing(tmp_path / "res", log=again.append, **{**kw, "training": NeuralTraining(max_minutes=0.06)})
     page = parsing_page("parsing", [(p, ResultRecord.read(p)) for p in paths], tmp_path)
     assert "## Table 2: the neural obfuscator against random substitution" in page

@@ -248,6 +248,10 @@ class ContextualAttacker(Attack):
         the kept head is the one of the epoch with the best MRR on the held-out ``dev_share`` of the sentences
         (with fewer than 20 sentences nothing is held out and the last epoch is kept).
         """
+        from veil.attacks.word_recovery.neural import _check_budget
+
+        _check_budget(epochs=epochs, max_minutes=max_minutes, batch_size=batch_size, lr=lr, patience=patience,
+                      dev_share=dev_share)
         import torch
 
         if not isinstance(text, ObfuscatedText):

@@ -63,6 +63,21 @@ def _net(n_words: int, n_tags: int, dim: int, hidden: int, vectors: np.ndarray |
     return RecoveryNet()
 
 
+def _check_budget(**values: Any) -> None:
+    """Training budgets: finite numbers > 0 (minutes, learning rates), ints >= 1 (epochs, batch sizes)."""
+    import math
+
+    for name, v in values.items():
+        if name == "dev_share":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+                raise InvalidParameterError(f"dev_share must be a number in [0, 1), got {v!r}")
+        elif name in ("max_minutes", "lr"):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InvalidParameterError(f"{name} must be a finite number > 0, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidParameterError(f"{name} must be an int >= 1, got {v!r}")
+
+
 class _NeuralAttacker(Attack):
     observes_kind = "text"
     threat = THREAT
@@ -115,6 +130,7 @@ class _NeuralAttacker(Attack):
              targets_of: Any, *, epochs: int, max_minutes: float, batch_size: int, rng: np.random.Generator) -> None:
         import torch
 
+        _check_budget(epochs=epochs, max_minutes=max_minutes, batch_size=batch_size)
         opt = torch.optim.Adam(self.net.parameters(), lr=2e-3, betas=(0.9, 0.9))
         start = time.monotonic()
         order = sorted(range(len(words)), key=lambda i: len(words[i]))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import time
 from collections import Counter
@@ -119,9 +120,12 @@ class NeuralTraining(_Config):
         for name in ("dev_sentences", "batch_size", "max_epochs", "eval_every", "patience", "threads"):
             _check(name, getattr(self, name), int, getattr(self, name) >= 1, "an int >= 1")
         _check("seed", self.seed, int, self.seed >= 0, "an int >= 0")
+        finite = (lambda v: isinstance(v, (int, float)) and math.isfinite(v))
         for name in ("lr", "max_minutes", "tau_start", "tau_end"):
-            _check(name, getattr(self, name), (int, float), getattr(self, name) > 0, "a number > 0")
-        _check("privacy_weight", self.privacy_weight, (int, float), self.privacy_weight >= 0, "a number >= 0")
+            v = getattr(self, name)
+            _check(name, v, (int, float), finite(v) and v > 0, "a finite number > 0")
+        _check("privacy_weight", self.privacy_weight, (int, float),
+               finite(self.privacy_weight) and self.privacy_weight >= 0, "a finite number >= 0")
 
 
 def frequent_candidates(sentences: Iterable[tuple[Sequence[str], Sequence[str]]], tags: Iterable[str],
@@ -419,6 +423,9 @@ def _train(parser: Any, train: Sequence[Any], dev: Sequence[Any], config: Obfusc
     ids = {t: parser.word_ids(c) for t, c in cands.items()}
     tag_id = {t: parser.vocab.tag_id(t) for t in cands}
     rng = np.random.default_rng(tr.seed)
+    if tr.max_train is not None and tr.max_train > len(train):
+        log(f"veil: warning: max_train {tr.max_train} is more than the {len(train)} training sentences; using all "
+            f"{len(train)}")
     pool = list(train) if tr.max_train is None else [train[i] for i in rng.permutation(len(train))[:tr.max_train]]
     dev = list(dev)[:tr.dev_sentences]
     gen = torch.Generator().manual_seed(tr.seed)
