@@ -172,7 +172,7 @@ def test_parse_train_never_replaces_a_json_beside_the_model(run, treebank):
     sidecar = run.work / "m.json"
     sidecar.write_text('{"mine": "a file of the user"}\n')
     run("parse", "train", "--treebank", str(treebank), "--out", "m.pt", "--vectors", "none",
-        match=r"m\.json already exist.*--force")
+        match=r"m\.json already exist\(s\) \(no resume state of a run is beside it\).*--force")
     assert sidecar.read_text() == '{"mine": "a file of the user"}\n'
 
 

@@ -37,7 +37,7 @@ def test_a_run_shorter_than_one_evaluation_still_saves_its_parser(tiny_treebank,
 
     # --no-resume (or another configuration) refuses to replace it; --force replaces it
     assert main(["parse", "train", "--treebank", str(tiny_treebank), "--out", str(out), *ARGS, "--no-resume"]) == 2
-    assert re.search(r"already exist.*--force", capsys.readouterr().err)
+    assert re.search(r"already exist.*--no-resume was given.*--force", capsys.readouterr().err)
     assert out.read_bytes() == before
     args = [a if a != "8" else "12" for a in ARGS]  # --hidden 12: another configuration
     assert main(["parse", "train", "--treebank", str(tiny_treebank), "--out", str(out), *args]) == 2

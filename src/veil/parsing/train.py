@@ -192,7 +192,7 @@ def resume_state(config: TrainConfig, out: str | os.PathLike | None = None, *, r
         check_same_config(st["config"], config.to_dict(), state_path, ignore=_BUDGET)
         return st
     names = ", ".join(str(p) for p in existing)
-    why = "--no-resume was given" if resume else "no resume state of this run is beside it"
+    why = "no resume state of a run is beside it" if resume else "--no-resume was given"
     raise InvalidParameterError(f"{names} already exist(s) ({why}); pass --force to replace them, or choose another "
                                 "--out")
 
