@@ -36,10 +36,10 @@ def _default_parser(model: Optional[Path]) -> str:
 
 def _biaffine_hint() -> str:
     from veil.parsing.train import TRAIN_MINUTES
-    from veil.parsing.treebank import BUILD_MINUTES
+    from veil.parsing.treebank import BUILD_TIME
 
-    return (f"for veil's biaffine parser (it reads the client's tags) run `veil parse treebank` (about {BUILD_MINUTES} "
-            f"minutes) then `veil parse train` (about {TRAIN_MINUTES} minutes), then `veil parse serve --parser "
+    return (f"for veil's biaffine parser (it reads the client's tags) run `veil parse treebank` ({BUILD_TIME}) "
+            f"then `veil parse train` (about {TRAIN_MINUTES} minutes), then `veil parse serve --parser "
             "biaffine`")
 
 
@@ -64,7 +64,7 @@ def parse_serve(
     """Serve a parser over HTTP: POST /parse takes obfuscated tokens and tags, answers heads and labels.
 
     Works on first use with spacy-sm (it ships with veil); veil's biaffine parser needs `veil parse treebank`
-    (about 5 minutes) and `veil parse train` (about 45 minutes) first.
+    (about 5 minutes, up to 16 on a busy machine) and `veil parse train` (about 45 minutes) first.
     """
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.services.parse_server import Limits, bind, create_app, serve

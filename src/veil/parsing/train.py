@@ -21,7 +21,7 @@ import numpy as np
 
 from veil._threads import torch_threads
 from veil.errors import InvalidParameterError, ResourceMissingError
-from veil.parsing.treebank import BUILD_MINUTES
+from veil.parsing.treebank import BUILD_TIME
 from veil.parsing.trees import Tree
 
 __all__ = ["TrainConfig", "train_parser", "load_parser", "default_model_path", "md_vectors", "torch_threads"]
@@ -82,8 +82,8 @@ class TrainConfig:
 
 #: how long `veil parse train` takes with its defaults (its --max-minutes budget), for messages
 TRAIN_MINUTES = 45
-_TRAIN_HINT = (f"train it with `veil parse train` (about {TRAIN_MINUTES} minutes, after `veil parse treebank`: about "
-               f"{BUILD_MINUTES} minutes) or pass a model file with --model")
+_TRAIN_HINT = (f"train it with `veil parse train` (about {TRAIN_MINUTES} minutes, after `veil parse treebank`: "
+               f"{BUILD_TIME}) or pass a model file with --model")
 
 
 def default_model_path(name: str = "biaffine") -> Path:
