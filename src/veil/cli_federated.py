@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+from veil.cli_common import ForceOpt, JsonOpt, console, echo_json, finite
+
+@contextlib.contextmanager
+def exit_fast_on_interrupt() -> Iterator[None]:
+    """On Ctrl-C, once the run has cleaned up (partial tap removed, Ray shut down) and the CLI has said so, end the
+    process at once: Ray's and gRPC's native finalisers otherwise hold a stopped process for seconds after the
+    last line of Python. Registered only when interrupted, as the last exit handler (run first)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        import atexit
+
+        def _exit() -> None:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(130)
+
+        atexit.register(_exit)
+        raise
+
 
 federated_app = typer.Typer(help="Federated TextHide on Flower: clients encrypt their own batches with their own "
                                  "secret pools; only head weights leave them.", no_args_is_help=True)
@@ -57,8 +82,18 @@ def run(
     from veil.errors import InvalidParameterError
     from veil.experiments.outputs import check_output_dir, default_results_dir
     from veil.federated.config import FederatedConfig
-    from veil.federated.run import result_path, run_federated
+    from veil.federated.run import result_path, run_federated, stored_result
+    from veil.federated.server import check_record_target
 
+    check_engine(engine)
+    if lr is not None and not (math.isfinite(lr) and lr > 0):  # 0 is refused, never replaced by a default
+        raise typer.BadParameter(f"--lr must be a finite number > 0, got {lr:g}; leave out --lr for the mode's "
+                                 "default (0.5 alg2, 1e-3 fedavg)")
+    if alpha is not None and not (math.isfinite(alpha) and alpha > 0):
+        raise typer.BadParameter(f"--alpha must be a finite number > 0, got {alpha:g}; leave out --alpha for an "
+                                 "IID partition")
+    finite("--encoder-lr", encoder_lr, low=0.0)
+    finite("--timeout", timeout, low=0.0)
     if truth and record is None:
         raise InvalidParameterError("--truth needs --record FOLDER (the truth is written next to the tap)")
     cfg = FederatedConfig(corpus=corpus, clients=clients, rounds=rounds, client_mode=mode, m=m, k=k, mode=mixing,
@@ -68,13 +103,20 @@ def run(
     if record is not None and finetune:
         raise InvalidParameterError("--record works with the frozen encoder only (a fine-tuned reply holds the whole "
                                     "encoder, 91 MB); drop --finetune or --record")
+    check_sizes(cfg)
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
     path = result_path(cfg, out)
-    if path.exists() and not force:
-        raise InvalidParameterError(f"{path} exists; pass --force to run it again")
+    if path.is_dir():
+        raise InvalidParameterError(f"{path} is a folder, where the result file would go; choose another --results")
+    if path.exists() and stored_result(path, cfg, force=force) is not None:
+        raise InvalidParameterError(f"{path} exists (this configuration's result); pass --force to run it again")
+    if record is not None:
+        check_record_target(record, truth=truth, force=force)
     con = console(as_json)
-    con.print(f"federated {cfg.name}: {clients} clients x {rounds} rounds on Flower ({engine})", markup=False)
-    rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force)
+    con.print(f"federated {cfg.run_name}: {clients} clients x {rounds} rounds on Flower ({engine})", markup=False)
+    with exit_fast_on_interrupt():
+        rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force,
+                               progress=lambda row: _round_line(row, rounds))
     atomic_write_json(path, rec.to_dict())
     if as_json:
         echo_json({"result": str(path), **rec.to_dict()})
@@ -84,6 +126,42 @@ def run(
         con.print(f"round {row['round']}: train loss {row['train_loss']:.4f}"
                   + (f", test accuracy {acc:.3f}" if acc is not None else ""), markup=False)
     con.print(f"wrote {path}" + (f"; tap in {record}" if record else ""), markup=False)
+
+
+def _round_line(row: dict, rounds: int) -> None:
+    """Progress on stderr as each round ends (the run can take minutes)."""
+    import sys
+
+    acc = row.get("test_accuracy")
+    print(f"veil: federated round {row['round']}/{rounds}: train loss {row['train_loss']:.4f}"
+          + (f", test accuracy {acc:.3f}" if acc is not None else ""), file=sys.stderr, flush=True)
+
+
+def check_engine(engine: str) -> None:
+    from veil.federated.run import ENGINES
+
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+
+
+def check_sizes(cfg) -> None:
+    """Counts larger than the data are refused before any work (never silently capped)."""
+    import veil.corpora as vc
+    from veil.errors import InvalidParameterError
+
+    corpus = vc.load(cfg.corpus)
+    n_train, n_test = len(corpus.indices("train")), len(corpus.indices("test"))
+    if cfg.max_train > n_train:
+        raise InvalidParameterError(f"--max-train {cfg.max_train} is more than {cfg.corpus}'s {n_train} training "
+                                    f"examples; give at most {n_train}, or 0 for all")
+    if cfg.max_test > n_test:
+        raise InvalidParameterError(f"--max-test {cfg.max_test} is more than {cfg.corpus}'s {n_test} test examples; "
+                                    f"give at most {n_test}, or 0 for all")
+    usable = cfg.max_train or n_train
+    if cfg.clients * cfg.k > usable:
+        raise InvalidParameterError(f"--clients {cfg.clients} with --k {cfg.k} needs at least {cfg.clients * cfg.k} "
+                                    f"training examples, and the run has {usable}; lower --clients or raise "
+                                    "--max-train")
 
 
 @federated_app.command("sweep")
@@ -105,33 +183,55 @@ def sweep(
     from veil.experiments.federated import run_cells, utility_grid
     from veil.experiments.outputs import check_output_dir, default_results_dir
 
-    def floats(text: str, what: str) -> list[float]:
-        try:
-            return [float(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
-
+    check_engine(engine)
+    counts = int_list(clients, "--clients", 1)
+    alpha_values = float_list(alphas, "--alphas")
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
-    cells = utility_grid(corpus=corpus, seeds=parse_seeds(seeds), clients=[int(c) for c in floats(clients, "--clients")],
-                         alphas=floats(alphas, "--alphas"), rounds=rounds)
+    cells = utility_grid(corpus=corpus, seeds=parse_seeds(seeds), clients=counts, alphas=alpha_values, rounds=rounds)
+    check_sizes(cells[0])
     con = console(as_json)
-    paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
+    with exit_fast_on_interrupt():
+        paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
+
+
+def int_list(text: str, option: str, minimum: int) -> list[int]:
+    """Comma-separated integers >= ``minimum``, at least one, no repeats; ``2.7`` is refused, never truncated."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{option} must be comma-separated integers, got {text!r}") from None
+    if not values:
+        raise typer.BadParameter(f"{option} needs at least one value, got {text!r}")
+    if min(values) < minimum:
+        raise typer.BadParameter(f"{option} values must be integers >= {minimum}, got {text!r}")
+    if len(set(values)) != len(values):
+        raise typer.BadParameter(f"{option} repeats a value ({text!r})")
+    return values
+
+
+def float_list(text: str, option: str) -> list[float]:
+    """Comma-separated finite numbers >= 0 (0 = IID), at least one, no repeats."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{option} must be comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise typer.BadParameter(f"{option} needs at least one value, got {text!r}")
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise typer.BadParameter(f"{option} values must be finite numbers >= 0 (0 = IID), got {text!r}")
+    if len(set(values)) != len(values):
+        raise typer.BadParameter(f"{option} repeats a value ({text!r})")
+    return values
 
 
 def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[list[int], Path]:
     """The recorded-run sweeps' checked batch sizes and result folder (default ./veil-results/gradients)."""
     from veil.experiments.outputs import check_output_dir, default_results_dir
 
-    try:
-        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--batch-sizes must be comma-separated integers, got {batch_sizes!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise typer.BadParameter(f"--batch-sizes needs integers >= 1, got {batch_sizes!r}")
-    if engine not in ("flower", "reference"):
-        raise typer.BadParameter(f"--engine must be flower or reference, got {engine!r}")
+    check_engine(engine)
+    sizes = int_list(batch_sizes, "--batch-sizes", 1)
     return sizes, check_output_dir(results if results is not None else default_results_dir("gradients"))
 
 
@@ -152,8 +252,9 @@ def analytic_sweep(
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
-    paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
-                               force=force, log=lambda msg: con.print(msg, markup=False))
+    with exit_fast_on_interrupt():
+        paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
+                                   force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 
@@ -176,7 +277,8 @@ def chain_sweep(
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
-    paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps, engine=engine,
-                            force=force, log=lambda msg: con.print(msg, markup=False))
+    with exit_fast_on_interrupt():
+        paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps,
+                                engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})

@@ -17,7 +17,7 @@ def test_run_writes_a_result_and_json_and_the_page_renders(tmp_path, capsys):
     assert main([*ARGS, "--results", str(res), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == "federated" and len(out["extra"]["rounds"]) == 2
-    assert (res / "rt-polarity-fedavg-m16-k2-intra-c2-iid-r2-b16-seed0.json").is_file()
+    assert (res / "rt-polarity-fedavg-m16-k2-intra-c2-iid-r2-b16-seed0-n160-t60.json").is_file()
     # an existing result is kept unless --force
     assert main([*ARGS, "--results", str(res)]) == 2
     assert "--force" in capsys.readouterr().err

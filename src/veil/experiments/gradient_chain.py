@@ -26,8 +26,6 @@ public statistics come from the corpus' dev and test splits, as in the adaptive-
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -87,7 +85,10 @@ def score_chain(recovery: Any, tap_dir: str | Path, index: Any) -> tuple[dict[st
     if not run_file.exists():
         raise DataFormatError(f"{run_file} is missing: record the run with this veil's `veil federated run --record "
                               "DIR --truth` (scoring maps truth rows to corpus rows with it)")
-    train_ids = _train_ids(json.loads(run_file.read_text()))
+    from veil._io import read_json
+
+    train_ids = _train_ids(read_json(run_file, what="run configuration",
+                                     fix="record the run again with `veil federated run --record DIR --truth`"))
     canon = np.unique(index.vectors, axis=0, return_inverse=True)[1].reshape(-1)
     scale = tap.meta.rep_scale
     rows = unmixed = own = recovered = 0
@@ -181,24 +182,21 @@ def chain_result_path(cfg: FederatedConfig, root: str | Path, seed: int = 0) -> 
 def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: str | Path, *, engine: str = "flower",
                     force: bool = False, log: Any = print) -> list[Path]:
     """Record each run (tap + truth under ``taps``), run the chain on it, write ``root/chain-<run>-seed0.json``.
-    Resumable per cell; the taps are data (never committed)."""
+    Resumable per cell (a finished record is reused only when made on a run of the same configuration; a damaged
+    one is a typed error); the taps are data (never committed)."""
+    from veil.experiments.federated import plan_tap_cells
     from veil.experiments.outputs import check_output_dir
     from veil.federated.run import run_federated
 
     root = check_output_dir(root)
-    taps = Path(taps)
-    paths, resources = [], {}
-    for i, cfg in enumerate(cells, 1):
-        tap = taps / tap_name(cfg)
-        path = chain_result_path(cfg, root)
-        paths.append(path)
-        if path.exists() and not force:
-            log(f"[{i}/{len(cells)}] skip {tap.name}: {path} exists")
+    taps = check_output_dir(taps, option="--taps")
+    plan = plan_tap_cells(cells, root, taps, chain_result_path, force=force)
+    resources: dict[str, Any] = {}
+    for i, (cfg, tap, path, done) in enumerate(plan, 1):
+        if done:
+            log(f"[{i}/{len(cells)}] skip {tap.name}: {path} holds its result")
             continue
-        for old in (tap, tap.with_name(tap.name + ".truth")):
-            if old.exists():
-                shutil.rmtree(old)
-        run_federated(cfg, engine=engine, record=tap, truth=True)
+        run_federated(cfg, engine=engine, record=tap, truth=True, force=True)  # replaces veil's own tap only
         if cfg.corpus not in resources:
             resources[cfg.corpus] = chain_resources(cfg.corpus)
         rec = run_chain(tap, resources=resources[cfg.corpus])
@@ -206,4 +204,4 @@ def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: st
         log(f"[{i}/{len(cells)}] {tap.name}: encodings recovered {rec.metrics['encodings_recovered'].mean:.3f}, "
             f"sentences recovered {rec.metrics['sentences_recovered'].mean:.3f} "
             f"(precision {rec.metrics['sentence_precision'].mean:.3f}) -> {path}")
-    return paths
+    return [path for _, _, path, _ in plan]

@@ -210,11 +210,12 @@ def run_table2(cells: Sequence[Table2Cell], root: str | Path, *, force: bool = F
     from veil.experiments.outputs import check_output_dir
 
     root = check_output_dir(root)
+    done = [_finished(result_path(cell, root), cell, force) for cell in cells]  # every record checked first
     paths = []
     for i, cell in enumerate(cells, 1):
         path = result_path(cell, root)
-        if path.exists() and not force:
-            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} exists")
+        if done[i - 1]:
+            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} holds its result")
         else:
             rec = run_table2_cell(cell, progress=progress)
             rec.write(path)
@@ -222,6 +223,19 @@ def run_table2(cells: Sequence[Table2Cell], root: str | Path, *, force: bool = F
                 f"{rec.metrics['encoding_recovered']} ({rec.wall_time_s:.0f} s) -> {path}")
         paths.append(path)
     return paths
+
+
+def _finished(path: Path, cell: Table2Cell, force: bool) -> bool:
+    """True when ``path`` holds ``cell``'s record; a damaged one or one of another cell is a typed error naming it
+    (never counted as done)."""
+    from veil.results import ResultRecord, check_same_config
+
+    if force or not path.exists():
+        return False
+    rec = ResultRecord.read(path)
+    stored = rec.config.get("cell")
+    check_same_config(stored if isinstance(stored, dict) else {}, cell.to_dict(), path)
+    return True
 
 
 # ---------------------------------------------------------------- attacks on a recorded run

@@ -162,11 +162,12 @@ simulation_clientapp = _make_clientapp(experiments=True)
 class StrictFedAvg(FedAvg):
     """FedAvg over all clients every round that raises :class:`FederatedError` instead of carrying on."""
 
-    def __init__(self, cfg: FederatedConfig, *, recorder: Any = None, evaluate: bool = True) -> None:
+    def __init__(self, cfg: FederatedConfig, *, recorder: Any = None, evaluate: bool = True,
+                 progress: Any = None) -> None:
         n = cfg.clients
         super().__init__(fraction_train=1.0, fraction_evaluate=1.0 if evaluate else 0.0, min_train_nodes=n,
                          min_evaluate_nodes=n, min_available_nodes=n)
-        self.cfg, self.recorder = cfg, recorder
+        self.cfg, self.recorder, self.progress = cfg, recorder, progress
         self.summaries: list[dict[str, Any]] = []
         self.history: list[dict[str, np.ndarray]] = []
         self._expected: dict[int, list[int]] = {}
@@ -226,6 +227,8 @@ class StrictFedAvg(FedAvg):
         self.summaries.append({"round": server_round, "seconds": time.perf_counter() - self._round_start,
                                "train_loss": float(metrics["train_loss"]),
                                "clients": sorted(str(int(m.content["metrics"]["partition-id"])) for m in replies)})
+        if self.progress is not None and self.fraction_evaluate == 0:
+            self.progress(dict(self.summaries[-1]))
         return arrays, metrics
 
     def aggregate_evaluate(self, server_round: int, replies: Any):
@@ -239,11 +242,57 @@ class StrictFedAvg(FedAvg):
 
         row.update(class_counts([dict(m.content["metrics"]) for m in replies]))
         row["seconds"] = time.perf_counter() - self._round_start  # training + evaluation, as the reference loop
+        if self.progress is not None:
+            self.progress(dict(row))
         return super().aggregate_evaluate(server_round, replies)
 
 
+class Stopped(FederatedError):
+    """The run was stopped from outside (Ctrl-C in the process that runs the simulation)."""
+
+
+class StoppableGrid:
+    """A Grid whose every call first checks ``stop``: once it is set, the ServerApp's next poll for replies raises
+    :class:`Stopped`, so the server thread ends within one poll interval instead of waiting out ``timeout``."""
+
+    def __init__(self, grid: Grid, stop: Any) -> None:
+        self._grid, self._stop = grid, stop
+
+    def _check(self) -> None:
+        if self._stop.is_set():
+            raise Stopped("the federated run was interrupted")
+
+    def send_and_receive(self, messages: Any, *, timeout: float | None = None) -> list[Message]:
+        """Flower's ``send_and_receive`` (push, then pull until every reply came or ``timeout``), with ``stop``
+        checked at every poll."""
+        self._check()
+        waiting = set(self._grid.push_messages(messages))
+        end = time.time() + (timeout if timeout is not None else 0.0)
+        replies: list[Message] = []
+        while timeout is None or time.time() < end:
+            self._check()
+            got = list(self._grid.pull_messages(waiting))
+            replies.extend(got)
+            waiting.difference_update(m.metadata.reply_to_message_id for m in got)
+            if not waiting:
+                break
+            time.sleep(float(getattr(self._grid, "pull_interval", 0.1)))
+        return replies
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._grid, name)
+        if not callable(attr):
+            return attr
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            self._check()
+            return attr(*args, **kwargs)
+
+        return checked
+
+
 def serve(grid: Grid, cfg: FederatedConfig, *, recorder: Any = None, extra: dict[str, Any] | None = None,
-          evaluate: bool = True) -> StrictFedAvg:
+          evaluate: bool = True, progress: Any = None) -> StrictFedAvg:
     """Run ``cfg`` on ``grid`` (all clients every round); returns the strategy with its summaries and history."""
     from veil.federated.client import initial_state
     from veil.federated.data import corpus_arrays
@@ -253,7 +302,7 @@ def serve(grid: Grid, cfg: FederatedConfig, *, recorder: Any = None, extra: dict
     dim = int(X_tr.shape[1])
     if recorder is not None:
         recorder.describe(tap_description(cfg, dim, num_classes))
-    strategy = StrictFedAvg(cfg, recorder=recorder, evaluate=evaluate)
+    strategy = StrictFedAvg(cfg, recorder=recorder, evaluate=evaluate, progress=progress)
     config = ConfigRecord({**cfg.to_run_config(), **(extra or {})})
     strategy.start(grid=grid, initial_arrays=to_record(initial_state(cfg, dim, num_classes)),
                    num_rounds=cfg.rounds, timeout=cfg.timeout, train_config=config, evaluate_config=config)
@@ -261,18 +310,22 @@ def serve(grid: Grid, cfg: FederatedConfig, *, recorder: Any = None, extra: dict
 
 
 def make_server_app(cfg: FederatedConfig, sink: dict[str, Any], *, recorder: Any = None,
-                    extra: dict[str, Any] | None = None, evaluate: bool = True) -> ServerApp:
+                    extra: dict[str, Any] | None = None, evaluate: bool = True, stop: Any = None,
+                    progress: Any = None) -> ServerApp:
     """A ServerApp for simulation: runs :func:`serve` and leaves the strategy (or the exception) in ``sink``.
 
     Flower's simulation runtime logs an exception raised in the ServerApp and returns normally, so the caller
-    re-raises what ``sink["error"]`` holds.
+    re-raises what ``sink["error"]`` holds. ``stop`` (a ``threading.Event``): once set, the server stops at its
+    next poll (see :class:`StoppableGrid`). ``progress``: called with each round's summary as it ends.
     """
     app = ServerApp()
 
     @app.main()
     def _main(grid: Grid, context: Context) -> None:
         try:
-            sink["strategy"] = serve(grid, cfg, recorder=recorder, extra=extra, evaluate=evaluate)
+            served = StoppableGrid(grid, stop) if stop is not None else grid
+            sink["strategy"] = serve(served, cfg, recorder=recorder, extra=extra, evaluate=evaluate,
+                                     progress=progress)
         except BaseException as exc:  # handed back to run_federated, which raises it
             sink["error"] = exc
             sink["traceback"] = traceback.format_exc()

@@ -27,6 +27,7 @@ weights with the head's (about 22.7M parameters, 91 MB of float32 per reply).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -70,6 +71,8 @@ class FederatedConfig:
                 object.__setattr__(self, f.name, float(value))
             elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise InvalidTypeError(f"{f.name} must be {expected.__name__}, got {type(value).__name__} {value!r}")
+            if expected is float and not math.isfinite(getattr(self, f.name)):
+                raise InvalidParameterError(f"{f.name} must be a finite number, got {value!r}")
         if self.clients < 1 or self.rounds < 1:
             raise InvalidParameterError(f"clients and rounds must be >= 1, got {self.clients} and {self.rounds}")
         if self.client_mode not in CLIENT_MODES:
@@ -117,6 +120,32 @@ class FederatedConfig:
         tuned = "-ft" if self.finetune else ""
         return (f"{self.corpus}-{self.client_mode}{tuned}-{setting}-c{self.clients}-{part}-r{self.rounds}"
                 f"-b{self.batch_size}-seed{self.seed}")
+
+    @property
+    def run_name(self) -> str:
+        """:attr:`name` plus every other setting that changes the run where it differs from the default, so two
+        runs that differ in anything but ``timeout`` never share a result file name (``-lr0.1``, ``-n500`` for
+        ``max_train``, ``-t100`` for ``max_test``, ...). The learning rate is named when it differs from the
+        mode's default, so the default and an explicit ``lr`` equal to it name the same run."""
+        default = FederatedConfig()
+        parts = []
+        if self.learning_rate != FederatedConfig(client_mode=self.client_mode).learning_rate:
+            parts.append(f"lr{self.learning_rate:g}")
+        for key, tag in (("max_train", "n"), ("max_test", "t"), ("local_epochs", "e"), ("hidden_layers", "h"),
+                         ("dropout", "drop")):
+            if getattr(self, key) != getattr(default, key):
+                parts.append(f"{tag}{getattr(self, key):g}")
+        if self.client_mode == "fedavg" and self.weight_decay != default.weight_decay:
+            parts.append(f"wd{self.weight_decay:g}")
+        if self.mode == "inter" and (self.public, self.public_size) != (default.public, default.public_size):
+            parts.append(f"pub-{self.public}{self.public_size}")
+        if self.finetune and self.encoder_lr != default.encoder_lr:
+            parts.append(f"elr{self.encoder_lr:g}")
+        return "-".join([self.name, *parts])
+
+    def result_config(self) -> dict[str, Any]:
+        """The settings that distinguish runs (everything but ``timeout``), as result records store them."""
+        return {k: v for k, v in self.to_dict().items() if k != "timeout"}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,8 +33,35 @@ def simulation_backend(num_cpus: int | None = None) -> dict[str, Any]:
             "init_args": {"num_cpus": cpus, "num_gpus": 0, "include_dashboard": False, "log_to_driver": False}}
 
 
+ENGINES = ("flower", "reference")
+
+
 def result_path(cfg: FederatedConfig, results: str | Path = "results/federated") -> Path:
-    return Path(results) / f"{cfg.name}.json"
+    """``results/<run name>.json``: the name carries every setting that tells runs apart (see
+    :attr:`FederatedConfig.run_name`)."""
+    return Path(results) / f"{cfg.run_name}.json"
+
+
+def requested_config(cfg: FederatedConfig) -> dict[str, Any]:
+    """What a stored record's config must equal for the record to be this run's result (``timeout`` aside)."""
+    return cfg.result_config()
+
+
+def stored_result(path: str | Path, cfg: FederatedConfig, *, force: bool = False) -> ResultRecord | None:
+    """The record at ``path`` if it is ``cfg``'s result; None if absent or ``force``; a damaged record is a
+    :class:`~veil.errors.DataFormatError` and one made under another configuration a
+    :class:`~veil.errors.StaleResultError` (both name the path and the fix)."""
+    from veil.results import ResultRecord, check_same_config
+
+    path = Path(path)
+    if force or not path.exists():
+        return None
+    rec = ResultRecord.read(path)
+    wanted = requested_config(cfg)
+    defaults = FederatedConfig().to_dict()  # a setting added after a record was made took its default then
+    stored = {k: rec.config.get(k, defaults[k]) for k in wanted}
+    check_same_config(stored, wanted, path)
+    return rec
 
 
 def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: float, engine: str,
@@ -72,7 +99,8 @@ def write_result(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds:
 
 def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str | Path | None = None,
                   truth: bool = False, force: bool = False, mixing_seed: int | None = None,
-                  key_dir: str | Path | None = None, backend: dict[str, Any] | None = None) -> tuple[ResultRecord, list[dict[str, Any]]]:
+                  key_dir: str | Path | None = None, backend: dict[str, Any] | None = None,
+                  progress: Any = None) -> tuple[ResultRecord, list[dict[str, Any]]]:
     """Run ``cfg``; returns (result record, global weights after every round). Nothing is written here except
     the tap (``record``, published only on success).
 
@@ -81,9 +109,15 @@ def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str |
     protects). ``mixing_seed``: seeded TextHide mixing, derived per client and round (engine comparisons
     only; it warns). ``key_dir``: client p loads its pool from ``key_dir/client-<p>.key`` (written by
     ``MaskPool.save``) instead of drawing one (simulation; a deployment names each key in its node config).
+    ``progress``: called with each round's summary row as the round ends (Flower engine).
+
+    Ctrl-C (KeyboardInterrupt) stops the Flower simulation within seconds (the server stops asking clients,
+    Ray is shut down) and removes the partial tap before it propagates.
     """
     from veil.federated.server import Recorder
 
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
     if record and cfg.finetune:
         raise InvalidParameterError("recording a fine-tuned run is not supported: every reply holds the whole "
                                     "encoder (91 MB) and the gradient attacks read frozen-encoder taps; record a "
@@ -103,17 +137,24 @@ def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str |
         _, summaries, history = run_reference(cfg, pools=pools, mixing_seed=mixing_seed, recorder=recorder)
         rows = [s.to_dict() for s in summaries]
     elif engine == "flower":
-        rows, history = _run_flower(cfg, recorder, mixing_seed, key_dir, backend)
-    else:
-        raise FederatedError(f"unknown engine {engine!r}; use 'flower' or 'reference'")
+        rows, history = _run_flower(cfg, recorder, mixing_seed, key_dir, backend, progress)
     rec = _record(cfg, rows, time.perf_counter() - start, "flower-simulation" if engine == "flower" else engine,
                   str(record) if record else None)
     return rec, history
 
 
 def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, key_dir: str | Path | None,
-                backend: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[Any]]:
+                backend: dict[str, Any] | None, progress: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Run Flower's simulation in a daemon thread, so that the main thread stays free to act on Ctrl-C.
+
+    Flower runs its ServerApp in a thread of its own and its client workers in a thread pool that waits for
+    Ray; a KeyboardInterrupt in the thread that called ``run_simulation`` would wait for both (the server
+    waits up to ``timeout`` for replies that never come). Here the main thread only waits; on Ctrl-C it sets
+    ``stop`` (the server's grid then raises at its next poll, which ends the ServerApp and with it the
+    simulation), shuts Ray down (its workers and their processes), removes the partial tap and re-raises.
+    """
     import logging
+    import threading
 
     from veil.federated.apps import make_server_app, simulation_clientapp
 
@@ -127,18 +168,47 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
     if key_dir is not None:
         extra["x-key-dir"] = str(Path(key_dir).resolve())
     sink: dict[str, Any] = {}
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def report(row: dict[str, Any]) -> None:
+        if progress is not None and not stop.is_set():
+            progress(row)
+
+    finished = threading.Event()
+
+    def simulate() -> None:
+        try:
+            run_simulation(server_app=make_server_app(cfg, sink, recorder=recorder, extra=extra, stop=stop,
+                                                      progress=report),
+                           client_app=simulation_clientapp,
+                           num_supernodes=cfg.clients, backend_config=backend or simulation_backend())
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+        finally:
+            finished.set()
+
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
     flwr_logger.setLevel(logging.WARNING)  # one INFO line per message otherwise; errors still show
+    runner = threading.Thread(target=simulate, name="veil-flower-simulation", daemon=True)
     try:
-        run_simulation(server_app=make_server_app(cfg, sink, recorder=recorder, extra=extra),
-                       client_app=simulation_clientapp,
-                       num_supernodes=cfg.clients, backend_config=backend or simulation_backend())
+        runner.start()
+        # an Event, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
+        while not finished.wait(0.2):
+            pass
+        if failure:
+            raise failure[0]
         if "error" in sink:
             raise sink["error"]
         if "strategy" not in sink:
             raise FederatedError("the Flower simulation ended without running the server; see the log above")
     except BaseException:
+        stop.set()
+        if recorder is not None:
+            recorder.closed = True  # nothing more is written, even by a round still finishing
+        if runner.is_alive() and not finished.is_set():
+            _stop_simulation(finished)
         if recorder is not None:
             recorder.abort()
         raise
@@ -148,3 +218,73 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
         recorder.finish()
     strategy = sink["strategy"]
     return strategy.summaries, strategy.history
+
+
+def _stop_simulation(finished: Any, grace: float = 1.0) -> None:
+    """After ``stop`` is set: give the simulation ``grace`` seconds to end by itself (the server raises at its next
+    poll, Flower then stops its workers and shuts Ray down), else shut Ray down here and wait as long again.
+
+    Ray's worker processes (the client actors) only notice a shut-down Ray after a while, so the processes this
+    run started (the descendants of this process, taken before the shutdown) that still live are then ended by
+    their ids: SIGTERM, and SIGKILL a second later. The simulation itself runs in a daemon thread, so it cannot
+    keep the process alive either.
+    """
+    started = _descendants(os.getpid())
+    if not finished.wait(grace):
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except Exception:  # noqa: BLE001 (best effort while stopping; the interrupt is what propagates)
+            pass
+        finished.wait(grace)
+    _end_processes(started)
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, start time) of every live descendant of ``pid``, from /proc (empty where there is none)."""
+    parents: dict[int, list[tuple[int, str]]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child[0])
+    return out
+
+
+def _end_processes(started: list[tuple[int, str]], wait: float = 1.0) -> None:
+    """SIGTERM, then SIGKILL after ``wait`` seconds, each process of ``started`` that still runs (a pid is only
+    signalled while its start time is the one recorded, so a reused pid is never hit)."""
+    import signal
+
+    def alive(pid: int, start: str) -> bool:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return False
+        return fields[19] == start and fields[0] != "Z"
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [(pid, start) for pid, start in started if alive(pid, start)]
+        for pid, _ in left:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if not left:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(p, s) for p, s in left):
+            time.sleep(0.05)

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from veil._io import atomic_write, atomic_write_json
-from veil.errors import InvalidParameterError
+from veil.errors import FederatedError, InvalidParameterError
 from veil.federated.config import FederatedConfig
 
-__all__ = ["aggregate", "RoundSummary", "Recorder", "TAP_FORMAT", "tap_description", "write_arrays"]
+__all__ = ["aggregate", "RoundSummary", "Recorder", "check_record_target", "TAP_FORMAT", "tap_description", "write_arrays"]
 
 TAP_FORMAT = "veil-federated-tap/1"
 
@@ -115,55 +115,103 @@ class Recorder:
     """Writes the tap as the run goes (under ``DIR.partial``); :meth:`finish` publishes it, :meth:`abort` removes it.
 
     ``truth``: also reserve ``DIR.truth`` for the clients' ground truth (experiments only).
+
+    Every folder the recorder creates carries veil's ownership marker (:func:`veil._io.mark_owned`), and only such
+    folders are ever removed or replaced: an existing ``DIR`` (or ``DIR.truth``, ``DIR.partial``) that veil did
+    not write is refused before any work, ``force`` or not, so a user's folder given to ``--record`` by mistake
+    is never deleted.
     """
 
     def __init__(self, directory: str | Path, *, truth: bool = False, force: bool = False) -> None:
+        from veil._io import mark_owned
+
         self.final = Path(directory)
         self.truth_final = self.final.with_name(self.final.name + ".truth")
-        for path in (self.final, self.truth_final):
-            if path.exists():
-                if not force:
-                    raise InvalidParameterError(f"{path} exists; choose another --record folder or pass --force "
-                                                "to replace it")
         self.partial = self.final.with_name(self.final.name + ".partial")
         self.truth_partial = self.final.with_name(self.final.name + ".truth.partial") if truth else None
+        check_record_target(self.final, truth=truth, force=force)
         for path in (self.partial, self.truth_partial):
-            if path is not None and path.exists():
-                shutil.rmtree(path)
-        self.partial.mkdir(parents=True)
+            if path is not None and (path.exists() or path.is_symlink()):
+                # a partial folder left by an earlier run that was killed: veil's own (marked) one is replaced
+                remove_owned(path, option="a new run")
+        mark_owned(self.partial, "federated tap (partial: renamed when the run succeeds)")
         if self.truth_partial is not None:
-            self.truth_partial.mkdir(parents=True)
+            mark_owned(self.truth_partial, "ground truth of a federated tap (partial)")
         self.force = force
+        self.closed = False
+
+    def _folder(self, path: Path) -> Path:
+        if self.closed:
+            raise FederatedError(f"the recording of {self.final} was stopped; nothing more is written")
+        return path
 
     def describe(self, description: dict[str, Any]) -> None:
-        atomic_write_json(self.partial / "tap.json", description)
+        atomic_write_json(self._folder(self.partial) / "tap.json", description)
 
     def describe_truth(self, run_config: dict[str, Any]) -> None:
         """``DIR.truth/run.json``: the run's full configuration (scoring maps truth rows to corpus rows with it)."""
         if self.truth_partial is not None:
-            atomic_write_json(self.truth_partial / "run.json", run_config)
+            atomic_write_json(self._folder(self.truth_partial) / "run.json", run_config)
 
     def global_weights(self, server_round: int, arrays: dict[str, np.ndarray]) -> None:
-        write_arrays(_round_dir(self.partial, server_round) / "global.npz", arrays)
+        write_arrays(_round_dir(self._folder(self.partial), server_round) / "global.npz", arrays)
 
     def reply(self, server_round: int, client: str, arrays: dict[str, np.ndarray], metrics: dict[str, Any]) -> None:
-        folder = _round_dir(self.partial, server_round)
+        folder = _round_dir(self._folder(self.partial), server_round)
         write_arrays(folder / f"client-{client}.npz", arrays)
         atomic_write_json(folder / f"client-{client}.json", metrics)
 
     def finish(self) -> Path:
+        self.closed = True
         for partial, final in ((self.partial, self.final), (self.truth_partial, self.truth_final)):
             if partial is None:
                 continue
-            if final.exists() and self.force:
-                shutil.rmtree(final)
+            if (final.exists() or final.is_symlink()) and self.force:
+                remove_owned(final)  # checked before the run too; a folder that lost its marker since is refused
             partial.rename(final)
         return self.final
 
     def abort(self) -> None:
+        """Remove the partial folders (veil created and marked them); later writes are refused."""
+        self.closed = True
         for path in (self.partial, self.truth_partial):
-            if path is not None:
+            if path is not None and path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_owned(path: Path, *, option: str = "--force") -> None:
+    """Remove ``path`` if veil wrote it (see :func:`veil._io.remove_owned_dir`), else :class:`NotOwnedError`."""
+    from veil._io import remove_owned_dir
+
+    remove_owned_dir(path, option=option)
+
+
+def check_record_target(final: Path, *, truth: bool = False, force: bool = False, option: str = "--record") -> None:
+    """Before any work: ``final`` (and ``final.truth`` with ``truth``) is free, or veil's own with ``force``.
+
+    A path under a file, an existing file, or a folder veil did not write is refused whatever ``force`` says
+    (:class:`~veil.errors.NotOwnedError` / :class:`~veil.errors.InvalidParameterError`); the "exists" message
+    offers ``--force`` only for a folder veil wrote.
+    """
+    from veil._io import OWNED_MARKER, is_owned
+    from veil.errors import NotOwnedError
+
+    final = Path(final)
+    for parent in final.parents:
+        if parent.exists() and not parent.is_dir():
+            raise InvalidParameterError(f"{option} {final}: {parent} is a file, so no folder can be created under "
+                                        f"it; choose another {option} folder")
+    targets = [final, final.with_name(final.name + ".truth")] if truth else [final]
+    for path in targets:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if path.is_symlink() or not path.is_dir() or not is_owned(path):
+            kind = "a link" if path.is_symlink() else ("a folder" if path.is_dir() else "a file")
+            raise NotOwnedError(f"{path} exists and is {kind} veil did not write (no {OWNED_MARKER} marker), so "
+                                f"veil will not replace it, --force or not; choose another {option} folder")
+        if not force:
+            raise InvalidParameterError(f"{path} exists (a tap veil recorded); choose another {option} folder, or "
+                                        "pass --force to replace it")
 
 
 def write_truth(truth_dir: str | Path, server_round: int, client: str, truth: dict[str, np.ndarray]) -> None:
