@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(exc, "exit_code", 2) or 2)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo(INTERRUPTED, err=True)
-        return 130
+        return _interrupted(argv)
     except VeilError as exc:
         if debug:
             raise
@@ -306,7 +306,27 @@ def main(argv: list[str] | None = None) -> int:
     rc = rc if isinstance(rc, int) and not isinstance(rc, bool) else 0
     if rc == 130:  # typer turns Ctrl-C inside a command into Exit(130)
         typer.echo(INTERRUPTED, err=True)
+        return _interrupted(argv)
     return rc
+
+
+def _interrupted(argv: list[str] | None) -> int:
+    """130; run as the ``veil`` program after Ray was loaded, the process ends here (``os._exit``).
+
+    Ray's threads can crash the interpreter's shutdown (SIGSEGV, a core dump instead of 130) after a Ctrl-C that
+    came while a cluster was starting; every file is already complete or removed at this point (atomic writes),
+    so nothing is lost by skipping that shutdown. Called in-process (``main([...])``, the tests), it only returns.
+    """
+    if argv is None and "ray" in sys.modules:
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,6 +13,7 @@ reuses it for every cell it runs. Cells are deterministic given their seed when 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import platform
 import time
@@ -220,15 +221,16 @@ def _run_on_ray(cells: list[Any], out: str, workers: int, address: str | None):
     import ray
 
     started_here = not ray.is_initialized()
-    if started_here:
-        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # CPU only; silences Ray's FutureWarning
-        if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        else:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
     pending: list[Any] = []
     try:
+        if started_here:
+            os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+            os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # CPU only; silences a FutureWarning
+            with _sigint_after():  # a half-started cluster cannot be shut down: Ctrl-C waits for init (seconds)
+                if address is None:
+                    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+                else:
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
         ids = {remote.remote(cell, out): cell.id for cell in cells}
         pending = list(ids)
@@ -248,14 +250,36 @@ def _run_on_ray(cells: list[Any], out: str, workers: int, address: str | None):
                 pass
         raise
     finally:
-        if started_here:
+        if started_here:  # also after a half-finished ray.init: shutdown is safe either way
             ray.shutdown()
         _remove_partial(out, cells)
 
 
+@contextlib.contextmanager
+def _sigint_after():
+    """Hold Ctrl-C (SIGINT) back until the block ends, then raise KeyboardInterrupt (main thread only).
+
+    Interrupting ``ray.init`` half-way leaves Ray agent processes that no shutdown reaches; started fully, the
+    cluster is shut down with all its processes a moment later.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def _remove_partial(out: str, cells: list[Any]) -> None:
     """Remove temporary files a killed worker may leave beside its cell record (atomic writes' ``.<name>.*.tmp``)."""
-    import contextlib
     import os
 
     folder = Path(out) / "cells"
