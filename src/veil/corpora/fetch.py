@@ -146,6 +146,10 @@ def fetch_package(pkg: Package, *, archive: str | os.PathLike | None = None, for
 
     ``archive`` installs a copy of an archive you already have (offline use);
     it is verified like a download.
+
+    What is removed or replaced here is veil's own: ``downloads/<pinned file name>`` inside veil's cache, which
+    only veil writes (a verified download or copy, renamed into place). ``archive`` (the user's file) is only
+    read: it is copied, never moved or deleted, even when it fails the checksum.
     """
     root = downloads_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -155,7 +159,7 @@ def fetch_package(pkg: Package, *, archive: str | os.PathLike | None = None, for
             verify(final, pkg)
             return final
         except ChecksumError:
-            final.unlink()  # corrupt cached archive: fetch again
+            final.unlink()  # veil's own cached copy (see above) is corrupt: fetch again
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=root) as tmp:
         if archive is not None:
             got = Path(tmp) / pkg.filename
@@ -204,10 +208,21 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _clean_stale(root: Path) -> None:
-    """Remove partial folders left by pulls whose process died (a killed pull cannot clean up)."""
+    """Remove partial folders left by pulls whose process died (a killed pull cannot clean up).
+
+    Only folders named as :func:`install_corpus` names its temporary folders (``.<corpus>.partial-<pid>-...``
+    for a built-in corpus, inside veil's corpora cache) whose process is gone are removed; links, files and any
+    other name are left alone.
+    """
+    from veil.corpora.registry import names
+
+    known = set(names())
     for stale in root.glob(".*.partial-*"):
+        corpus, _, rest = stale.name[1:].partition(".partial-")
+        if corpus not in known or stale.is_symlink() or not stale.is_dir():
+            continue
         try:
-            pid = int(stale.name.rsplit(".partial-", 1)[1].split("-", 1)[0])
+            pid = int(rest.split("-", 1)[0])
         except ValueError:
             pid = -1
         if pid <= 0 or not _pid_alive(pid):
@@ -231,6 +246,8 @@ def install_corpus(spec: CorpusSpec, archive: Path, *, progress: bool = False) -
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-{os.getpid()}-", dir=root))
     try:
         corpus.save(tmp, extra_meta={"build": spec.build_id})
+        # corpora/<name> is veil's cache folder for this corpus (only `veil corpora pull` writes it); replacing it
+        # is what --force asks for, and repairs a damaged copy
         final = corpus_dir(spec.name)
         old = None
         if final.exists():

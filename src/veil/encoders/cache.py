@@ -95,6 +95,12 @@ class CacheKey:
         return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()
 
 
+#: the files of one entry (see :meth:`EmbeddingCache.path`): the array, its checksum, and atomic_write's
+#: temporary files of either (``.<name>.<random>.tmp``)
+_ENTRY_NAME = r"[A-Za-z0-9._-]+-\d+-(?:norm|raw)-[0-9a-f]{16}\.npy(?:\.sha256)?"
+_ENTRY_FILE = re.compile(rf"^(?:{_ENTRY_NAME}|\.{_ENTRY_NAME}\.[^/]+\.tmp)$")
+
+
 def _safe(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("._") or "_"
 
@@ -174,17 +180,27 @@ class EmbeddingCache:
         writable_dir(self.path(key).parent)
 
     def clear(self, model_id: str | None = None) -> int:
-        """Delete every entry (or those of one model id); returns the number of files removed."""
+        """Delete every entry (or those of one model id); returns the number of entries removed.
+
+        Only files veil writes here are removed: entry arrays and their checksum files, named as
+        :meth:`path` names them, at ``root/<model>/<corpus>/``, and the temporary files of interrupted writes
+        of such entries. Any other file (a user's ``.npy`` in a folder given as ``root``) stays, and a folder
+        is removed only when removing entries emptied it.
+        """
         base = self.root if model_id is None else self.root / _safe(model_id)
         if not base.is_dir():
             return 0
         removed = 0
+        emptied: set[Path] = set()
         for path in sorted(base.rglob("*")):
-            if path.is_file() and path.name.endswith((".npy", ".npy.sha256", ".tmp")):
-                path.unlink()
-                removed += path.suffix == ".npy"
-        for folder in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            if not any(folder.iterdir()):
+            rel = path.relative_to(self.root).parts
+            if len(rel) != 3 or not path.is_file() or path.is_symlink() or not _ENTRY_FILE.match(path.name):
+                continue
+            path.unlink()
+            removed += path.name.endswith(".npy")
+            emptied.add(path.parent)
+        for folder in sorted(emptied | {f.parent for f in emptied}, key=lambda p: len(p.parts), reverse=True):
+            if folder != self.root and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         return removed
 
@@ -192,6 +208,8 @@ class EmbeddingCache:
     def _discard(path: Path, problem: str) -> None:
         warnings.warn(f"cached embeddings {path} are {problem}; deleting the file and recomputing",
                       CacheWarning, stacklevel=3)
+        # ``path`` is an entry path (:meth:`path`: an entry file name inside root/<model>/<corpus>/), which
+        # only veil writes; a damaged one is veil's own file, recomputed from the model and the texts
         path.unlink(missing_ok=True)
         _checksum_path(path).unlink(missing_ok=True)
         return None
