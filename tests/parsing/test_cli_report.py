@@ -14,6 +14,10 @@ from veil.report import render_all
 from veil.report.parsing import parsing_page
 from veil.results import Metric, ResultRecord
 
+#: what every real parsing record's config holds (ParsingSetup's fields); the hand-made records below start from it
+_SETUP = {"treebank": "silver-sm", "n_test": 2000, "attack_train": 20000, "attack_minutes": 8.0, "seed": 0,
+          "model": None}
+
 
 def _app() -> typer.Typer:
     """The commands as `veil` registers them (cli_parse.register), on an app of their own."""
@@ -80,7 +84,8 @@ def test_empty_page_says_no_results_yet(tmp_path):
 def test_table_2_row_with_the_paper_beside_ours(tmp_path):
     def rec(exp, config, metrics):
         return (tmp_path / f"{exp}.json",
-                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+                ResultRecord("parsing", exp, {**_SETUP, **config}, {k: Metric(mean=v) for k, v in metrics.items()},
+                             1.0))
 
     records = [rec("eval-biaffine-P1", {"parser": "biaffine", "level": "P1"}, {"uas": 90.0, "las": 88.0,
                                                                                "uas_nopunct": 89.0}),
@@ -139,7 +144,8 @@ def test_neural_table_and_computed_verdicts(tmp_path):
     """Neural vs random: mean ± sd over seeds, the t interval of the difference, the targets' verdicts."""
     def rec(exp, config, metrics):
         return (tmp_path / f"{exp}.json",
-                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+                ResultRecord("parsing", exp, {**_SETUP, **config}, {k: Metric(mean=v) for k, v in metrics.items()},
+                             1.0))
 
     records = [rec("eval-biaffine-P4", {"parser": "biaffine", "level": "P4"}, {"uas": 84.0, "las": 80.0}),
                rec("eval-spacy-md-P4", {"parser": "spacy-md", "level": "P4"}, {"uas": 78.0, "las": 74.0}),
@@ -182,7 +188,8 @@ def test_privacy_knob_rows_are_kept_out_of_table_2_and_compared_with_lambda_0(tm
 
     def rec(exp, config, metrics):
         return (tmp_path / f"{exp}.json",
-                ResultRecord("parsing", exp, config, {k: Metric(mean=v) for k, v in metrics.items()}, 1.0))
+                ResultRecord("parsing", exp, {**_SETUP, **config}, {k: Metric(mean=v) for k, v in metrics.items()},
+                             1.0))
 
     records = [rec("eval-biaffine-P4", {"parser": "biaffine", "level": "P4"}, {"uas": 84.0, "las": 80.0}),
                rec("attack-trained-P4", {"attacker": "trained", "level": "P4"}, {"prv": 80.0, "top1": 9.0,
