@@ -145,3 +145,23 @@ def test_page_renders_both_tables(tmp_path):
     page = (tmp_path / "docs" / "gradients.md").read_text()
     assert "## Table 2 analogue" in page and "| baseline (no TextHide) |" in page and "| k=2 |" in page
     assert "(0.82)" in page and "| run | analytic | alg2 | texthide (8,2) intra | 4 | 2 | " in page
+
+
+def test_run_table2_counts_no_damaged_or_stale_record_as_done(tmp_path):
+    """Every record on disk is checked before any cell runs: damaged or of another cell -> a typed error."""
+    import dataclasses
+
+    from veil.errors import DataFormatError, StaleResultError
+    from veil.experiments.gradients import Table2Cell, result_path, run_table2
+    from veil.results import ResultRecord
+
+    cell = Table2Cell(k=1, d=4, runs=1, max_evals=5)
+    path = result_path(cell, tmp_path)
+    path.write_bytes(b"\xff not utf-8")
+    with pytest.raises(DataFormatError, match="not UTF-8"):
+        run_table2([cell], tmp_path, progress=False, log=lambda _: None)
+    other = dataclasses.replace(cell, activation="relu")
+    ResultRecord(method="gradients", experiment="table2", config={"cell": other.to_dict()}, metrics={},
+                 wall_time_s=0.0).write(path)
+    with pytest.raises(StaleResultError, match="activation"):
+        run_table2([cell], tmp_path, progress=False, log=lambda _: None)
