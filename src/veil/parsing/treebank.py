@@ -13,10 +13,10 @@ Layout under ``VEIL_HOME/parsing/silver-sm/``::
     meta.json                        build id, sources, counts, sha256 of each split file (checked on load)
 
 Building the full treebank parses ~150k sentences (:data:`BUILD_TIME`, measured); it shows progress and an
-interrupted build resumes from the last finished shard. The folder carries veil's ``.veil-owned`` marker: only
-a folder with it (or an older build in veil's own layout) is ever removed by ``force``. A gold treebank of your own works in the same place:
-any folder holding ``train.conllu``, ``dev.conllu`` and ``test.conllu`` with Penn tags in XPOS
-(:func:`load_treebank` with ``source=DIR``).
+interrupted build resumes from the last finished shard. The folder carries veil's ``.veil-owned`` marker: only a
+folder with it (or an older build in veil's own layout) is ever removed by ``force``. A gold treebank of your own
+works in the same place: any folder holding ``train.conllu``, ``dev.conllu`` and ``test.conllu`` with Penn tags in
+XPOS (:func:`load_treebank` with ``source=DIR``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The parsing server of Hu et al. 2020's obfuscated parsing service (Sec. 3): trees for obfuscated sentences.
 
-The server holds one parser (``biaffine``, ``spacy-sm`` or ``spacy-md``, :data:`veil.parsing.evaluate.PARSER_NAMES`),
-loaded once when the app is made. It never needs the original words: a client
-(:mod:`veil.services.parse_client`) sends each sentence's obfuscated tokens and Penn tags and puts the returned
-tree (heads and labels by position) on its own words.
+The server holds one parser (``biaffine``, ``spacy-sm`` or ``spacy-md``,
+:data:`veil.parsing.evaluate.PARSER_NAMES`), loaded once when the app is made. It never needs the original words: a
+client (:mod:`veil.services.parse_client`) sends each sentence's obfuscated tokens and Penn tags and puts the
+returned tree (heads and labels by position) on its own words.
 
 HTTP API (JSON, UTF-8):
 
@@ -19,9 +19,10 @@ Every refusal is a 4xx JSON ``{"error": CODE, "detail": WHAT_TO_DO}`` and the se
 non-UTF-8 body or malformed JSON (400), a body over ``max_body_bytes`` or more than ``max_sentences`` sentences or
 ``max_tokens`` tokens in a sentence (413), a missing or unknown field, a wrong type or a tags/tokens length
 mismatch, or a token that is not text (a lone surrogate) (422), a body that is not ``Content-Type:
-application/json`` (415: a browser page can post text/plain to a local server without asking). The body is read with its size counted, so an oversized body is refused without being held in
-memory; JSON decoding, checks and parsing run in a worker thread (the event loop keeps answering), and one
-parse runs at a time (the parser is not shared between threads; torch runs on ``threads`` threads).
+application/json`` (415: a browser page can post text/plain to a local server without asking). The body is read with
+its size counted, so an oversized body is refused without being held in memory; JSON decoding, checks and parsing
+run in a worker thread (the event loop keeps answering), and one parse runs at a time (the parser is not shared
+between threads; torch runs on ``threads`` threads).
 
 No TLS and no authentication: serve on loopback, or behind a TLS-terminating proxy. Request bodies are never
 logged.
