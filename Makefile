@@ -46,7 +46,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench.py
 
 report: setup
-	$(BIN)/veil report --results results --out docs/results
+	$(BIN)/veil report --results results --out docs/results --docs docs
 
 # open the bench report in headless Chromium (Debian package, installed if missing): fails on broken images or
 # script errors, and writes a screenshot next to it

@@ -109,11 +109,20 @@ def _help(command: tuple[str, ...], capsys) -> str:
 
 
 def _command_path(args: list[str]) -> tuple[str, ...]:
-    """The (sub)command words at the front of ``args`` (``texthide eval``, ``corpora show``, ``encode``)."""
-    groups = {"corpora", "texthide", "attack", "sentdp", "audit"}
-    if args and args[0] in groups and len(args) > 1:
-        return tuple(args[:2])
-    return tuple(args[:1])
+    """The (sub)command words at the front of ``args`` (``texthide eval``, ``parse obfuscator train``, ``encode``)."""
+    import click
+    import typer
+
+    from veil.cli import app
+
+    node: click.Command = typer.main.get_command(app)
+    path: list[str] = []
+    for word in args:
+        if not isinstance(node, click.Group) or word not in node.commands:
+            break
+        path.append(word)
+        node = node.commands[word]
+    return tuple(path)
 
 
 def check_fix_exists(message: str, args: list[str], capsys) -> None:

@@ -100,8 +100,8 @@ def test_no_unbacked_measured_number(page):
 def test_no_fragment_is_stale():
     """Each fragment's text is exactly what the records and benchmarks/RESULTS.md render today."""
     found = stale(ROOT / "docs", ROOT / "results", ROOT / "benchmarks" / "RESULTS.md", ROOT / "README.md")
-    assert not found, ("stale fragments (run `python -c \"from veil.report.fragments import fill; fill()\"`): "
-                       + ", ".join(f"{p.name}:{n}" for p, n in found))
+    assert not found, ("stale fragments (run `make report`, i.e. "
+                       "`veil report --results results --out docs/results --docs docs`): " + ", ".join(f"{p.name}:{n}" for p, n in found))
 
 
 def test_fragments_are_used_and_allowlist_entries_still_match():

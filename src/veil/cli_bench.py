@@ -24,7 +24,9 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
         quick: Annotated[bool, typer.Option("--quick", help="A small fixed configuration on the built-in corpora "
-                                                            "(about 10 minutes on 2 cores once set up).")] = False,
+                                                            "(its wall time on 2 cores is in "
+                                                            "benchmarks/RESULTS.md; the first run also encodes "
+                                                            "the corpora).")] = False,
         corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default: rt-polarity,"
                                                             "drug-reviews with --quick, five corpora without).")]
         = None,
