@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from veil.cli_common import ForceOpt, JsonOpt, console, echo_json, finite
-
-@contextlib.contextmanager
-def exit_fast_on_interrupt() -> Iterator[None]:
-    """On Ctrl-C, once the run has cleaned up (partial tap removed, Ray shut down) and the CLI has said so, end the
-    process at once: Ray's and gRPC's native finalisers otherwise hold a stopped process for seconds after the
-    last line of Python. Registered only when interrupted, as the last exit handler (run first)."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        import atexit
-
-        def _exit() -> None:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            os._exit(130)
-
-        atexit.register(_exit)
-        raise
-
 
 federated_app = typer.Typer(help="Federated TextHide on Flower: clients encrypt their own batches with their own "
                                  "secret pools; only head weights leave them.", no_args_is_help=True)
@@ -114,9 +91,8 @@ def run(
         check_record_target(record, truth=truth, force=force)
     con = console(as_json)
     con.print(f"federated {cfg.run_name}: {clients} clients x {rounds} rounds on Flower ({engine})", markup=False)
-    with exit_fast_on_interrupt():
-        rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force,
-                               progress=lambda row: _round_line(row, rounds))
+    rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force,
+                           progress=lambda row: _round_line(row, rounds))
     atomic_write_json(path, rec.to_dict())
     if as_json:
         echo_json({"result": str(path), **rec.to_dict()})
@@ -190,8 +166,7 @@ def sweep(
     cells = utility_grid(corpus=corpus, seeds=parse_seeds(seeds), clients=counts, alphas=alpha_values, rounds=rounds)
     check_sizes(cells[0])
     con = console(as_json)
-    with exit_fast_on_interrupt():
-        paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
+    paths = run_cells(cells, out, engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 
@@ -252,9 +227,8 @@ def analytic_sweep(
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
-    with exit_fast_on_interrupt():
-        paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
-                                   force=force, log=lambda msg: con.print(msg, markup=False))
+    paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
+                               force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 
@@ -277,8 +251,7 @@ def chain_sweep(
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
-    with exit_fast_on_interrupt():
-        paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps,
-                                engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
+    paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps,
+                            engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})

@@ -239,7 +239,8 @@ def _stop_simulation(finished: Any, grace: float = 1.0) -> None:
         except Exception:  # noqa: BLE001 (best effort while stopping; the interrupt is what propagates)
             pass
         finished.wait(grace)
-    _end_processes(started)
+    # workers Ray started during the grace period are descendants too: end those of both snapshots
+    _end_processes(sorted(set(started) | set(_descendants(os.getpid()))))
 
 
 def _descendants(pid: int) -> list[tuple[int, str]]:
