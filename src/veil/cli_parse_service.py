@@ -60,6 +60,9 @@ def parse_serve(
     threads: Annotated[int, typer.Option(min=1, help="torch CPU threads of the biaffine parser (1 is fastest on a "
                                                      "shared 2-core machine).")] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug.")] = "info",
+    workers: Annotated[int, typer.Option(help="Server processes on the one port, each with its own parser loaded "
+                                              "(at most twice the CPU cores; one per core is the most that helps). "
+                                              "Ctrl-C stops them all.")] = 1,
 ) -> None:
     """Serve a parser over HTTP: POST /parse takes obfuscated tokens and tags, answers heads and labels.
 
@@ -68,6 +71,7 @@ def parse_serve(
     """
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.services.parse_server import Limits, bind, create_app, serve
+    from veil.services.workers import WorkerSpec, check_workers, serve_workers
 
     if parser is None:
         parser = _default_parser(model)
@@ -79,6 +83,7 @@ def parse_serve(
         raise typer.BadParameter(f"--model {model} is not a file")
     if log_level not in ("critical", "error", "warning", "info", "debug"):
         raise typer.BadParameter(f"--log-level must be critical, error, warning, info or debug, got {log_level!r}")
+    check_workers(workers)
     limits = Limits(max_body_bytes=max_body_bytes, max_sentences=max_sentences, max_tokens=max_tokens)
     if parser == "biaffine" and model is None:
         from veil.parsing.train import default_model_path, load_parser
@@ -92,16 +97,31 @@ def parse_serve(
             msg.print(f"[yellow]veil: listening on {host}: plain HTTP, no authentication; anyone who can reach it "
                       "can parse with it and read requests on the way; put a TLS proxy in front[/yellow]",
                       soft_wrap=True)
-        app = create_app(parser, limits=limits, model=model, threads=threads)
         bound = sock.getsockname()[1]
-        msg.print(f"veil: serving {parser} on http://{host}:{bound} (POST /parse, GET /health; limits "
-                  f"{limits.to_dict()}); Ctrl-C stops it", highlight=False, soft_wrap=True)
-        if parser != "biaffine":
-            msg.print(f"veil: {_biaffine_hint()}", highlight=False, soft_wrap=True)
+
+        def ready(pids: list[int]) -> None:
+            how = f" with {workers} workers (processes {', '.join(map(str, pids))})" if workers > 1 else ""
+            msg.print(f"veil: serving {parser} on http://{host}:{bound}{how} (POST /parse, GET /health; limits "
+                      f"{limits.to_dict()}); Ctrl-C stops it", highlight=False, soft_wrap=True)
+            if parser != "biaffine":
+                msg.print(f"veil: {_biaffine_hint()}", highlight=False, soft_wrap=True)
+
+        if workers == 1:
+            app = create_app(parser, limits=limits, model=model, threads=threads)
+            ready([])
     except BaseException:
         sock.close()
         raise
-    serve(app, host=host, port=bound, log_level=log_level, sock=sock)
+    if workers == 1:
+        serve(app, host=host, port=bound, log_level=log_level, sock=sock)
+        return
+    spec = WorkerSpec(parser, limits, None if model is None else str(model), threads, log_level)
+    try:
+        serve_workers(spec, sock, workers, on_ready=ready,
+                      notify=lambda line: msg.print(f"veil: {line}", style="yellow", markup=False, highlight=False,
+                                                    soft_wrap=True))
+    finally:
+        sock.close()
 
 
 def parse_client(
