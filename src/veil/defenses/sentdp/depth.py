@@ -16,28 +16,32 @@ and the two depths veil offers are
 Changing one sentence changes every ``ge_j`` and ``le_j`` by at most one, so
 both have sensitivity 1 (App. A.2).
 
-The fast path never compares every sentence with every candidate: the
-candidates' projections are sorted once per projection set
-(:class:`ProjectionSet`); a document's k sentence values are located among
-them with binary search (p*k searches) and the counts for all m candidates
-follow from cumulative sums (O(p*m) vectorised work). Ties between the
-computed projection values count on both sides, as in the definitions
-(candidates are projected with a matrix product, so a sentence equal to a
-candidate may differ from it in the last bits; privacy does not depend on
-ties). Sentence projections are computed in
-float64 row by row (an elementwise product summed over the last axis), so a
-sentence's projection never depends on the other sentences of its document.
+The fast path (:mod:`veil.defenses.sentdp.levels`) never compares every
+sentence with every candidate: the candidates' projections are sorted once
+per projection set (:class:`ProjectionSet`), the sentences of many documents
+are projected together and located among them by binary search, and the
+Tukey depth is found level by level (see that module). The histogram path
+(:func:`depth_histogram`: counts for all m candidates from cumulative sums,
+O(p*m) per document) computes the appendix depth and the deep documents.
+Ties between the computed projection values count on both sides, as in the
+definitions (candidates are projected with a matrix product, so a sentence
+equal to a candidate may differ from it in the last bits; privacy does not
+depend on ties). Sentence projections are computed in float64 row by row (an
+elementwise product summed over the last axis), so a sentence's projection
+never depends on the other sentences of its document, nor on the other
+documents projected with it (tested bit for bit).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["DEPTHS", "ProjectionSet", "draw_projections", "depth_fast", "depth_reference"]
+__all__ = ["DEPTHS", "ProjectionSet", "draw_projections", "project_sentences", "depth_fast", "depth_histogram",
+           "depth_reference"]
 
 DEPTHS = ("tukey-min", "appendix")
 
@@ -50,7 +54,10 @@ class ProjectionSet:
     projection's candidate values in ascending order, ``order`` (p, m) the
     candidate index at each sorted position, ``rank`` (p, m) its inverse (the
     sorted position of each candidate) and ``flat_rank`` (p * m,) the same as
-    positions in the flattened (p, m) array, for one fast gather.
+    positions in the flattened (p, m) array, for one fast gather. Derived for
+    the level-by-level depth: ``rank_small`` (``rank`` in int16 when m < 2^15,
+    else int32) and ``order_flat`` (``order`` flattened: the candidate at flat
+    sorted position ``j * m + r``).
     """
 
     vectors: np.ndarray
@@ -59,6 +66,13 @@ class ProjectionSet:
     rank: np.ndarray
     flat_rank: np.ndarray
     candidates_digest: str = ""
+    rank_small: np.ndarray = field(init=False, repr=False, compare=False)
+    order_flat: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        small = np.int16 if self.order.shape[1] < np.iinfo(np.int16).max else np.int32
+        object.__setattr__(self, "rank_small", np.ascontiguousarray(self.rank, dtype=small))
+        object.__setattr__(self, "order_flat", np.ascontiguousarray(self.order).ravel())
 
     @property
     def p(self) -> int:
@@ -107,7 +121,26 @@ def project_sentences(S: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 
 def depth_fast(S: np.ndarray, projections: ProjectionSet, depth: str) -> np.ndarray:
-    """Depth of every candidate (float64, (m,)) among sentence embeddings ``S`` (k, d)."""
+    """Depth of every candidate (float64, (m,)) among sentence embeddings ``S`` (k, d).
+
+    The same computation as for a batch of documents
+    (:func:`veil.defenses.sentdp.levels.depth_batch`), so a document's
+    utilities are identical whether it is released alone or with others.
+    """
+    from veil.defenses.sentdp.levels import depth_batch
+
+    return depth_batch([S], projections, depth)[0]
+
+
+def depth_histogram(S: np.ndarray, projections: ProjectionSet, depth: str, *,
+                    sentence_values: np.ndarray | None = None) -> np.ndarray:
+    """Depth of every candidate (float64, (m,)) from per-projection counts: O(p*m) work per document.
+
+    Sentence values are located among the sorted candidates by binary search
+    and the counts for all m candidates follow from cumulative sums.
+    ``sentence_values``: ``project_sentences(S, projections.vectors)`` when
+    already computed.
+    """
     if depth not in DEPTHS:
         raise InvalidParameterError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, got {depth!r}")
     k = S.shape[0]
@@ -115,7 +148,7 @@ def depth_fast(S: np.ndarray, projections: ProjectionSet, depth: str) -> np.ndar
         raise DataFormatError("a document needs at least one sentence embedding")
     sv = projections.sorted_values
     p, m = sv.shape
-    sp = project_sentences(S, projections.vectors)  # (k, p)
+    sp = project_sentences(S, projections.vectors) if sentence_values is None else sentence_values  # (k, p)
     # s >= c_r  <=>  r < right(s);  s <= c_r  <=>  r >= left(s)   (exact binary search per projection)
     left = np.empty((p, k), dtype=np.int64)
     for j in range(p):

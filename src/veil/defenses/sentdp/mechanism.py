@@ -53,6 +53,7 @@ import numpy as np
 from veil.defenses.base import (Defense, Guarantee, check_choice, check_epsilon, check_documents, check_int, check_real,
                                 seeded_rng, check_sentence_embeddings)
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
+from veil.defenses.sentdp.levels import iter_depths
 from veil.defenses.sentdp.sampling import ExactSampler, GeneratorBits, OSBits
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
@@ -243,7 +244,9 @@ class DeepCandidate(Defense):
         """Release many documents (each spends ``epsilon``), one projection set per call.
 
         ``documents`` is a sequence of (k_i, d) arrays. The candidates are
-        projected once for the whole call.
+        projected once for the whole call; the documents' depths are computed
+        in batches (:func:`~veil.defenses.sentdp.levels.iter_depths`), each
+        document's utilities identical to :meth:`utilities` of it alone.
         """
         docs = check_documents(documents, self.dim, against="the candidates have")
         proj = self._projection_set(projections)
@@ -251,8 +254,8 @@ class DeepCandidate(Defense):
         from veil.encoders._inputs import progress_bar
 
         with progress_bar(len(docs), "DeepCandidate", progress and len(docs) > 1) as advance:
-            for n, S in enumerate(docs):
-                indices[n] = self._draw(depth_fast(S, proj, self.depth))
+            for n, u in enumerate(iter_depths(docs, proj, self.depth)):
+                indices[n] = self._draw(u)
                 advance(1)
         return Releases(indices=indices, embeddings=self.candidates[indices].copy(), epsilon=self.epsilon,
                         n_sentences=np.asarray([len(S) for S in docs], dtype=np.int64))

@@ -1,0 +1,199 @@
+"""Approximate Tukey depth of many documents at once, level by level: DeepCandidate's fast path.
+
+Meehan et al. 2022, Sec. 4.4 (Tukey's minimum over projections, veil's default depth). On projection j a
+candidate at sorted position r has the one-dimensional depth ``min(le_j(r), ge_j(r))`` with
+
+    le_j(r) = #{l : left_j(s_l) <= r}        ge_j(r) = #{l : right_j(s_l) > r}
+
+where ``left_j(s)`` / ``right_j(s)`` count the candidates whose value on projection j is ``< s`` /
+``<= s`` (so ``s <= c_r  <=>  r >= left(s)`` and ``s >= c_r  <=>  r < right(s)``: ties count on both
+sides, as in :mod:`veil.defenses.sentdp.depth`). Hence the depth on projection j is >= t exactly when
+``lo_jt <= r < hi_jt``, with ``lo_jt`` the left position of the t-th smallest sentence value and ``hi_jt``
+the right position of the t-th largest, and a candidate's Tukey depth (the minimum over projections) is
+the number of levels t = 1, 2, ... whose window holds it on EVERY projection (the windows shrink as t
+grows, so the levels a candidate passes are a prefix).
+
+Level by level, the candidates still at depth >= t - 1 are checked against the level-t windows in one of
+two ways, whichever touches fewer entries (both give the same set):
+
+* densely: their ranks on all p projections (int16 when m < 2^15) compared with the windows;
+* by striking out: the candidates at the positions that leave the windows (``lo_j(t-1) .. lo_jt - 1``
+  and ``hi_jt .. hi_j(t-1) - 1`` of each projection, found through the sorted order) are removed.
+
+On real documents most candidates leave at level 1 or 2 through thin bands, so a document costs a small
+fraction of the p * m counts of the histogram path (:func:`~veil.defenses.sentdp.depth.depth_histogram`).
+
+Shared across the documents of one call: all their sentences are projected in one einsum (row by row,
+the same numbers as each document alone: :func:`~veil.defenses.sentdp.depth.project_sentences`), the
+documents with the same number of sentences are sorted together, and one binary search per projection
+locates the ``FIRST_LEVELS`` smallest and largest values of every document. A document that still holds
+candidates after those levels (deep or long documents with many ties) is computed by the histogram path
+from the same projections; so is every document under ``depth="appendix"``. Each document's utilities
+are therefore a function of that document alone, identical in a batch of any size (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, depth_histogram, project_sentences
+from veil.errors import DataFormatError, InvalidParameterError
+
+__all__ = ["FIRST_LEVELS", "BATCH", "depth_batch", "iter_depths", "tukey_levels", "windows"]
+
+FIRST_LEVELS = 6  # levels located for every document at once; deeper documents take the histogram path
+BATCH = 256  # documents per batch in iter_depths (memory: BATCH * m float64 utilities)
+STRIKE_COST = 2.5  # striking one band entry costs about as much as this many dense rank comparisons
+
+
+def iter_depths(documents: Sequence[np.ndarray], projections: ProjectionSet, depth: str, *,
+                batch: int = BATCH) -> Iterator[np.ndarray]:
+    """The utilities (m,) of each document in turn, computed ``batch`` documents at a time."""
+    for start in range(0, len(documents), batch):
+        yield from depth_batch(documents[start:start + batch], projections, depth)
+
+
+def depth_batch(documents: Sequence[np.ndarray], projections: ProjectionSet, depth: str) -> np.ndarray:
+    """Depth of every candidate among each document's sentence embeddings: float64 (n, m)."""
+    if depth not in DEPTHS:
+        raise InvalidParameterError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, got {depth!r}")
+    docs = [np.asarray(S) for S in documents]
+    if any(S.ndim != 2 or S.shape[0] < 1 for S in docs):
+        raise DataFormatError("a document needs at least one sentence embedding")
+    p, m = projections.sorted_values.shape
+    n = len(docs)
+    out = np.empty((n, m))
+    if n == 0:
+        return out
+    ks = np.asarray([S.shape[0] for S in docs], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(ks)])
+    # float64 first, as project_sentences casts each document alone: the same input numbers
+    X = docs[0] if n == 1 else np.concatenate([S.astype(np.float64, copy=False) for S in docs])
+    sp = project_sentences(X, projections.vectors)  # (N, p): each row from its own sentence only
+    if depth == "appendix":
+        for b in range(n):
+            out[b] = depth_histogram(docs[b], projections, depth, sentence_values=sp[offsets[b]:offsets[b + 1]])
+        return out
+    levels = int(min(FIRST_LEVELS, ks.max()))
+    lo, hi = windows(sp, ks, offsets, levels, projections)
+    out, unfinished = tukey_levels(lo, hi, ks, projections)
+    for b in np.flatnonzero(unfinished).tolist():  # candidates deeper than the levels located: count everything
+        out[b] = depth_histogram(docs[b], projections, depth, sentence_values=sp[offsets[b]:offsets[b + 1]])
+    return out
+
+
+def windows(sp: np.ndarray, ks: np.ndarray, offsets: np.ndarray, levels: int,
+            projections: ProjectionSet) -> tuple[np.ndarray, np.ndarray]:
+    """Level windows ``(lo, hi)``, each int64 (n, p, levels): ``lo[b, j, t-1] <= r < hi[b, j, t-1]``.
+
+    ``lo`` is the left position of document b's t-th smallest value on
+    projection j, ``hi`` the right position of its t-th largest. Levels
+    beyond a document's k are empty (``lo = m``, ``hi = 0``).
+    """
+    sv = projections.sorted_values
+    p, m = sv.shape
+    n = len(ks)
+    low = np.full((n, levels, p), np.inf)  # +inf: left position m
+    high = np.full((n, levels, p), -np.inf)  # -inf: right position 0
+    for k in np.unique(ks).tolist():
+        idx = np.flatnonzero(ks == k)
+        values = np.sort(sp[offsets[idx][:, None] + np.arange(k)], axis=1)  # (n_k, k, p), ascending
+        t = min(levels, k)
+        low[idx, :t] = values[:, :t]
+        high[idx, :t] = values[:, ::-1][:, :t]
+    # right(s) = #{c <= s} = #{c < nextafter(s, +inf)}: no float lies strictly between s and its successor
+    queries = np.concatenate([low, np.nextafter(high, np.inf)], axis=1)  # (n, 2 levels, p)
+    queries = np.ascontiguousarray(queries.transpose(2, 0, 1)).reshape(p, n * 2 * levels)
+    order = np.argsort(queries, axis=1)  # sorted keys make the binary searches cache-friendly
+    queries = np.take_along_axis(queries, order, axis=1)
+    found = np.empty(queries.shape, dtype=np.int64)
+    for j in range(p):
+        found[j] = sv[j].searchsorted(queries[j], side="left")  # exact binary search
+    pos = np.empty_like(found)
+    np.put_along_axis(pos, order, found, axis=1)
+    pos = pos.reshape(p, n, 2 * levels).transpose(1, 0, 2)
+    return pos[:, :, :levels], pos[:, :, levels:]
+
+
+def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + l) for s, l in zip(starts, lengths)])`` without a Python loop."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1])) + np.repeat(starts - ends + lengths, lengths)
+
+
+def _groups(sizes: np.ndarray, limit: int) -> list[np.ndarray]:
+    """Consecutive index groups whose sizes sum to at most ``limit`` (a single larger item forms its own)."""
+    groups, start, total = [], 0, 0
+    for i, size in enumerate(sizes.tolist()):
+        if i > start and total + size > limit:
+            groups.append(np.arange(start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        groups.append(np.arange(start, len(sizes)))
+    return groups
+
+
+def tukey_levels(lo: np.ndarray, hi: np.ndarray, ks: np.ndarray,
+                 projections: ProjectionSet) -> tuple[np.ndarray, np.ndarray]:
+    """Tukey depth of every candidate for n documents from their windows ``lo``, ``hi`` (n, p, T).
+
+    Returns ``(util, unfinished)``: ``util`` float64 (n, m), and a boolean
+    (n,) marking the documents with candidates still inside the windows of
+    level T while T < k (their depth may be higher: the caller counts them
+    on the histogram path; their row of ``util`` is meaningless).
+    """
+    n, p, levels = lo.shape
+    m = projections.order.shape[1]
+    small = projections.rank_small.dtype
+    unsigned = np.uint16 if small == np.int16 else np.uint32
+    rowbase = np.arange(p, dtype=np.int64) * m
+    mask = np.ones((n, m), dtype=bool)  # candidates at depth >= t of each document
+    flat = mask.reshape(-1)  # a view: document b's candidate i is flat[b * m + i]
+    util = np.zeros((n, m), dtype=np.int16)  # the number of levels passed (levels <= FIRST_LEVELS or k)
+    alive = np.full(n, m, dtype=np.int64)
+    active = np.arange(n)  # documents that still have candidates at depth >= t
+    prev_lo, prev_hi = np.zeros((n, p), dtype=np.int64), np.full((n, p), m, dtype=np.int64)
+    for t in range(levels):
+        low, high = lo[active, :, t], hi[active, :, t]
+        # an empty window on some projection: no candidate of that document reaches depth t + 1
+        keep = ~(high <= low).any(axis=1)
+        if not keep.all():
+            mask[active[~keep]] = False
+            active, low, high, prev_lo, prev_hi = active[keep], low[keep], high[keep], prev_lo[keep], prev_hi[keep]
+        if active.size == 0:
+            break
+        bands = np.concatenate([low - prev_lo, prev_hi - high], axis=1)  # (a, 2p) lengths of the bands
+        band = bands.sum(axis=1)
+        strike = band * STRIKE_COST < p * alive[active]
+        if strike.any():  # strike out the candidates in the bands
+            s_idx = np.flatnonzero(strike & (band > 0))
+            for g in _groups(band[s_idx], 1 << 21):
+                rows = s_idx[g]
+                starts = np.concatenate([rowbase + prev_lo[rows], rowbase + high[rows]], axis=1)
+                positions = _concat_ranges(starts.ravel(), bands[rows].ravel())
+                flat[np.repeat(active[rows] * m, band[rows]) + projections.order_flat[positions]] = False
+        if not strike.all():  # check the remaining candidates' ranks against the windows
+            d_idx = np.flatnonzero(~strike)
+            for g in _groups(alive[active[d_idx]] * p, 1 << 22):
+                rows = d_idx[g]
+                pairs = np.flatnonzero(mask[active[rows]])
+                which, cand = np.divmod(pairs, m)
+                ranks = projections.rank_small[:, cand]  # (p, pairs)
+                base = low[rows].astype(small).T[:, which]
+                width = (high[rows] - low[rows]).astype(small).view(unsigned).T[:, which]
+                # low <= r < high  <=>  (r - low) < (high - low) as unsigned integers (r - low < 0 wraps high)
+                out = ~((ranks - base).view(unsigned) < width).all(axis=0)
+                flat[active[rows][which[out]] * m + cand[out]] = False
+        passed = mask[active]
+        util[active] += passed
+        alive[active] = passed.sum(axis=1)
+        keep = alive[active] > 0
+        active, prev_lo, prev_hi = active[keep], low[keep], high[keep]
+        if active.size == 0:
+            break
+    unfinished = np.zeros(n, dtype=bool)
+    unfinished[active] = ks[active] > levels
+    return util.astype(np.float64), unfinished
