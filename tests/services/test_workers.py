@@ -1,9 +1,9 @@
 """``veil parse serve --workers N`` (issue 33): several server processes behind one port.
 
 A real ``veil parse serve --parser spacy-sm --workers 2`` process on 127.0.0.1 (a free port, spaCy sm ships with
-veil). Each worker in turn is made the only one that can take connections (the others are paused with SIGSTOP),
-and must parse exactly as spaCy sm does in this process and refuse every bad request of test_parse_service with
-the same status and error code. Ctrl-C (SIGINT) ends the server with exit 130 and every process it started gone
+veil). Each worker in turn, on connections it accepted (found in /proc: the worker holding the server end), must
+parse exactly as spaCy sm does in this process and refuse every bad request of test_parse_service with the same
+status and error code. Ctrl-C (SIGINT) ends the server with exit 130 and every process it started gone
 within seconds; a worker that dies is replaced and SIGTERM ends the server with exit 0. Bad ``--workers`` values
 are one line and exit 2 (the ``cli`` harness of tests/conftest.py).
 """
@@ -105,11 +105,7 @@ def _start(tmp_path, *extra: str):
 
 
 def _end(proc, pids) -> None:
-    for pid in pids:  # never leave a paused worker behind
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
+    """Whatever happened, leave no process behind."""
     if proc.poll() is None:
         proc.kill()
         proc.wait(10)
@@ -126,34 +122,65 @@ def _gone_within(pids, seconds: float) -> set[int]:
     return {pid for pid in pids if _running(pid)}
 
 
+def _owner(server_port: int, client_port: int, pids) -> int | None:
+    """Which of ``pids`` holds the server end of the TCP connection from ``client_port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == server_port and int(f[2].rsplit(":", 1)[1], 16) == client_port:
+                inodes.add(f"socket:[{f[9]}]")
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                if os.readlink(fd) in inodes:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def _client_of(worker: int, url: str, pids) -> tuple[httpx.Client, list]:
+    """An httpx client whose (kept-alive) connection ``worker`` accepted, and the client ports of its answers."""
+    port = int(url.rsplit(":", 1)[1])
+    for _ in range(100):  # the kernel picks the worker of each new connection: try until it is this one
+        seen: list[int] = []
+        http = httpx.Client(base_url=url, timeout=60, event_hooks={"response": [
+            lambda r: seen.append(r.extensions["network_stream"].get_extra_info("client_addr")[1])]})
+        assert http.get("/health").status_code == 200
+        if _owner(port, seen[0], pids) == worker:
+            return http, seen
+        http.close()
+    raise AssertionError(f"no connection reached worker {worker} in 100 tries")
+
+
 def test_two_workers_answer_alike_and_ctrl_c_ends_them_all(tmp_path):
     body = json.dumps({"sentences": SENTENCES}).encode()
-    expected = LoadedParser.load("spacy-sm").parse(read_request(body, Limits()))
+    expected = [(list(h), list(lab)) for h, lab in LoadedParser.load("spacy-sm").parse(read_request(body, Limits()))]
     proc, url, pids, lines = _start(tmp_path)
     started = set()
     try:
         started = _children(proc.pid)
         assert set(pids) <= started and len(set(pids)) == 2, (pids, started)
-        for only in pids:  # this worker alone takes connections: the others are paused
-            others = [p for p in pids if p != only]
-            for pid in others:
-                os.kill(pid, signal.SIGSTOP)
+        for worker in pids:  # every request below is answered by this worker, on a connection it accepted
+            http, seen = _client_of(worker, url, pids)
             try:
-                with httpx.Client(base_url=url, timeout=60) as http:
-                    res = http.post("/parse", json={"sentences": SENTENCES})
-                    assert res.status_code == 200, (only, res.text)
-                    got = [(t["heads"], t["labels"]) for t in res.json()["trees"]]
-                    assert got == [(list(h), list(lab)) for h, lab in expected], only
-                    assert http.get("/health").json()["limits"] == Limits().to_dict()
-                    for name, kwargs, status, error in _bad_requests(Limits()):
-                        res = http.post("/parse", **kwargs)
-                        body = res.json()
-                        assert (res.status_code, body["error"]) == (status, error), (only, name, body)
-                        assert set(body) == {"error", "detail"}, (only, name)
-                    assert http.get("/nowhere").status_code == 404
+                res = http.post("/parse", json={"sentences": SENTENCES})
+                assert res.status_code == 200, (worker, res.text)
+                assert [(t["heads"], t["labels"]) for t in res.json()["trees"]] == expected, worker
+                assert http.get("/health").json()["limits"] == Limits().to_dict()
+                assert set(seen) == {seen[0]}, "the requests left the worker's connection"
             finally:
-                for pid in others:
-                    os.kill(pid, signal.SIGCONT)
+                http.close()
+            for name, kwargs, status, error in _bad_requests(Limits()):
+                http, seen = _client_of(worker, url, pids)  # fresh: a refusal may close the connection
+                try:
+                    res = http.post("/parse", **kwargs)
+                finally:
+                    http.close()
+                body = res.json()
+                assert (res.status_code, body["error"]) == (status, error), (worker, name, body)
+                assert set(body) == {"error", "detail"} and seen == [seen[0]] * 2, (worker, name, seen)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(STOP_WITHIN_S)

@@ -3,10 +3,12 @@
 The supervisor (the ``veil parse serve`` process) binds the port once (:func:`~veil.services.parse_server.bind`:
 a port in use is one line before anything loads), then starts ``N`` worker processes. Each worker is a fresh
 interpreter (multiprocessing's ``spawn``: nothing is inherited but the listening socket and a pipe to the
-supervisor), loads its own parser and runs its own uvicorn server on the shared socket with the app of
+supervisor), loads its own parser and runs its own uvicorn server with the app of
 :func:`~veil.services.parse_server.create_app`, so every check (400/413/415/422, the limits) is the same code in
-every worker. The kernel hands each new connection to one of the workers waiting in ``accept()``; a connection
-stays with its worker (HTTP keep-alive), so spread the load over several connections (several clients).
+every worker. On Linux each worker listens on its own socket bound to the port with SO_REUSEPORT, from the moment
+its parser is loaded, and the kernel spreads new connections over the workers (see :class:`_Pool`); elsewhere
+the workers share the supervisor's socket. A connection stays with its worker (HTTP keep-alive), so the load
+spreads over several connections (several clients), not within one.
 
 Stopping: Ctrl-C (SIGINT) or SIGTERM to the supervisor asks every worker to finish (uvicorn's graceful shutdown,
 requests in flight get at most :data:`GRACE_S` seconds), kills any worker still there after that, and returns
@@ -109,8 +111,22 @@ def _worker(spec: WorkerSpec, sock: Any, conn: Any) -> None:
         with contextlib.suppress(OSError):
             conn.send(("error", str(exc) if isinstance(exc, VeilError) else f"{type(exc).__name__}: {exc}"))
         os._exit(2)
-    conn.send(("ready", os.getpid()))
-    holder["server"].run(sockets=[sock])
+    server = holder["server"]
+
+    def announce() -> None:  # "ready" once uvicorn listens and serves
+        while not server.started and not server.should_exit:
+            time.sleep(0.02)
+        if server.started:
+            with contextlib.suppress(OSError):
+                conn.send(("ready", os.getpid()))
+
+    threading.Thread(target=announce, name="veil-worker-ready", daemon=True).start()
+    try:
+        server.run(sockets=[sock])  # listens on sock (uvicorn calls listen) once the parser is loaded
+    except SystemExit:  # uvicorn could not listen; it logged why
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"it could not listen on {host}:{port} (see the worker's log line above)"))
+        os._exit(2)
     # the worker owns no file: skip the interpreter's teardown (freeing a loaded parser can take seconds)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -142,20 +158,63 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _balanced() -> bool:
+    """Whether each worker gets its own listening socket on the port (Linux's SO_REUSEPORT: the kernel spreads
+    new connections over the workers evenly); elsewhere the workers share one socket."""
+    import socket
+
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
 class _Pool:
+    """The workers, and the socket each listens on.
+
+    On Linux each worker gets its own socket, bound to the port with SO_REUSEPORT and not yet listening (the
+    worker listens once its parser is loaded, so no connection waits on a loading worker), and the kernel spreads
+    connections over the listening ones by their addresses. One shared socket would not do: a worker's event loop
+    accepts every connection waiting when it wakes, so a burst of clients lands on one worker.
+    """
+
     def __init__(self, spec: WorkerSpec, sock: Any) -> None:
         import multiprocessing
 
         self.spec, self.sock, self.ctx = spec, sock, multiprocessing.get_context("spawn")
         self.workers: list[tuple[Any, Any]] = []  # (process, the supervisor's end of its pipe)
+        self.balanced = _balanced()
+        self.family, self.address = sock.family, sock.getsockname()
+        if self.balanced:
+            sock.close()  # the port was free (bind() checked it); the workers' sockets take it now
+
+    def listener(self) -> Any:
+        """The socket for a new worker: its own (SO_REUSEPORT, bound, not listening), or the shared one."""
+        import socket
+
+        if not self.balanced:
+            return self.sock
+        sock = socket.socket(self.family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(self.address)
+        except OSError as exc:
+            sock.close()
+            host, port = self.address[:2]
+            raise InvalidParameterError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (taken while the "
+                                        "workers started?); pass another --port (--port 0 picks a free one)") from None
+        return sock
 
     def start(self) -> tuple[Any, Any]:
         ours, theirs = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=_worker, args=(self.spec, self.sock, theirs), name="veil-parse-worker",
-                                daemon=False)
-        with _sigint_ignored():
-            proc.start()
-        theirs.close()
+        sock = self.listener()
+        try:
+            proc = self.ctx.Process(target=_worker, args=(self.spec, sock, theirs), name="veil-parse-worker",
+                                    daemon=False)
+            with _sigint_ignored():
+                proc.start()
+        finally:
+            theirs.close()
+            if self.balanced:
+                sock.close()  # the worker holds its own copy; ours would keep a socket that nobody serves
         self.workers.append((proc, ours))
         return proc, ours
 
