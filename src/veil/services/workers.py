@@ -271,8 +271,8 @@ def serve_workers(spec: WorkerSpec, sock: Any, workers: int, *,
 
     On Linux ``sock`` only reserved the port: it is closed, and each worker gets its own socket on the same
     address (see :class:`_Pool`). ``on_ready(pids)`` is called once every worker has loaded its parser;
-    ``notify(line)`` gets a line when a worker dies and is replaced. A worker that cannot load its parser raises :class:`ParseServiceError` with its
-    reason, after every worker is stopped.
+    ``notify(line)`` gets a line when a worker dies and is replaced. A worker that cannot load its parser raises
+    :class:`ParseServiceError` with its reason, after every worker is stopped.
     """
     from multiprocessing.connection import wait
 
