@@ -17,7 +17,7 @@ from veil.defenses.sentdp import DeepCandidate
 from veil.defenses.sentdp.depth import (DEPTHS, ProjectionSet, depth_fast, depth_histogram, depth_reference,
                                         project_sentences)
 from veil.defenses.sentdp.levels import FIRST_LEVELS, depth_batch, iter_depths
-from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning
 
 
 @st.composite
@@ -120,8 +120,25 @@ def test_release_draws_from_the_same_utilities_as_sample():
     with pytest.warns(PrivacyLeakWarning):
         b = DeepCandidate(candidates=F, epsilon=4.0, n_projections=20, rng=9)
     pa, pb = a.projections(), b.projections()
-    released = a.release(docs, pa).indices
+    released = a.release(docs, pa, workers=1).indices
     assert released.tolist() == [b.sample(S, pb).index for S in docs]  # same bits, same order, same utilities
+
+
+def test_threads_change_nothing():
+    """Batches computed by several threads: the same utilities in document order, the same seeded releases."""
+    docs, F = clouds(8, 70, 300)
+    P = ProjectionSet.build(np.random.default_rng(9).standard_normal((20, 16)), F)
+    alone = np.stack([depth_fast(S, P, "tukey-min") for S in docs])
+    for workers, batch in ((2, 256), (3, 5)):
+        np.testing.assert_array_equal(np.stack(list(iter_depths(docs, P, "tukey-min", batch=batch,
+                                                                workers=workers))), alone)
+    with pytest.warns(PrivacyLeakWarning):
+        mechs = [DeepCandidate(candidates=F, epsilon=4.0, rng=10) for _ in range(3)]
+    runs = [mech.release(docs, P, workers=w).indices.tolist() for mech, w in zip(mechs, (1, 2, 4))]
+    assert runs[0] == runs[1] == runs[2]
+    for bad, error in ((0, InvalidParameterError), (1.5, InvalidTypeError)):
+        with pytest.raises(error, match="workers"):
+            mechs[0].release(docs, P, workers=bad)
 
 
 def test_more_than_32766_candidates_use_int32_ranks():

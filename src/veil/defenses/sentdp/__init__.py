@@ -21,5 +21,5 @@ from veil.defenses.sentdp.sampling import ExactSampler
 
 __all__ = ["DeepCandidate", "Release", "Releases", "check_candidates", "check_document", "ExactSampler",
            "DEPTHS", "ProjectionSet", "candidates_digest", "depth_fast", "depth_histogram", "depth_batch",
-           "iter_depths", "depth_reference", "draw_projections", "project_sentences", "SentDPPipeline", "split_documents", "state_sha256", "Recoder", "RecoderConfig",
-           "document_means", "train_recoder"]
+           "iter_depths", "depth_reference", "draw_projections", "project_sentences", "SentDPPipeline",
+           "split_documents", "state_sha256", "Recoder", "RecoderConfig", "document_means", "train_recoder"]

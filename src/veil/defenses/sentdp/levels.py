@@ -16,7 +16,8 @@ grows, so the levels a candidate passes are a prefix).
 Level by level, the candidates still at depth >= t - 1 are checked against the level-t windows in one of
 two ways, whichever touches fewer entries (both give the same set):
 
-* densely: their ranks on all p projections (int16 when m < 2^15) compared with the windows;
+* densely: their ranks (int16 when m < 2^15) compared with the windows, projection block by block
+  (8, 16, 32, ... projections; only the candidates inside every window so far go on to the next block);
 * by striking out: the candidates at the positions that leave the windows (``lo_j(t-1) .. lo_jt - 1``
   and ``hi_jt .. hi_j(t-1) - 1`` of each projection, found through the sorted order) are removed.
 
@@ -34,6 +35,9 @@ are therefore a function of that document alone, identical in a batch of any siz
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections import deque
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -41,18 +45,54 @@ import numpy as np
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, depth_histogram, project_sentences
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["FIRST_LEVELS", "BATCH", "depth_batch", "iter_depths", "tukey_levels", "windows"]
+__all__ = ["FIRST_LEVELS", "BATCH", "MAX_WORKERS", "default_workers", "depth_batch", "iter_depths", "tukey_levels",
+           "windows"]
 
 FIRST_LEVELS = 6  # levels located for every document at once; deeper documents take the histogram path
 BATCH = 256  # documents per batch in iter_depths (memory: BATCH * m float64 utilities)
+MIN_CHUNK = 16  # smallest batch worth a thread
+MAX_WORKERS = 4  # threads at most by default (the sampler runs in the caller's thread, holding the GIL)
 STRIKE_COST = 2.5  # striking one band entry costs about as much as this many dense rank comparisons
 
 
+def default_workers() -> int:
+    """Threads for :func:`iter_depths`: the CPUs this process may use, at most ``MAX_WORKERS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cpus))
+
+
 def iter_depths(documents: Sequence[np.ndarray], projections: ProjectionSet, depth: str, *,
-                batch: int = BATCH) -> Iterator[np.ndarray]:
-    """The utilities (m,) of each document in turn, computed ``batch`` documents at a time."""
-    for start in range(0, len(documents), batch):
-        yield from depth_batch(documents[start:start + batch], projections, depth)
+                batch: int = BATCH, workers: int = 1) -> Iterator[np.ndarray]:
+    """The utilities (m,) of each document in turn, in order, computed ``batch`` documents at a time.
+
+    With ``workers > 1`` the batches are computed by that many threads
+    (numpy's projections, sorts, searches and gathers run outside the GIL),
+    at most ``workers + 1`` batches ahead of the consumer; the utilities do
+    not depend on it (each is a function of its own document), and the
+    consumer (the sampler) sees them in document order.
+    """
+    n = len(documents)
+    if workers > 1 and n >= 2 * MIN_CHUNK:
+        batch = min(batch, max(MIN_CHUNK, -(-n // (2 * workers))))
+    chunks = (documents[start:start + batch] for start in range(0, n, batch))
+    if workers <= 1 or n <= batch:
+        for chunk in chunks:
+            yield from depth_batch(chunk, projections, depth)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="veil-depth") as pool:
+        pending = deque(pool.submit(depth_batch, chunk, projections, depth)
+                        for chunk in itertools.islice(chunks, workers + 1))
+        while pending:
+            rows = pending.popleft().result()
+            chunk = next(chunks, None)
+            if chunk is not None:
+                pending.append(pool.submit(depth_batch, chunk, projections, depth))
+            yield from rows
 
 
 def depth_batch(documents: Sequence[np.ndarray], projections: ProjectionSet, depth: str) -> np.ndarray:
@@ -136,6 +176,30 @@ def _groups(sizes: np.ndarray, limit: int) -> list[np.ndarray]:
     return groups
 
 
+def _blocks(p: int) -> list[tuple[int, int]]:
+    """Projection blocks of growing size (8, 16, 32, ...): candidates that leave early skip the rest."""
+    out, start, size = [], 0, 8
+    while start < p:
+        out.append((start, min(p, start + size)))
+        start, size = start + size, 2 * size
+    return out
+
+
+def _dense_cost(bands: np.ndarray, alive: np.ndarray, p: int) -> np.ndarray:
+    """Rank comparisons the block-by-block dense check is expected to make, per document (an estimate).
+
+    A candidate leaves on projection j with probability about ``f_j`` (the
+    share of the alive candidates in projection j's bands, taken as
+    independent): a block of projections is reached by ``alive * prod(1 -
+    f)`` of them over the projections before it.
+    """
+    f = np.minimum((bands[:, :p] + bands[:, p:]) / np.maximum(alive, 1)[:, None], 1.0 - 1e-9)
+    reach = np.exp(np.concatenate([np.zeros((len(f), 1)), np.cumsum(np.log1p(-f), axis=1)], axis=1))  # (a, p + 1)
+    starts = np.asarray([j0 for j0, _ in _blocks(p)])
+    sizes = np.asarray([j1 - j0 for j0, j1 in _blocks(p)])
+    return alive * (reach[:, starts] * sizes).sum(axis=1)
+
+
 def tukey_levels(lo: np.ndarray, hi: np.ndarray, ks: np.ndarray,
                  projections: ProjectionSet) -> tuple[np.ndarray, np.ndarray]:
     """Tukey depth of every candidate for n documents from their windows ``lo``, ``hi`` (n, p, T).
@@ -167,7 +231,7 @@ def tukey_levels(lo: np.ndarray, hi: np.ndarray, ks: np.ndarray,
             break
         bands = np.concatenate([low - prev_lo, prev_hi - high], axis=1)  # (a, 2p) lengths of the bands
         band = bands.sum(axis=1)
-        strike = band * STRIKE_COST < p * alive[active]
+        strike = band * STRIKE_COST < _dense_cost(bands, alive[active], p)
         if strike.any():  # strike out the candidates in the bands
             s_idx = np.flatnonzero(strike & (band > 0))
             for g in _groups(band[s_idx], 1 << 21):
@@ -179,14 +243,27 @@ def tukey_levels(lo: np.ndarray, hi: np.ndarray, ks: np.ndarray,
             d_idx = np.flatnonzero(~strike)
             for g in _groups(alive[active[d_idx]] * p, 1 << 22):
                 rows = d_idx[g]
-                pairs = np.flatnonzero(mask[active[rows]])
+                docs = active[rows]
+                base_all = low[rows].astype(small).T  # (p, documents)
+                width_all = (high[rows] - low[rows]).astype(small).view(unsigned).T
+                blocks = _blocks(p)
+                if (alive[docs] == m).all():  # every candidate alive: the first block by broadcasting, no gathers
+                    j0, j1 = blocks.pop(0)
+                    ranks = projections.rank_small[j0:j1, None, :]  # (block, 1, m)
+                    pairs = np.flatnonzero(((ranks - base_all[j0:j1, :, None]).view(unsigned)
+                                            < width_all[j0:j1, :, None]).all(axis=0))
+                else:
+                    pairs = np.flatnonzero(mask[docs])
                 which, cand = np.divmod(pairs, m)
-                ranks = projections.rank_small[:, cand]  # (p, pairs)
-                base = low[rows].astype(small).T[:, which]
-                width = (high[rows] - low[rows]).astype(small).view(unsigned).T[:, which]
-                # low <= r < high  <=>  (r - low) < (high - low) as unsigned integers (r - low < 0 wraps high)
-                out = ~((ranks - base).view(unsigned) < width).all(axis=0)
-                flat[active[rows][which[out]] * m + cand[out]] = False
+                for j0, j1 in blocks:  # the survivors of each block of projections go on to the next
+                    ranks = projections.rank_small[j0:j1, cand]  # (block, pairs)
+                    # low <= r < high  <=>  (r - low) < (high - low) as unsigned integers (r - low < 0 wraps high)
+                    inside = ((ranks - base_all[j0:j1, which]).view(unsigned) < width_all[j0:j1, which]).all(axis=0)
+                    which, cand = which[inside], cand[inside]
+                    if cand.size == 0:
+                        break
+                mask[docs] = False
+                flat[docs[which] * m + cand] = True
         passed = mask[active]
         util[active] += passed
         alive[active] = passed.sum(axis=1)

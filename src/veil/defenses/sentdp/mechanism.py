@@ -53,7 +53,7 @@ import numpy as np
 from veil.defenses.base import (Defense, Guarantee, check_choice, check_epsilon, check_documents, check_int, check_real,
                                 seeded_rng, check_sentence_embeddings)
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
-from veil.defenses.sentdp.levels import iter_depths
+from veil.defenses.sentdp.levels import default_workers, iter_depths
 from veil.defenses.sentdp.sampling import ExactSampler, GeneratorBits, OSBits
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
@@ -240,21 +240,26 @@ class DeepCandidate(Defense):
         return self.release(documents).embeddings
 
     def release(self, documents: Sequence[np.ndarray], projections: ProjectionSet | np.ndarray | None = None,
-                *, progress: bool = False) -> Releases:
+                *, progress: bool = False, workers: int | None = None) -> Releases:
         """Release many documents (each spends ``epsilon``), one projection set per call.
 
         ``documents`` is a sequence of (k_i, d) arrays. The candidates are
         projected once for the whole call; the documents' depths are computed
-        in batches (:func:`~veil.defenses.sentdp.levels.iter_depths`), each
-        document's utilities identical to :meth:`utilities` of it alone.
+        in batches (:func:`~veil.defenses.sentdp.levels.iter_depths`) by
+        ``workers`` threads (None: the usable CPUs, at most
+        :data:`~veil.defenses.sentdp.levels.MAX_WORKERS`), each document's
+        utilities identical to :meth:`utilities` of it alone. Sampling happens
+        in this thread, in document order, so a seeded mechanism releases the
+        same indices with any number of workers.
         """
         docs = check_documents(documents, self.dim, against="the candidates have")
+        workers = default_workers() if workers is None else check_int("workers", workers, minimum=1)
         proj = self._projection_set(projections)
         indices = np.empty(len(docs), dtype=np.int64)
         from veil.encoders._inputs import progress_bar
 
         with progress_bar(len(docs), "DeepCandidate", progress and len(docs) > 1) as advance:
-            for n, u in enumerate(iter_depths(docs, proj, self.depth)):
+            for n, u in enumerate(iter_depths(docs, proj, self.depth, workers=workers)):
                 indices[n] = self._draw(u)
                 advance(1)
         return Releases(indices=indices, embeddings=self.candidates[indices].copy(), epsilon=self.epsilon,
