@@ -7,6 +7,8 @@ for bit, for documents computed alone or in batches of any size, on both ways of
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -162,3 +164,10 @@ def test_batch_validation():
     with pytest.raises(DataFormatError, match="at least one sentence"):
         depth_batch([np.ones((2, 3)), np.ones((0, 3))], P, "tukey-min")
     assert depth_batch([], P, "tukey-min").shape == (0, 5)
+
+
+def test_default_workers_follow_the_usable_cpus_and_omp_num_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert levels.default_workers() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert levels.default_workers() == max(1, min(levels.MAX_WORKERS, len(os.sched_getaffinity(0))))

@@ -56,11 +56,18 @@ STRIKE_COST = 2.5  # striking one band entry costs about as much as this many de
 
 
 def default_workers() -> int:
-    """Threads for :func:`iter_depths`: the CPUs this process may use, at most ``MAX_WORKERS``."""
+    """Threads for :func:`iter_depths`: the CPUs this process may use, at most ``MAX_WORKERS``.
+
+    ``OMP_NUM_THREADS``, when set to a positive integer, caps it too (as it
+    caps numpy's and torch's own threads).
+    """
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cpus = os.cpu_count() or 1
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) > 0:
+        cpus = min(cpus, int(omp))
     return max(1, min(MAX_WORKERS, cpus))
 
 
