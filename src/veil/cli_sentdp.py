@@ -103,7 +103,7 @@ def sentdp_eval(
     with warnings.catch_warnings():  # warned once above; the mechanisms would repeat it per trial
         warnings.filterwarnings("ignore", message=r"epsilon=.* is above", category=Warning)
         records = run_sentdp_eval(cfg, results_dir=results, force=force,
-                                  log=lambda line: msg.print(line, highlight=False))
+                                  log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
     if as_json:
         echo_json([rec.to_dict() for rec in records])
 
@@ -162,20 +162,31 @@ def audit_empirical(
     mechanisms: Annotated[str, typer.Option(help="Comma-separated: deepcandidate, truncation, metric-dp.")]
     = "deepcandidate,truncation,metric-dp",
     epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "1,3,10",
-    trials: Annotated[int, typer.Option(min=20, help="Scoring runs per input (DeepCandidate, truncation).")] = 20000,
+    trials: Annotated[Optional[int], typer.Option(min=20, help="Scoring runs per input (DeepCandidate, truncation; "
+                                                               "default 2000, with --full 20000).")] = None,
     selection_trials: Annotated[Optional[int], typer.Option(min=20, help="Runs per input of each candidate pair "
                                                                          "to choose the test (default: --trials).")]
     = None,
-    mdp_trials: Annotated[int, typer.Option(min=20, help="Scoring and selection runs per input for metric DP "
-                                                         "(each re-encodes a sentence).")] = 2000,
+    mdp_trials: Annotated[Optional[int], typer.Option(min=20, help="Scoring and selection runs per input for "
+                                                                   "metric DP (each encodes a sentence; default "
+                                                                   "200, with --full 2000).")] = None,
     pairs: Annotated[int, typer.Option(min=1, help="Candidate pairs kept after screening.")] = 3,
     documents: Annotated[int, typer.Option(min=1, help="Test documents offering neighbours.")] = 8,
     neighbours: Annotated[int, typer.Option(min=1, help="Neighbours screened per document.")] = 8,
     confidence: Annotated[float, typer.Option(help="Confidence of each lower bound (joint over its two "
                                                    "Clopper-Pearson limits).")] = 0.95,
     n_projections: Annotated[int, typer.Option(min=1, help="DeepCandidate's projections p.")] = 50,
-    max_documents: Annotated[Optional[int], typer.Option(min=1, help="A seeded subsample per split (quick runs).")]
-    = None,
+    max_documents: Annotated[Optional[int], typer.Option(min=0, help="A seeded subsample of N documents (>= 2 "
+                                                                     "sentences) per split, default 60: only their "
+                                                                     "sentences are encoded (about 3N documents'), "
+                                                                     "and DeepCandidate's candidates and recoder, "
+                                                                     "truncation's box and metric DP's vocabulary "
+                                                                     "are fitted on its train/dev part. 0: the "
+                                                                     "whole corpus.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="The whole corpus and the paper's run counts (--max-documents "
+                                                      "0 --trials 20000 --mdp-trials 2000; hours on a cold "
+                                                      "embedding cache); options given explicitly still win.")]
+    = False,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the public choices (documents, projections, "
                                                   "neighbours); the mechanisms use the OS CSPRNG.")] = 0,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/sentdp).")] = None,
@@ -184,23 +195,26 @@ def audit_empirical(
 ) -> None:
     """Empirical epsilon lower bounds (distinguishing game, Clopper-Pearson); exit 1 if one exceeds the formal epsilon.
 
-    One record per (mechanism, epsilon, neighbour kind); existing records are kept (resumable).
+    By default a quick run: a seeded subsample of 60 documents per split, --trials 2000, --mdp-trials 200
+    (minutes on a cold embedding cache); --full runs the whole corpus at the paper's run counts. One record per
+    (mechanism, epsilon, neighbour kind); existing records are kept (resumable).
     """
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.audit import EmpiricalAuditConfig, run_empirical_audit
+    from veil.experiments.audit import empirical_config, run_empirical_audit
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
-    cfg = EmpiricalAuditConfig(corpus=corpus, mechanisms=tuple(m.strip() for m in mechanisms.split(",") if m.strip()),
-                               epsilons=parse_floats(epsilons, "--epsilons"), trials=trials,
-                               selection_trials=selection_trials, mdp_trials=mdp_trials, pairs=pairs,
-                               documents=documents, neighbours_per_document=neighbours,
-                               confidence=finite("--confidence", confidence, low=0.0), n_projections=n_projections,
-                               max_documents=max_documents, seed=seed)
+    cfg = empirical_config(full=full, corpus=corpus,
+                           mechanisms=tuple(m.strip() for m in mechanisms.split(",") if m.strip()),
+                           epsilons=parse_floats(epsilons, "--epsilons"), trials=trials,
+                           selection_trials=selection_trials, mdp_trials=mdp_trials, pairs=pairs,
+                           documents=documents, neighbours_per_document=neighbours,
+                           confidence=finite("--confidence", confidence, low=0.0), n_projections=n_projections,
+                           max_documents=max_documents, seed=seed)
     msg = console(as_json)
     records = run_empirical_audit(cfg, results_dir=results, force=force,
-                                  log=lambda line: msg.print(line, highlight=False))
+                                  log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
     if as_json:
         echo_json([rec.to_dict() for rec in records])
     violations = [rec.experiment for rec in records if rec.metrics["violation"].mean > 0]

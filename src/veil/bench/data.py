@@ -114,7 +114,12 @@ class BenchData:
             pub = vc.load(PUBLIC_CORPUS)
             idx = pub.indices("train")[:size]
             sel = pub.select(idx, name=f"{PUBLIC_CORPUS}-train{len(idx)}")
-            X = TextEncoder("minilm").encode_corpus(sel, None, progress=True)
+            from veil.encoders.plan import announce_corpus
+
+            encoder = TextEncoder("minilm")
+            announce_corpus(encoder, sel, what=f"public texts of {PUBLIC_CORPUS} (the first {len(idx)} of its train "
+                                               "split, for inter-mode defenses and attackers)")
+            X = encoder.encode_corpus(sel, None, progress=True)
             self._cache["public"] = (list(sel.texts), np.ascontiguousarray(X, dtype=np.float32))
         return self._cache["public"]
 
@@ -157,13 +162,18 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
     tag = ("quick" if quick else "full") + ("" if limit is None else f"-limit{limit}")
     sel = corpus.select(sel_idx, name=f"{name}-bench-{tag}{len(sel_idx)}")
     documents = None
+    from veil.encoders.plan import announce_corpus, announce_sentences
+
     if kind == "documents":
         from veil.encoders import encode_sentences
 
+        announce_sentences(encoder, sel, what=f"sentences of the bench's {tag} slice of {name} ({len(sel_idx)} "
+                                              "documents)")
         S, offsets = encode_sentences(encoder, sel, progress=True)
         documents = [S[offsets[i]:offsets[i + 1]] for i in range(len(sel.texts))]
         X = np.stack([d.astype(np.float64).mean(axis=0) for d in documents]).astype(np.float32)
     else:
+        announce_corpus(encoder, sel, what=f"texts of the bench's {tag} slice of {name}")
         X = np.ascontiguousarray(encoder.encode_corpus(sel, None, progress=True), dtype=np.float32)
     splits = {s: sel.indices(s) for s in ("train", "dev", "test")}
     prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}

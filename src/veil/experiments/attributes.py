@@ -112,7 +112,12 @@ def _inputs(cfg: AttributeRun, data: Any) -> dict[str, Any]:
     from veil.encoders import TextEncoder
     from veil.encoders.cache import encode_cached
 
+    from veil.encoders.plan import announce_encoding
+
     enc = TextEncoder("minilm")
+    for s, t in texts.items():
+        announce_encoding(enc, t, what=f"{s} texts of {cfg.corpus} (the frozen encoder's inputs)",
+                          cache_as=(f"attributes-{cfg.corpus}", s))
     return {s: VectorInputs(encode_cached(enc, t, f"attributes-{cfg.corpus}", s, progress=False))
             for s, t in texts.items()}
 

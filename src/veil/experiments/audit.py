@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.encoders.text import TextEncoder
 
 __all__ = ["run_sentdp_audit", "audit_file_name", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES",
-           "EmpiricalAuditConfig", "run_empirical_audit", "empirical_file_name", "MECHANISMS"]
+           "EmpiricalAuditConfig", "run_empirical_audit", "empirical_file_name", "MECHANISMS", "QUICK", "FULL",
+           "empirical_config", "mdp_encodes_per_cell"]
 
 MIN_CANDIDATE_SENTENCES = 8  # App. B: candidates from training documents with at least 8 sentences
 MIN_AUDIT_SENTENCES = 2      # a document with one sentence has only trivial neighbours
@@ -109,6 +110,13 @@ def _warn_capped(message: str) -> None:
     warnings.warn(message, DataWarning, stacklevel=3)
 
 
+def _announce_sentences(encoder: TextEncoder, data: Corpus, what: str, log: Any = None) -> None:
+    """One line before ``encode_sentences(encoder, data)``: how many sentences, how many cached, how long."""
+    from veil.encoders.plan import announce_sentences
+
+    announce_sentences(encoder, data, what=what, log=log)
+
+
 def _encoder_text(encoder: TextEncoder) -> str:
     return (f"{getattr(encoder, 'model_name', type(encoder).__name__)} ({encoder.model_id}), "
             f"pooling={encoder.pooling}, max_length={encoder.max_length}, normalize={encoder.normalize}")
@@ -171,6 +179,8 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
 
     if encoder is None:
         encoder = TextEncoder("minilm")
+    _announce_sentences(encoder, data, f"sentences of {data.name} (every split: the pipeline is fitted on "
+                                       f"train/dev, random neighbours are train sentences)")
     S_flat, offsets = encode_sentences(encoder, data, progress=progress)
     pipe = pipeline if pipeline is not None else _pipeline(corpus, data, encoder, recoder=recoder, progress=progress)
     if pipe.dim != S_flat.shape[1]:
@@ -317,6 +327,39 @@ class EmpiricalAuditConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
+#: the command's default scale: minutes on a cold embedding cache (a seeded subsample per split, fewer runs)
+QUICK: dict[str, Any] = {"max_documents": 60, "trials": 2000, "mdp_trials": 200}
+#: ``--full``: the whole corpus and the paper's run counts (hours on a cold embedding cache on 2 cores)
+FULL: dict[str, Any] = {"max_documents": None, "trials": EmpiricalAuditConfig.trials,
+                        "mdp_trials": EmpiricalAuditConfig.mdp_trials}
+
+
+def empirical_config(*, full: bool = False, **settings: Any) -> EmpiricalAuditConfig:
+    """The config of ``veil audit empirical``: settings given as None take :data:`QUICK` (or :data:`FULL`).
+
+    ``max_documents=0`` means the whole corpus (``max_documents=None`` in the config), as ``--full`` does.
+    """
+    if not isinstance(full, bool):
+        raise InvalidTypeError(f"full must be True or False, not {type(full).__name__}")
+    scale = FULL if full else QUICK
+    for key, value in scale.items():
+        if settings.get(key) is None:
+            settings[key] = value
+    if settings.get("max_documents") == 0:
+        settings["max_documents"] = None
+    return EmpiricalAuditConfig(**{k: v for k, v in settings.items() if v is not None or k == "max_documents"})
+
+
+def mdp_encodes_per_cell(cfg: EmpiricalAuditConfig) -> int:
+    """At most how many noisy sentences one metric-DP game encodes (its runs' outputs, both inputs, all pairs).
+
+    Screening encodes each kept pair's two sentences; the selection runs (half of them fit the learned
+    statistic, which reads words, not embeddings) and the scoring runs each encode their output.
+    """
+    n_choose = cfg.mdp_trials - int(round(0.5 * cfg.mdp_trials))
+    return cfg.pairs * (2 + 2 * n_choose) + 2 * cfg.mdp_trials
+
+
 def empirical_file_name(cfg: EmpiricalAuditConfig, mechanism: str, kind: str, epsilon: float) -> str:
     """``empirical-<corpus>-<mechanism>-<kind>-eps<e>-<trials, selection, pairs, [n,] seed>.json``."""
     from veil.experiments.outputs import tag
@@ -338,10 +381,10 @@ class _EmpiricalData:
     """The corpus, its sentence embeddings, the audited test documents and (lazily) each mechanism's public parts."""
 
     def __init__(self, cfg: EmpiricalAuditConfig, corpus: Corpus | None, encoder: TextEncoder | None,
-                 progress: bool) -> None:
+                 progress: bool, log: Any = None) -> None:
         from veil.encoders import TextEncoder, encode_sentences
 
-        self.cfg, self.progress = cfg, progress
+        self.cfg, self.progress, self.log = cfg, progress, log
         self.given = corpus  # None: loaded by name (then the release pipeline comes from the cache)
         corpus = _load_corpus(cfg.corpus if corpus is None else corpus)
         if corpus.name != cfg.corpus:
@@ -359,6 +402,10 @@ class _EmpiricalData:
             counts = np.asarray([len(d) for d in corpus.documents])
         self.corpus, self.counts = corpus, counts
         self.encoder = encoder or TextEncoder("minilm")
+        scope = ("every document" if cfg.max_documents is None else
+                 f"a seeded subsample of {cfg.max_documents} documents per split, {len(corpus.documents)} in all; "
+                 "--full or --max-documents 0 audits the whole corpus")
+        _announce_sentences(self.encoder, corpus, f"sentences of {corpus.name} ({scope})", log)
         self.S, self.offsets = encode_sentences(self.encoder, corpus, progress=progress)
         self.train = np.asarray([i for i in corpus.indices("train") if counts[i] >= MIN_AUDIT_SENTENCES])
         test = [int(i) for i in corpus.indices("test") if counts[i] >= MIN_AUDIT_SENTENCES]
@@ -385,11 +432,15 @@ class _EmpiricalData:
     def word_vectors(self) -> Any:
         if self._vectors is None:
             from veil.attacks.empirical_pairs import CachedEmbedder
+            from veil.encoders.plan import announce_encoding
             from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
             texts = [s for i in self.train for s in self.corpus.documents[i]]  # public: the vocabulary
-            self._vectors = WordVectors.from_encoder(self.encoder, build_vocabulary(texts, max_size=10000),
-                                                     name=f"{self.corpus.name}-vocabulary")
+            words = build_vocabulary(texts, max_size=10000)
+            name = f"{self.corpus.name}-vocabulary"
+            announce_encoding(self.encoder, words, what=f"vocabulary words of {self.corpus.name}'s train documents "
+                              "(metric DP's word vectors, each word alone)", cache_as=(name, "words"), log=self.log)
+            self._vectors = WordVectors.from_encoder(self.encoder, words, name=name)
             self.embedder = CachedEmbedder(self.encoder)
         return self._vectors
 
@@ -504,7 +555,12 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
         log(f"{cfg.corpus}: {len(done)} of {len(plan)} empirical records exist and are kept (--force recomputes)")
     if len(done) == len(plan):
         return [done[key] for key in plan]
-    data = _EmpiricalData(cfg, corpus, encoder, progress)
+    data = _EmpiricalData(cfg, corpus, encoder, progress, log)
+    mdp_cells = sum(1 for key in plan if key not in done and key[0] == "metric-dp")
+    if mdp_cells:
+        log(f"veil: metric DP then encodes the noisy sentences its games draw: at most "
+            f"{mdp_encodes_per_cell(cfg):,} per game ({mdp_cells} games, --mdp-trials {cfg.mdp_trials}); the "
+            f"line of each game gives its time")
     alpha = 1.0 - cfg.confidence
     out = dict(done)
     for key in plan:

@@ -52,7 +52,12 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
         raise InvalidParameterError(f"unknown attack {attack!r}; use one of {', '.join(ATTACKS)}")
     start = time.perf_counter()
     data = vc.load(corpus)
-    X = TextEncoder("minilm").encode_corpus(data, None, progress=progress)
+    encoder = TextEncoder("minilm")
+    from veil.encoders.plan import announce_corpus
+
+    announce_corpus(encoder, data, what=f"texts of {corpus} (every split: the attacker's search index is the whole "
+                                        "corpus)")
+    X = encoder.encode_corpus(data, None, progress=progress)
     index = SimilaritySearch(data.texts, X, labels=data.labels if data.task == "classification" else None)
     n = queries or DEFAULT_QUERIES[attack]
     settings = _settings(defense, m, k)

@@ -100,10 +100,11 @@ def _k_bins(counts: np.ndarray, y: np.ndarray, predictions: list[np.ndarray]) ->
 class _Data:
     """Sentence embeddings, labels and the public/private document split of one corpus."""
 
-    def __init__(self, cfg: SentDPEval, progress: bool) -> None:
+    def __init__(self, cfg: SentDPEval, progress: bool, log: Any = None) -> None:
         import veil.corpora as vc
         from veil.defenses.sentdp.recoder import document_means
         from veil.encoders import TextEncoder, encode_sentences
+        from veil.encoders.plan import announce_encoding
 
         corpus = vc.load(cfg.corpus)
         if corpus.documents is None or corpus.task != "classification":
@@ -117,6 +118,11 @@ class _Data:
             corpus = corpus.select(np.sort(np.concatenate(picks)))
         self.corpus = corpus
         self.encoder = TextEncoder("minilm")
+        scope = ("every split" if cfg.max_documents is None
+                 else f"a seeded subsample of {cfg.max_documents} documents per split")
+        announce_encoding(self.encoder, [t for doc in corpus.documents for t in doc],
+                          what=f"sentences of {corpus.name} ({scope}: train/dev fit the public parts, test is "
+                               "evaluated)", cache_as=(corpus.name, "sentences"), log=log)
         self.S, self.offsets = encode_sentences(self.encoder, corpus, progress=progress)
         self.counts = np.diff(self.offsets)
         keep = self.counts >= 2
@@ -213,7 +219,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
         return _file_name(cfg, name) not in kept
 
     t0 = time.perf_counter()
-    data = _Data(cfg, progress)
+    data = _Data(cfg, progress, log)
     tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
     y = data.y
     log(f"{cfg.corpus}: {len(tr)}/{len(dv)}/{len(te)} train/dev/test documents with >= 2 sentences "
@@ -329,9 +335,15 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, tod
     docs = [data.corpus.documents[i] for i in te]
     flat = [s for d in docs for s in d]
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+    from veil.encoders.plan import announce_encoding
+
     train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
-    vectors = WordVectors.from_encoder(data.encoder, build_vocabulary(train_texts, max_size=cfg.mdp_vocab),
-                                       name=f"{cfg.corpus}-vocabulary")
+    words = build_vocabulary(train_texts, max_size=cfg.mdp_vocab)
+    announce_encoding(data.encoder, words, what=f"vocabulary words of {cfg.corpus}'s train documents (metric DP's "
+                      "word vectors)", cache_as=(f"{cfg.corpus}-vocabulary", "words"), log=log)
+    vectors = WordVectors.from_encoder(data.encoder, words, name=f"{cfg.corpus}-vocabulary")
+    log(f"veil: metric DP then encodes its rewritten test sentences: at most {len(flat) * cfg.trials:,} per epsilon "
+        f"({len(flat):,} sentences x {cfg.trials} trials; repeats are encoded once)")
     y = data.y[te]
     for eps in cfg.epsilons:
         if not todo(f"metric-dp-eps{eps_label(eps)}"):

@@ -76,6 +76,11 @@ def fitted_pipeline(public: str, *, n_candidates: int = 5000, seed: int = 0, pro
             warnings.warn(f"cached SentDP pipeline {path} is damaged ({problem}); refitting it on {public!r} and "
                           f"rewriting the file", CacheWarning, stacklevel=2)
     writable_dir(path.parent)  # fail before the fit, not after
+    from veil.encoders.plan import announce_encoding
+
+    announce_encoding(encoder, [s for doc in corpus.documents or [] for s in doc],
+                      what=f"sentences of {public} (the public corpus: its train/dev split fits the candidates and "
+                           "the recoder, once; the fitted pipeline is cached)", cache_as=(corpus.name, "sentences"))
     pipe = SentDPPipeline.fit(corpus, encoder=encoder, n_candidates=n_candidates, seed=seed, progress=progress)
     pipe.save(path)
     return pipe
@@ -116,6 +121,10 @@ def run_embed(job: EmbedJob) -> dict[str, Any]:
     kept = [i for i, d in enumerate(docs) if len(d) > 0]
     start = time.perf_counter()
     pipe = fitted_pipeline(public, n_candidates=job.n_candidates, seed=job.seed, progress=job.progress)
+    from veil.encoders.plan import announce_encoding
+
+    announce_encoding(pipe.encoder, [s for i in kept for s in docs[i]], what=f"private sentences of {what} "
+                      f"({len(kept)} documents; not cached)")
     rel = pipe.embed([docs[i] for i in kept], epsilon=job.epsilon, n_projections=job.n_projections,
                      depth=job.depth, progress=job.progress)
     mech = pipe.mechanism(epsilon=job.epsilon, n_projections=job.n_projections, depth=job.depth)

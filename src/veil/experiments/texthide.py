@@ -199,6 +199,10 @@ def _public(cfg: TextHideEval, encoder: Any) -> tuple[np.ndarray | None, list[st
     pub = vc.load(cfg.public)
     idx = pub.indices("train")[: cfg.public_size or (5000 if cfg.finetune else 20000)]
     sel = pub.select(idx, name=f"{cfg.public}-train{len(idx)}")
+    from veil.encoders.plan import announce_corpus
+
+    announce_corpus(encoder, sel, what=f"public texts of {cfg.public} (the first {len(idx)} of its train split, "
+                                       "the mixing pool)")
     return encoder.encode_corpus(sel, None, progress=True), list(sel.texts)
 
 
@@ -232,9 +236,14 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
     extra: dict[str, Any] = {"best_epochs": [], "n_train": int(len(tr)), "n_dev": int(len(dv)), "n_test": int(len(te)),
                              "collapsed_dev": [], "collapsed_test": []}  # per seed: predicts a single class
     if not cfg.finetune:
-        X = {name: encoder.encode_corpus(corpus.select(idx, name=f"{cfg.corpus}-{name}{len(idx)}"), None,
-                                         progress=progress)
-             for name, idx in (("train", tr), ("dev", dv), ("test", te))}
+        from veil.encoders.plan import announce_corpus
+
+        parts = {name: corpus.select(idx, name=f"{cfg.corpus}-{name}{len(idx)}")
+                 for name, idx in (("train", tr), ("dev", dv), ("test", te))}
+        for name, part in parts.items():
+            sub = "" if name != "train" or cfg.max_train is None else f", at most --max-train {cfg.max_train}"
+            announce_corpus(encoder, part, what=f"{name} texts of {cfg.corpus}{sub}", log=log)
+        X = {name: encoder.encode_corpus(part, None, progress=progress) for name, part in parts.items()}
     for seed in cfg.seeds:
         once = _Once(_hook_factory(cfg, task, num_classes, encoder.dim, public, scale))
         tc = cfg.train_config(seed)

@@ -121,8 +121,12 @@ def _corpus(name: str):
         import veil.corpora as vc
         from veil.encoders import TextEncoder
 
+        from veil.encoders.plan import announce_corpus
+
         corpus = vc.load(name)
-        X = TextEncoder("minilm").encode_corpus(corpus, None, progress=True)
+        encoder = TextEncoder("minilm")
+        announce_corpus(encoder, corpus, what=f"texts of {name} (every split: the private data and its search index)")
+        X = encoder.encode_corpus(corpus, None, progress=True)
         _CACHE[key] = (corpus, np.ascontiguousarray(X, dtype=np.float32))
     return _CACHE[key]
 
@@ -136,7 +140,11 @@ def _public(name: str, size: int):
         pub = vc.load(name)
         idx = pub.indices("train")[:size]
         sel = pub.select(idx, name=f"{name}-train{len(idx)}")
-        X = TextEncoder("minilm").encode_corpus(sel, None, progress=True)
+        from veil.encoders.plan import announce_corpus
+
+        encoder = TextEncoder("minilm")
+        announce_corpus(encoder, sel, what=f"public texts of {name} (the first {len(idx)} of its train split)")
+        X = encoder.encode_corpus(sel, None, progress=True)
         _CACHE[key] = (list(sel.texts), np.ascontiguousarray(X, dtype=np.float32))
     return _CACHE[key]
 
