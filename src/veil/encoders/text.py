@@ -7,6 +7,15 @@ for all-MiniLM-L6-v2. :meth:`TextEncoder.encode` runs under
 longest text; :meth:`TextEncoder.tokenize` + :meth:`TextEncoder.forward_tokens`
 are the differentiable path used for fine-tuning.
 
+``backend`` picks the engine of :meth:`TextEncoder.encode` (see
+:mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference) or
+``"onnx"`` (the same weights in ONNX Runtime, the default on CPU; its vectors
+equal torch's to float rounding). A non-torch backend is part of
+:attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``), so its embeddings
+never share a cache entry or a result record with torch's; the torch
+backend's ids are unchanged. Gradients and fine-tuned weights always run in
+torch.
+
 torch and transformers are imported when an encoder is built, not when this
 module is imported. The library never changes torch's thread count.
 """
@@ -22,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from veil.encoders._inputs import check_bool, check_int, check_texts, progress_bar
+from veil.encoders.backends import resolve_backend
 from veil.encoders.registry import resolve_model
 from veil.errors import DataFormatError, DataWarning, InvalidParameterError, InvalidTypeError
 
@@ -81,10 +91,14 @@ class TextEncoder:
     normalize: L2-normalise the output vectors (the default of :meth:`encode`
         and :meth:`forward_tokens`).
     device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
+    backend: ``"torch"`` or ``"onnx"`` (see :mod:`veil.encoders.backends`);
+        None uses ``$VEIL_ENCODER_BACKEND``, else ``"onnx"`` on CPU and
+        ``"torch"`` elsewhere. It only changes :meth:`encode` while the weights
+        are as loaded; the ONNX export is made on first use and cached.
     """
 
     def __init__(self, model: str | os.PathLike = "minilm", *, pooling: str = "mean", max_length: int | None = None,
-                 normalize: bool = True, device: str = "cpu") -> None:
+                 normalize: bool = True, device: str = "cpu", backend: str | None = None) -> None:
         if not isinstance(pooling, str):
             raise InvalidTypeError(f"pooling must be a str ({', '.join(POOLINGS)}), not {type(pooling).__name__}")
         if pooling not in POOLINGS:
@@ -94,6 +108,7 @@ class TextEncoder:
         self._normalize = check_bool("normalize", normalize)
         if not isinstance(device, str):
             raise InvalidTypeError(f"device must be a str such as 'cpu', not {type(device).__name__}")
+        self._backend = resolve_backend(backend, device)
         resolved = resolve_model(model)
         self._module, self._tokenizer = _load(resolved.folder, device)
         limit = self._position_limit()
@@ -110,6 +125,7 @@ class TextEncoder:
         self._n_special = int(self._tokenizer.num_special_tokens_to_add(pair=False))
         self._loaded_state = self._weights_state()
         self._tuned_id: tuple[tuple, str] | None = None
+        self._runner: Any = None  # the backend's session, made on the first encode() that uses it
 
     # ------------------------------------------------------------ properties
     @property
@@ -125,10 +141,14 @@ class TextEncoder:
         folder's files>``. Once they change in place (fine-tuning, an optimizer
         step, ``load_state_dict``) it becomes ``name-<...>-tuned-<sha256 of the
         weights>``, so cached embeddings of the old weights are never reused.
+        A non-torch backend appends its name while the weights are as loaded
+        (``name-<fingerprint>-onnx``); tuned weights run in torch and get the
+        tuned id.
         """
         state = self._weights_state()
         if state == self._loaded_state:
-            return self._resolved.model_id
+            base = self._resolved.model_id
+            return base if self._backend == "torch" else f"{base}-{self._backend}"
         if self._tuned_id is None or self._tuned_id[0] != state:
             import torch
 
@@ -139,6 +159,31 @@ class TextEncoder:
                 h.update(flat.view(torch.uint8).numpy())
             self._tuned_id = (state, f"{self._resolved.model_id}-tuned-{h.hexdigest()[:12]}")
         return self._tuned_id[1]
+
+    @property
+    def backend(self) -> str:
+        """The backend chosen at construction (``"torch"`` or ``"onnx"``)."""
+        return self._backend
+
+    @property
+    def active_backend(self) -> str:
+        """The backend :meth:`encode` runs now: ``"torch"`` once the weights differ from the loaded ones."""
+        return self._backend if self._weights_state() == self._loaded_state else "torch"
+
+    @property
+    def backend_note(self) -> str:
+        """``""`` for torch, else ``", <backend> backend"``: append it to hand-written encoder descriptions."""
+        active = self.active_backend
+        return "" if active == "torch" else f", {active} backend"
+
+    def describe(self) -> str:
+        """One line for result records: ``minilm (minilm-<id>), pooling=mean, max_length=256, normalize=True``.
+
+        The id carries a non-torch backend's name; the torch backend's line is
+        the one veil's records always held.
+        """
+        return (f"{self.model_name} ({self.model_id}), pooling={self._pooling}, max_length={self._max_length}, "
+                f"normalize={self._normalize}")
 
     @property
     def dim(self) -> int:
@@ -176,7 +221,8 @@ class TextEncoder:
 
     def __repr__(self) -> str:
         return (f"TextEncoder(model={self.model_name!r}, pooling={self._pooling!r}, max_length={self._max_length}, "
-                f"normalize={self._normalize}, device={self._device!r}, dim={self._dim})")
+                f"normalize={self._normalize}, device={self._device!r}, dim={self._dim}"
+                + ("" if self._backend == "torch" else f", backend={self._backend!r}") + ")")
 
     # ------------------------------------------------------------- inference
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, normalize: bool | None = None,
@@ -199,6 +245,7 @@ class TextEncoder:
             return out
         order = np.argsort(-self._token_lengths(texts), kind="stable")
         n_batches = -(-len(texts) // batch_size)
+        runner = self._backend_runner()
         was_training = self._module.training
         self._module.eval()
         try:
@@ -206,7 +253,9 @@ class TextEncoder:
                 for start in range(0, len(texts), batch_size):
                     idx = order[start:start + batch_size]
                     batch = self._batch([texts[i] for i in idx])
-                    out[idx] = self._pooled(batch, normalize).float().cpu().numpy()
+                    pooled = self._pooled(batch, normalize) if runner is None else self._pooled_by(runner, batch,
+                                                                                                  normalize)
+                    out[idx] = pooled.float().cpu().numpy()
                     advance(1)
         finally:
             self._module.train(was_training)
@@ -258,6 +307,24 @@ class TextEncoder:
         inputs = {k: v.to(device) for k, v in batch.items()}
         hidden = self._module(**inputs).last_hidden_state
         return pool(self._pooling, hidden, inputs["attention_mask"], normalize=normalize)
+
+    def _backend_runner(self) -> Any:
+        """The non-torch engine for :meth:`encode`, or None for torch (the backend, or tuned weights)."""
+        if self.active_backend == "torch":
+            return None
+        if self._runner is None:
+            from veil.encoders.onnx_backend import OnnxRunner, ensure_exported
+
+            self._runner = OnnxRunner(ensure_exported(self._resolved))
+        return self._runner
+
+    def _pooled_by(self, runner: Any, batch: Mapping[str, Any], normalize: bool) -> torch.Tensor:
+        import torch
+
+        from veil.encoders.pooling import pool
+
+        hidden = torch.from_numpy(runner.hidden(batch))
+        return pool(self._pooling, hidden, batch["attention_mask"], normalize=normalize)
 
     def _token_lengths(self, texts: list[str]) -> np.ndarray:
         """Tokens per text after truncation; warns once per call about truncated texts."""

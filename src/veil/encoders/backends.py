@@ -1,0 +1,76 @@
+"""Which engine runs a :class:`~veil.encoders.TextEncoder`'s frozen forward pass.
+
+``"torch"``: the transformers model in float32, exactly as loaded (the
+reference; its cache keys and ``model_id`` are those veil always used).
+``"onnx"``: the same weights exported once to ONNX (float32) and run by ONNX
+Runtime, whose fused CPU kernels are faster on the same cores; its vectors
+match torch's to float rounding (checked on real text by
+``tests/encoders/test_backends.py`` and ``benchmarks/encode.py``).
+
+Candidates measured and not shipped (see docs/encoders.md): per-channel
+dynamic int8 in ONNX Runtime (fastest, but its minimum cosine to the float32
+vectors on rt-polarity is below the 0.99 bar), bf16 autocast in torch (meets
+the bar but is barely faster than float32 here).
+
+Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
+and only while the weights are as loaded: gradients (``forward_tokens``) and
+fine-tuned weights always run in torch.
+
+The default is :data:`DEFAULT_BACKEND` on CPU and ``"torch"`` on other
+devices; the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``)
+overrides it for every encoder built without an explicit ``backend=``.
+No heavy import here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from veil.errors import InvalidParameterError, InvalidTypeError
+
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "ENV", "backend_names", "resolve_backend"]
+
+#: name -> one line for help texts and errors
+BACKENDS: dict[str, str] = {
+    "torch": "transformers in torch, float32 (the reference)",
+    "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
+}
+DEFAULT_BACKEND = "onnx"
+ENV = "VEIL_ENCODER_BACKEND"
+_CPU_ONLY = frozenset({"onnx"})
+
+
+def backend_names() -> list[str]:
+    """The backend names accepted by ``TextEncoder(backend=...)`` and ``VEIL_ENCODER_BACKEND``."""
+    return sorted(BACKENDS)
+
+
+def _is_cpu(device: str) -> bool:
+    return device.strip().lower().split(":")[0] == "cpu"
+
+
+def resolve_backend(backend: str | None, device: str = "cpu") -> str:
+    """The backend to use: ``backend``, else ``$VEIL_ENCODER_BACKEND``, else the default for ``device``.
+
+    An explicit CPU-only backend on another device is an error; the default
+    (from neither argument nor environment) falls back to ``"torch"`` off CPU.
+    """
+    valid = ", ".join(backend_names())
+    if backend is None:
+        env = os.environ.get(ENV, "").strip()
+        if env and env not in BACKENDS:
+            raise InvalidParameterError(f"{ENV}={env!r} is not an encoder backend; set it to one of {valid} "
+                                        f"(or unset it for the default, {DEFAULT_BACKEND!r} on CPU)")
+        if not env:
+            return DEFAULT_BACKEND if _is_cpu(device) or DEFAULT_BACKEND not in _CPU_ONLY else "torch"
+        backend, origin = env, f"{ENV}={env}"
+    else:
+        if not isinstance(backend, str):
+            raise InvalidTypeError(f"backend must be a str ({valid}) or None, not {type(backend).__name__}")
+        if backend not in BACKENDS:
+            raise InvalidParameterError(f"unknown encoder backend {backend!r}; use one of {valid}")
+        origin = f"backend={backend!r}"
+    if backend in _CPU_ONLY and not _is_cpu(device):
+        raise InvalidParameterError(f"{origin} runs on CPU only, but device={device!r}; use backend='torch' "
+                                    f"(or set {ENV}=torch) for device {device!r}, or device='cpu'")
+    return backend
