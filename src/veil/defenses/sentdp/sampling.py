@@ -34,8 +34,11 @@ tukey-min utilities with 5-13 levels and 2-5 candidates at the top, epsilon
 in {1, 10, 30}, p in {10, 50}):
 one draw costs 24-58 us exact against 21-60 us float64 (exact / float64
 time 0.7-1.0 at m = 5000, 0.6-2.0 at m = 1000); a whole ``release`` at
-m = 5000 costs 0.3-0.4 ms per document at p = 10 and 1.3-1.6 ms at p = 50,
-of which the exact draw is 3-14%. With 31 levels and a single candidate at
+m = 5000 cost 0.3-0.4 ms per document at p = 10 and 1.3-1.6 ms at p = 50
+when it computed the depth document by document (the histogram path, before
+:mod:`veil.defenses.sentdp.levels`), of which the exact draw was 3-14%; the
+batched depth is faster, so the draw's share is now larger
+(``benchmarks/sentdp_sampler.py`` measures it). With 31 levels and a single candidate at
 the top the exact draw costs 45-85 us (float64: 20-80 us).
 
 How it works (veil's own; the alternatives are below). The utilities take
