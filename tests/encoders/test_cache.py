@@ -170,7 +170,7 @@ def test_explicit_root(tmp_path, key):
 # ------------------------------------------------------ encode_corpus (model)
 @pytest.fixture(scope="module")
 def encoder() -> TextEncoder:
-    return TextEncoder("minilm")
+    return TextEncoder("minilm", backend="torch")  # ForwardCounter counts the torch module's calls
 
 
 @pytest.fixture
@@ -258,7 +258,7 @@ def test_tampered_entry_is_recomputed_and_rewritten(encoder, corpus):
 def test_changed_weights_change_the_model_id_and_miss_the_cache(encoder, corpus):
     import torch
 
-    tuned = TextEncoder("minilm")
+    tuned = TextEncoder("minilm", backend="torch")
     assert tuned.model_id == encoder.model_id  # same files -> same id -> shared entries
     before = tuned.encode_corpus(corpus, "dev", progress=False)
     with torch.no_grad():

@@ -59,8 +59,11 @@ def export_folder(model_id: str, root: Path | None = None) -> Path:
     return (root if root is not None else veil_home() / "encoders") / _safe(model_id) / f"onnx-v{FORMAT}"
 
 
-def _valid_export(folder: Path, model_id: str) -> Path | None:
-    """The model file if ``folder`` holds a complete export of ``model_id`` whose sha256 matches, else None."""
+def _valid_export(folder: Path, model_id: str, *, warn: bool = True) -> Path | None:
+    """The model file if ``folder`` holds a complete export of ``model_id`` whose sha256 matches, else None.
+
+    An unusable one warns (unless ``warn`` is False) and counts as absent.
+    """
     from veil.encoders.cache import CacheWarning
     from veil.encoders.registry import _file_digest
 
@@ -81,6 +84,8 @@ def _valid_export(folder: Path, model_id: str) -> Path | None:
             return model_path
         problem = (f"its manifest does not match the file (model {manifest.get('model_id')!r}, "
                    f"sha256 {str(manifest.get('sha256'))[:12]}..., the file's is {digest[:12]}...)")
+    if not warn:
+        return None
     warnings.warn(f"the cached ONNX export in {folder} is unusable ({problem}); exporting the model again",
                   CacheWarning, stacklevel=4)
     return None
@@ -146,7 +151,7 @@ def ensure_exported(resolved: ResolvedModel, *, root: Path | None = None, log: A
     mark_owned(folder.parent, f"ONNX exports of the encoder weights {resolved.model_id}")
     with _locked(folder):
         if (folder / MANIFEST).is_file():
-            found = _valid_export(folder, resolved.model_id)  # another process may have just made it
+            found = _valid_export(folder, resolved.model_id, warn=False)  # another process may have just made it
             if found is not None:
                 return found
         (folder / MANIFEST).unlink(missing_ok=True)  # the manifest goes first: no half-made export looks valid
