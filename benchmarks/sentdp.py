@@ -162,7 +162,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def workload(args: argparse.Namespace):
-    """(documents, their encoding time or None, candidates F, where F came from)."""
+    """(documents, their encoding time or None, candidates F, where F came from, the encoder's backend or None)."""
     import veil.corpora as vc
     from veil.encoders import TextEncoder
 
@@ -173,9 +173,9 @@ def workload(args: argparse.Namespace):
             sys.exit("--documents synthetic goes with --candidates auto or random")
         pool = synthetic_documents(args.pool_docs, args.k, 384, np.random.default_rng(1))
         if args.candidates == "auto":
-            return docs, None, passage_candidates(pool, args.m, rng), "passages of synthetic documents"
+            return docs, None, passage_candidates(pool, args.m, rng), "passages of synthetic documents", None
         F = rng.standard_normal((args.m, 384))
-        return docs, None, F / np.linalg.norm(F, axis=1, keepdims=True), "random unit vectors, seed 0"
+        return docs, None, F / np.linalg.norm(F, axis=1, keepdims=True), "random unit vectors, seed 0", None
     corpus = vc.load(CORPUS)
     long_docs = [i for i, doc in enumerate(corpus.documents) if len(doc) >= args.k]
     chosen = long_docs[: args.docs]
@@ -188,18 +188,19 @@ def workload(args: argparse.Namespace):
     flat = enc.encode(sentences, batch_size=64, progress=False)
     encode_s = time.perf_counter() - t
     docs = [flat[n * args.k:(n + 1) * args.k] for n in range(len(chosen))]
+    backend = str(getattr(enc, "active_backend", "torch"))
     if args.candidates in ("auto", "real"):
         cached = cached_sentence_embeddings(enc, corpus)
         F = None if cached is None else real_candidates(*cached, exclude=set(chosen), m=args.m)
         if F is not None:
             return docs, encode_s, F, (f"real: mean MiniLM embeddings of {PASSAGE}-sentence passages of the other "
-                                       f"{CORPUS} documents (cached sentence embeddings)")
+                                       f"{CORPUS} documents (cached sentence embeddings)"), backend
         if args.candidates == "real":
             sys.exit(f"no cached {CORPUS} sentence embeddings with enough passages; run encode_sentences first "
                      f"or use --candidates passages")
     if args.candidates == "random":
         F = rng.standard_normal((args.m, enc.dim))
-        return docs, encode_s, F / np.linalg.norm(F, axis=1, keepdims=True), "random unit vectors, seed 0"
+        return docs, encode_s, F / np.linalg.norm(F, axis=1, keepdims=True), "random unit vectors, seed 0", backend
     others = [i for i in range(len(corpus.documents)) if i not in set(chosen) and len(corpus.documents[i]) >= PASSAGE]
     picked = [others[j] for j in np.sort(rng.choice(len(others), size=min(args.pool_docs, len(others)),
                                                     replace=False))]
@@ -208,7 +209,7 @@ def workload(args: argparse.Namespace):
     blocks = [pool[bounds[j]:bounds[j + 1]] for j in range(len(picked))]
     return docs, encode_s, passage_candidates(blocks, args.m, rng), (
         f"passages: means of {PASSAGE} random sentences of one of {len(picked)} other {CORPUS} documents "
-        f"(MiniLM, encoded here)")
+        f"(MiniLM, encoded here)"), backend
 
 
 def main() -> None:
@@ -222,7 +223,7 @@ def main() -> None:
     from veil.defenses.sentdp.levels import default_workers, depth_batch
     from veil.random import secure_uniform
 
-    docs, encode_s, F, source = workload(args)
+    docs, encode_s, F, source, backend = workload(args)
     workers = default_workers() if args.workers is None else args.workers
     dc = DeepCandidate(candidates=F, epsilon=args.epsilon, n_projections=args.p, depth=args.depth)  # OS CSPRNG
     build_s, _ = median_s(dc.projections, args.reps)
@@ -272,7 +273,7 @@ def main() -> None:
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     config = {"corpus": CORPUS, "documents": args.documents, "docs": n, "repeat": args.repeat, "k": args.k,
               "m": int(F.shape[0]), "p": args.p, "d": int(F.shape[1]), "epsilon": args.epsilon, "depth": args.depth,
-              "reps": args.reps, "candidates": source}
+              "reps": args.reps, "candidates": source, "encoder_backend": backend}
     record = {"benchmark": "sentdp", "date": now, "git_commit": commit, "machine": machine, "config": config, **res}
     print(json.dumps(record))
     if args.out:
@@ -308,7 +309,8 @@ def render(r: dict, args: argparse.Namespace) -> str:
         rows.append(f"| naive App. A.1 loop (depth_reference) + exponential mechanism, {r['naive_docs']} document(s) "
                     f"| | {1000 / r['naive_docs_per_s']:,.0f} ms | {r['naive_docs_per_s']:.3f} |")
     if r["encode_s"] is not None:
-        rows.insert(0, f"| MiniLM encoding of the {c['docs'] * c['k']:,} sentences (cache off, batch 64) | "
+        rows.insert(0, f"| MiniLM encoding ({c['encoder_backend']} backend) of the {c['docs'] * c['k']:,} sentences "
+                       f"(cache off, batch 64) | "
                        f"{r['encode_s']:.2f} s | {1000 / r['encode_docs_per_s']:.1f} ms | "
                        f"{r['encode_docs_per_s']:,.1f} |")
     lines = [

@@ -8,6 +8,7 @@ for bit, for documents computed alone or in batches of any size, on both ways of
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -126,14 +127,17 @@ def test_release_draws_from_the_same_utilities_as_sample():
     assert released.tolist() == [b.sample(S, pb).index for S in docs]  # same bits, same order, same utilities
 
 
-def test_threads_change_nothing():
+def test_threads_change_nothing(monkeypatch):
     """Batches computed by several threads: the same utilities in document order, the same seeded releases."""
+    monkeypatch.setattr(levels, "THREAD_WORK", 1)  # small batches are worth a thread here
     docs, F = clouds(8, 70, 300)
     P = ProjectionSet.build(np.random.default_rng(9).standard_normal((20, 16)), F)
     alone = np.stack([depth_fast(S, P, "tukey-min") for S in docs])
     for workers, batch in ((2, 256), (3, 5)):
-        np.testing.assert_array_equal(np.stack(list(iter_depths(docs, P, "tukey-min", batch=batch,
-                                                                workers=workers))), alone)
+        rows = iter_depths(docs, P, "tukey-min", batch=batch, workers=workers)
+        first = next(rows)
+        assert any(t.name.startswith("veil-depth") for t in threading.enumerate())  # computed in threads
+        np.testing.assert_array_equal(np.stack([first, *rows]), alone)
     with pytest.warns(PrivacyLeakWarning):
         mechs = [DeepCandidate(candidates=F, epsilon=4.0, rng=10) for _ in range(3)]
     runs = [mech.release(docs, P, workers=w).indices.tolist() for mech, w in zip(mechs, (1, 2, 4))]
@@ -171,3 +175,12 @@ def test_default_workers_follow_the_usable_cpus_and_omp_num_threads(monkeypatch)
     assert levels.default_workers() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert levels.default_workers() == max(1, min(levels.MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def test_small_work_stays_in_the_calling_thread():
+    docs, F = clouds(11, 40, 50)
+    P = ProjectionSet.build(np.random.default_rng(12).standard_normal((5, 16)), F)
+    rows = iter_depths(docs, P, "tukey-min", workers=4)
+    next(rows)
+    assert not any(t.name.startswith("veil-depth") for t in threading.enumerate())
+    assert len(list(rows)) == len(docs) - 1

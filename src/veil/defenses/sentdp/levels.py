@@ -52,6 +52,7 @@ FIRST_LEVELS = 6  # levels located for every document at once; deeper documents 
 BATCH = 256  # documents per batch in iter_depths (memory: BATCH * m float64 utilities)
 BATCH_BYTES = 1 << 24  # at most this many bytes of utilities per batch (fewer documents when m is large)
 MIN_CHUNK = 16  # smallest batch worth a thread
+THREAD_WORK = 1 << 22  # ... and at least this many (candidate, projection) pairs in it: less is not worth a thread
 MAX_WORKERS = 4  # threads at most by default (the sampler runs in the caller's thread, holding the GIL)
 # relative costs (measured on real MiniLM documents, m = 5000, p = 100): striking one band entry costs about as
 # much as one dense rank comparison with its gathers, one broadcast comparison about a fifth of that
@@ -86,10 +87,13 @@ def iter_depths(documents: Sequence[np.ndarray], projections: ProjectionSet, dep
     consumer (the sampler) sees them in document order.
     """
     n = len(documents)
-    m = projections.order.shape[1]
+    p, m = projections.order.shape
     batch = max(1, min(batch, BATCH_BYTES // (8 * m)))  # each batch holds (batch, m) float64 utilities
-    if workers > 1 and n >= 2 * MIN_CHUNK:
-        batch = min(batch, max(MIN_CHUNK, -(-n // (2 * workers))))
+    min_chunk = max(MIN_CHUNK, -(-THREAD_WORK // (p * m)))  # documents worth handing to a thread
+    if workers > 1 and n >= 2 * min_chunk:
+        batch = min(batch, max(min_chunk, -(-n // (2 * workers))))
+    else:
+        workers = 1
     chunks = (documents[start:start + batch] for start in range(0, n, batch))
     if workers <= 1 or n <= batch:
         for chunk in chunks:
