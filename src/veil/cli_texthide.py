@@ -163,7 +163,9 @@ def attack_rss(
     defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
     m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
     k: Annotated[int, typer.Option("--k", min=1, help="TextHide k (with --defense texthide).")] = 4,
-    queries: Annotated[Optional[int], typer.Option(min=1, help="Number of queries (default 1000).")] = None,
+    queries: Annotated[Optional[int], typer.Option(min=1, help="Number of queries (default 1000); the whole corpus "
+                                                               "is still encoded: it is the attacker's index.")]
+    = None,
     seed: Annotated[int, typer.Option(min=0, help="Experiment seed (queries, mixing, random guesses; never masks).")] = 0,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/retrieval).")] = None,
     force: ForceOpt = False,
@@ -178,7 +180,9 @@ def attack_reprecon(
     defense: Annotated[str, typer.Option(help=_DEFENSE_HELP)] = "all",
     m: Annotated[str, typer.Option("--m", help="TextHide mask pool size (with --defense texthide).")] = "256",
     k: Annotated[int, typer.Option("--k", min=1, help="TextHide k (with --defense texthide).")] = 4,
-    queries: Annotated[Optional[int], typer.Option(min=1, help="Number of dev queries (default 500).")] = None,
+    queries: Annotated[Optional[int], typer.Option(min=1, help="Number of dev queries (default 500); the whole "
+                                                               "corpus is still encoded: train fits the "
+                                                               "reconstruction, every split is the index.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Experiment seed (queries, mixing, MLP init; never masks).")] = 0,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/retrieval).")] = None,
     force: ForceOpt = False,
