@@ -208,8 +208,8 @@ class DoubledSensitivity(DeepCandidate):
 
     name = "deepcandidate-broken-doubled-sensitivity"
 
-    def utilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
-        return 2.0 * super().utilities(S, projections)
+    def _utilities_of_depths(self, depths: np.ndarray) -> np.ndarray:
+        return 2.0 * depths  # both what the audit reads (utilities) and what release() samples by
 
 
 class DoubledEpsilon(DeepCandidate):

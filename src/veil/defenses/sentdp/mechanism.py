@@ -199,7 +199,16 @@ class DeepCandidate(Defense):
     def utilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
         """Depth of every candidate among the document's sentence embeddings, float64 (m,)."""
         S = check_document(S, self.dim)
-        return depth_fast(S, self._projection_set(projections), self.depth)
+        return self._utilities_of_depths(depth_fast(S, self._projection_set(projections), self.depth))
+
+    def _utilities_of_depths(self, depths: np.ndarray) -> np.ndarray:
+        """The utilities the mechanism samples by, from the candidates' depths: the depths themselves (sensitivity 1).
+
+        The one step that both :meth:`utilities` (read by the exact audit) and :meth:`release` go through, so a
+        negative control that changes it (:class:`~veil.attacks.audit.DoubledSensitivity`) releases what it is
+        audited as.
+        """
+        return depths
 
     def log_probabilities(self, S: np.ndarray, projections: ProjectionSet | np.ndarray | None = None) -> np.ndarray:
         """log P(f_i | S) for every candidate (log-sum-exp normalised), float64 (m,)."""
@@ -260,7 +269,7 @@ class DeepCandidate(Defense):
 
         with progress_bar(len(docs), "DeepCandidate", progress and len(docs) > 1) as advance:
             for n, u in enumerate(iter_depths(docs, proj, self.depth, workers=workers)):
-                indices[n] = self._draw(u)
+                indices[n] = self._draw(self._utilities_of_depths(u))
                 advance(1)
         return Releases(indices=indices, embeddings=self.candidates[indices].copy(), epsilon=self.epsilon,
                         n_sentences=np.asarray([len(S) for S in docs], dtype=np.int64))
