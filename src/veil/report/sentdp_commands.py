@@ -61,20 +61,22 @@ def audit_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
     for _, r in records:
         c = r.config
         if r.experiment.startswith("empirical-") and "epsilon" in c:
-            mdp = c.get("mechanism") == "metric-dp"
-            key = (c["corpus"], mdp, c.get("trials"), c.get("selection_trials"), c.get("pairs"), c.get("confidence"),
-                   c.get("n_projections"), c.get("max_documents"), c.get("seed"))
+            run = c.get("audit") or {}  # the run's own settings (counts of every game kind), as it was asked for
+            key = (c["corpus"], run.get("trials", c.get("trials")), run.get("selection_trials"), run.get("mdp_trials"),
+                   c.get("pairs"), c.get("confidence"), c.get("n_projections"), c.get("max_documents"), c.get("seed"))
             groups.setdefault(key, []).append(r)
-    for (corpus, mdp, trials, sel, pairs, conf, p, maxdocs, seed), rs in sorted(groups.items(), key=str):
+    for (corpus, trials, sel, mdp_trials, pairs, conf, p, maxdocs, seed), rs in sorted(groups.items(), key=str):
         parts = [f"veil audit empirical --corpus {corpus}",
                  f"--mechanisms {','.join(sorted({str(r.config['mechanism']) for r in rs}))}",
                  f"--epsilons {_eps(r.config['epsilon'] for r in rs)}"]
-        parts.append(f"--mdp-trials {trials}" if mdp else f"--trials {trials} --selection-trials {sel}")
+        # --full: the whole corpus (the command's default is a quick subsample); the counts are stated explicitly
+        parts.append("--full" if maxdocs is None else f"--max-documents {maxdocs}")
+        for opt, value in (("--trials", trials), ("--selection-trials", sel), ("--mdp-trials", mdp_trials)):
+            if value is not None:
+                parts.append(f"{opt} {value}")
         parts += [f"--pairs {pairs}", f"--confidence {conf}"]
         if p is not None:
             parts.append(f"--n-projections {p}")
-        if maxdocs is not None:
-            parts.append(f"--max-documents {maxdocs}")
         if seed is not None:
             parts.append(f"--seed {seed}")
         out.append(" ".join(parts + [f"--results {results}"]))
