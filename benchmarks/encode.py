@@ -157,8 +157,8 @@ def markdown(result: dict) -> str:
         f"ratio default ({c['default_backend']}) / sentence-transformers: **{result['ratio_default_over_st']:.3f}** "
         f"(target >= 2.0); torch / sentence-transformers: {result['ratio_torch_over_st']:.3f}",
         f"min cosine of the default backend's vectors to fp32 (torch) over the {c['n_sentences']} texts: "
-        f"**{result['min_cosine_default_to_fp32']:.6f}** (bar >= 0.99; mean "
-        f"{result['mean_cosine_default_to_fp32']:.6f}); max |veil torch - sentence-transformers|: "
+        f"**{result['min_cosine_default_to_fp32']:.7f}** (bar >= 0.99; mean "
+        f"{result['mean_cosine_default_to_fp32']:.7f}); max |veil torch - sentence-transformers|: "
         f"{result['max_abs_diff_torch_vs_st_warmup']:.1e}",
         "",
     ])
