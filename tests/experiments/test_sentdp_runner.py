@@ -54,6 +54,14 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
     assert set(dc.extra["p_selection"]) == {"10", "20"}
     assert 0 <= dc.extra["collapsed_trials"] <= 2  # flagged per record
     assert sum(b["n_docs"] for b in dc.extra["k_bins"]) == ref["config"]["n_test"]
+    # per-document predictions for the page's bootstrap over test documents: every method on the same documents
+    from veil.metrics.utility import macro_f1
+
+    tr = next(r for r in records if r.experiment.endswith("truncation-eps40"))
+    labels = dc.extra["test_labels"]
+    assert len(labels) == ref["config"]["n_test"] and tr.extra["test_labels"] == labels
+    assert ref["extra"]["non_private"]["test_labels"] == labels
+    assert tuple(macro_f1(labels, p) for p in dc.extra["test_predictions"]) == dc.metrics["test_macro_f1"].values
 
 
 def test_rewrite_encoder_encodes_each_distinct_text_once():

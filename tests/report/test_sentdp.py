@@ -190,3 +190,35 @@ def test_rows_on_other_test_sets_or_trials_are_not_like_for_like(tmp_path):
     assert "| DeepCandidate (tukey-min) | 10 × 3 |" in page and "| Word-level metric DP | 6 × 2 |" in page
     assert "**Not like for like:** the rows ran on different test sets or trial counts (10 documents × 3 trials; " \
            "6 documents × 2 trials)" in page
+
+
+def test_targets_get_a_bootstrap_over_test_documents_when_records_keep_predictions(tmp_path):
+    """Records that keep every trial's test predictions get a paired bootstrap over documents for each target."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 3, 300)
+
+    def preds(correct: float) -> list[list[int]]:
+        return [np.where(rng.random(300) < correct, y, rng.integers(0, 3, 300)).tolist() for _ in range(3)]
+
+    def with_docs(rec: ResultRecord, p: list[list[int]]) -> ResultRecord:
+        rec.extra.update({"test_labels": y.tolist(), "test_predictions": p})
+        return rec
+
+    res = tmp_path / "results" / "sentdp"
+    ref = _reference("news", [0.95, 0.96], 0.33)
+    ref.extra["non_private"] = {"test_labels": y.tolist(), "test_predictions": preds(0.97)}
+    _write(ref, res)
+    _write(with_docs(_run("news", "deepcandidate", 10, [0.80, 0.81, 0.80]), preds(0.8)), res)
+    _write(with_docs(_run("news", "truncation", 10, [0.20, 0.21, 0.20]), preds(0.05)), res)
+    _write(with_docs(_run("news", "metric-dp", 10, [0.77, 0.78, 0.77]), preds(0.75)), res)
+    page = _render(tmp_path)
+    target = page[page.index("At ε = 10"):]
+    assert "paired bootstrap over test documents" in target
+    truncation = next(ln for ln in target.splitlines() if ln.startswith("- beats Truncation"))
+    assert "**established over test documents**" in truncation  # a gap far above the margin
+    metric = next(ln for ln in target.splitlines() if ln.startswith("- beats Word-level"))
+    assert "**not established over test documents**" in metric  # a few points apart: not the margin
+    assert "over test documents unproven" not in target
+    assert page == _render(tmp_path)  # the bootstrap is seeded: the page renders the same every time

@@ -148,6 +148,13 @@ def _classifier(X_train, y_train, X_dev, y_dev, num_classes: int, seed: int, epo
     return lambda X: res.predict(np.asarray(X, dtype=np.float32), PlainHook("classification", num_classes))
 
 
+def _per_document(y_test: np.ndarray, predictions: list[np.ndarray]) -> dict[str, Any]:
+    """Every trial's test predictions and the test labels, in test-split order: what a bootstrap over test
+    documents (the results page's intervals) resamples. Every method of a run predicts the same documents."""
+    return {"test_labels": np.asarray(y_test).astype(int).tolist(),
+            "test_predictions": [np.asarray(p).astype(int).tolist() for p in predictions]}
+
+
 def _collapsed(predictions: list[np.ndarray]) -> int:
     """How many trials' test predictions are a single class (a constant predictor: MCC 0, macro-F1 at its floor).
 
@@ -242,7 +249,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
     nonpriv = [_classifier(data.means[tr], y[tr], data.means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
                for s in cfg.classifier_seeds]
     c_nonpriv = nonpriv[0]
-    np_f1 = [_macro_f1(y[te], c(data.means[te])) for c in nonpriv]
+    np_preds = [c(data.means[te]) for c in nonpriv]
+    np_f1 = [_macro_f1(y[te], p) for p in np_preds]
     from veil.defenses.sentdp.recoder import RecoderConfig
 
     pipe = SentDPPipeline.fit_vectors(data.S, data.offsets, tr, dv, n_candidates=cfg.n_candidates,
@@ -266,7 +274,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
         {"non_private_test_macro_f1": Metric.from_values(np_f1),
          "non_private_recoded_test_macro_f1": Metric.from_values([_macro_f1(y[te], c(rec_means[te])) for c in dcs]),
          "random_guess": Metric(mean=float((q ** 2).sum()))}, start,
-        extra={"recoder_history": pipe.recoder.history if pipe.recoder else []}))
+        extra={"recoder_history": pipe.recoder.history if pipe.recoder else [],
+               "non_private": _per_document(y[te], np_preds)}))
     test_counts = data.counts[te]
 
     # ---------------------------------------------------------- DeepCandidate
@@ -293,7 +302,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
                 extra={"p_selection": p_sel, "k_bins": _k_bins(test_counts, y[te], preds),
-                       "collapsed_trials": _collapsed(preds)}))
+                       "collapsed_trials": _collapsed(preds), **_per_document(y[te], preds)}))
 
     # ---------------------------------------------------------- truncation (Li & Clifton 2021)
     if "truncation" in cfg.methods:
@@ -317,7 +326,8 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
                 "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
                 {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
                  "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
-                extra={"k_bins": _k_bins(test_counts, y[te], preds), "collapsed_trials": _collapsed(preds)}))
+                extra={"k_bins": _k_bins(test_counts, y[te], preds), "collapsed_trials": _collapsed(preds),
+                       **_per_document(y[te], preds)}))
 
     # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
     if "metric-dp" in cfg.methods and any(todo(f"metric-dp-eps{eps_label(e)}") for e in cfg.epsilons):
@@ -364,7 +374,8 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, tod
             "guarantee": "epsilon-metric-DP per word (NOT SentDP)", "randomness": "OS CSPRNG"},
             {"test_macro_f1": Metric.from_values([_macro_f1(y, p) for p in preds])}, start,
             extra={"k_bins": _k_bins(data.counts[te], y, preds), "collapsed_trials": _collapsed(preds),
-                   "encodings": {"requested": encode.requested, "encoded": encode.encoded}}))
+                   "encodings": {"requested": encode.requested, "encoded": encode.encoded},
+                   **_per_document(y, preds)}))
 
 
 class _RewriteEncoder:
