@@ -16,8 +16,8 @@ Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :data:`DEFAULT_BACKEND` on CPU and ``"torch"`` on other
-devices; the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``)
+The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for why
+the faster ``"onnx"`` is opt-in for now); the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``)
 overrides it for every encoder built without an explicit ``backend=``.
 No heavy import here.
 """
@@ -35,7 +35,10 @@ BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
 }
-DEFAULT_BACKEND = "onnx"
+# torch stays the default until every resumable writer compares the encoder backend of a stored record with the
+# requested one (several compare only the run's own settings, which hold no backend, so an onnx run would reuse a
+# torch record as its own): opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx.
+DEFAULT_BACKEND = "torch"
 ENV = "VEIL_ENCODER_BACKEND"
 _CPU_ONLY = frozenset({"onnx"})
 

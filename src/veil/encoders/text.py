@@ -9,7 +9,7 @@ are the differentiable path used for fine-tuning.
 
 ``backend`` picks the engine of :meth:`TextEncoder.encode` (see
 :mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference) or
-``"onnx"`` (the same weights in ONNX Runtime, the default on CPU; its vectors
+``"onnx"`` (the same weights in ONNX Runtime, opt-in for now; its vectors
 equal torch's to float rounding). A non-torch backend is part of
 :attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``), so its embeddings
 never share a cache entry or a result record with torch's; the torch

@@ -229,7 +229,9 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
         warnings.warn(f"max_train {cfg.max_train} is more than the {len(tr)} training examples of {cfg.corpus}; "
                       f"training on all {len(tr)} (the record says n_train)", DataWarning, stacklevel=2)
     tr = _subsample(tr, cfg.max_train)
-    encoder = TextEncoder("minilm")
+    # fine-tuning trains through torch, so everything of a fine-tuned run (public encodings too) stays in torch;
+    # frozen runs use the default (fastest) backend, named in the record
+    encoder = TextEncoder("minilm", backend="torch" if cfg.finetune else None)
     public, public_texts = _public(cfg, encoder)
     scale = float(np.sqrt(encoder.dim))
     per_seed: list[dict[str, float]] = []
@@ -248,7 +250,7 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
         once = _Once(_hook_factory(cfg, task, num_classes, encoder.dim, public, scale))
         tc = cfg.train_config(seed)
         if cfg.finetune:
-            enc = TextEncoder("minilm")  # fresh pretrained weights for every seed
+            enc = TextEncoder("minilm", backend="torch")  # fresh pretrained weights for every seed
             res = finetune(enc, [corpus.texts[i] for i in tr], corpus.labels[tr], [corpus.texts[i] for i in dv],
                            corpus.labels[dv], task=task, num_classes=num_classes, hook_factory=once,
                            config=tc, progress=progress, public_texts=public_texts)
@@ -271,7 +273,8 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
         if log is not None:
             log(f"{cfg.name} seed {seed}: " + ", ".join(f"{k}={v:.4f}" for k, v in per_seed[-1].items()))
     metrics = {key: Metric.from_values([r[key] for r in per_seed]) for key in per_seed[0]}
-    config = {**cfg.to_dict(), "task": task, "encoder": "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised",
+    config = {**cfg.to_dict(), "task": task,
+              "encoder": "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised" + encoder.backend_note,
               "train": cfg.train_config(0).to_dict() | {"seed": "per run"},
               "secret_randomness": "OS CSPRNG per seed (mask pool and mixing); seeds set head init and data order"}
     return ResultRecord(method="texthide", experiment=cfg.name, config=config, metrics=metrics,

@@ -73,7 +73,7 @@ def _encoder() -> tuple[Any, dict[str, np.ndarray]]:
     a copy of its pretrained trainable weights, taken before anything could change them."""
     from veil.encoders import TextEncoder
 
-    enc = TextEncoder("minilm")
+    enc = TextEncoder("minilm", backend="torch")  # fine-tuned: gradients run in torch
     return enc, _encoder_state(enc)
 
 

@@ -80,7 +80,7 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
     config = {**cfg.to_dict(), "learning_rate": cfg.learning_rate, "engine": engine,
               "encoder": ("minilm (all-MiniLM-L6-v2), fine-tuned by every client (AdamW, encoder_lr) and averaged"
                           if cfg.finetune else "minilm (all-MiniLM-L6-v2), frozen")
-                         + ", mean pooling, L2-normalised",
+                         + ", mean pooling, L2-normalised" + _frozen_backend_note(cfg),
               "evaluation": "after every round, each client scores its IID share of the test split through its own "
                             "pool (k = 1); accuracy = correct / examples over all clients; nothing is selected on it",
               "secret_randomness": SECRET_RANDOMNESS, "tap": record}
@@ -289,3 +289,17 @@ def _end_processes(started: list[tuple[int, str]], wait: float = 1.0) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(alive(p, s) for p, s in left):
             time.sleep(0.05)
+
+
+def _frozen_backend_note(cfg: Any) -> str:
+    """The encoder backend of the frozen encodings (``", onnx backend"``; empty for torch, as records always held).
+
+    Fine-tuned runs encode in torch on every client. Frozen runs encode with the default backend
+    (``VEIL_ENCODER_BACKEND``, see :mod:`veil.encoders.backends`) in :mod:`veil.federated.data`.
+    """
+    if cfg.finetune:
+        return ""
+    from veil.encoders.backends import resolve_backend
+
+    backend = resolve_backend(None)
+    return "" if backend == "torch" else f", {backend} backend"
