@@ -39,9 +39,10 @@ _DAMAGE = {"empty": r"empty", "truncated": r"not valid JSON", "latin1": r"not UT
 
 # --------------------------------------------------------------------------- audit empirical: stale and damaged
 def _empirical(cli, **changes):
-    from veil.experiments.audit import EmpiricalAuditConfig, empirical_file_name
+    from veil.experiments.audit import empirical_config, empirical_file_name
 
-    cfg = EmpiricalAuditConfig(corpus="news-articles", mechanisms=("truncation",), epsilons=(1.0,))
+    # the command's own default (the quick run), so the file is where `veil audit empirical` looks
+    cfg = empirical_config(corpus="news-articles", mechanisms=("truncation",), epsilons=(1.0,))
     path = cli.work / "veil-results" / "sentdp" / empirical_file_name(cfg, "truncation", "corner", 1.0)
     return cfg, path
 
