@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from veil.report.commands import folder_of as _folder
 from veil.results import ResultRecord
-
-
-def _folder(records: list[tuple[Path, ResultRecord]]) -> str:
-    folder = records[0][0].parent
-    return f"{folder.parent.name}/{folder.name}"
 
 
 def _eps(values) -> str:
