@@ -152,7 +152,7 @@ def encode(
 ) -> None:
     """Encode a corpus split into a float32 .npy matrix (one row per text)."""
     from veil.experiments.encode import EncodeJob, run_encode
-    from veil.experiments.outputs import check_output_file
+    from veil.outputs import check_output_file
 
     if split is not None and split not in _SPLITS:
         raise typer.BadParameter(f"--split must be one of {', '.join(_SPLITS)} (or left out for all), got {split!r}")
@@ -201,7 +201,7 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Render Markdown result pages from result JSON files (`make report` renders docs/results/ from results/)."""
-    from veil.experiments.outputs import check_output_dir, results_root
+    from veil.outputs import check_output_dir, results_root
     from veil.report import render_all
 
     results = results if results is not None else results_root()

@@ -38,7 +38,7 @@ def _run(corpus: str, defense: str, width: int, seed: int, encoder: str, epochs:
 
 
 def _root(results: Optional[Path]) -> Path:
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     return check_output_dir(results if results is not None else default_results_dir("attributes"))
 

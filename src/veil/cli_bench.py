@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         """
         from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, plan_cells
         from veil.bench.runner import run_bench
-        from veil.experiments.outputs import check_output_dir, default_results_dir
+        from veil.outputs import check_output_dir, default_results_dir
         from veil.report.bench import render_bench
 
         out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")

@@ -57,7 +57,7 @@ def run(
     Flower."""
     from veil._io import atomic_write_json
     from veil.errors import InvalidParameterError
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
     from veil.federated.config import FederatedConfig
     from veil.federated.run import result_path, run_federated, stored_result
     from veil.federated.server import check_record_target
@@ -157,7 +157,7 @@ def sweep(
     """The utility grid: centralised vs federated, plain vs TextHide (256,4), IID and non-IID; resumable."""
     from veil.cli_common import parse_seeds
     from veil.experiments.federated import run_cells, utility_grid
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     check_engine(engine)
     counts = int_list(clients, "--clients", 1)
@@ -203,7 +203,7 @@ def float_list(text: str, option: str) -> list[float]:
 
 def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[list[int], Path]:
     """The recorded-run sweeps' checked batch sizes and result folder (default ./veil-results/gradients)."""
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     check_engine(engine)
     sizes = int_list(batch_sizes, "--batch-sizes", 1)

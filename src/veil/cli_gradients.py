@@ -33,7 +33,7 @@ def _ints(value: str, option: str, minimum: int) -> tuple[int, ...]:
 
 
 def _root(results: Optional[Path]) -> Path:
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     return check_output_dir(results if results is not None else default_results_dir("gradients"))
 
@@ -101,7 +101,7 @@ def _tap(attack: str, record: Path, results: Optional[Path], seed: int, match: b
          force: bool, as_json: bool) -> None:
     from veil.attacks.gradients.tap import Tap
     from veil.experiments.gradients import run_tap_attack, tap_result_path
-    from veil.experiments.outputs import refuse_existing
+    from veil.outputs import refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
     root = _root(results)
@@ -175,7 +175,7 @@ def attack_chain(
     from veil.attacks.gradients.tap import Tap
     from veil.attacks.gradients.truth import truth_dir
     from veil.experiments.gradient_chain import run_chain
-    from veil.experiments.outputs import refuse_existing
+    from veil.outputs import refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
     if not (truth_dir(record) / "run.json").exists():

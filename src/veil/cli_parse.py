@@ -37,7 +37,7 @@ NeuralModelOpt = Annotated[Optional[Path], typer.Option(help="The neural obfusca
 
 
 def _root(results: Optional[Path]) -> Path:
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     return check_output_dir(results if results is not None else default_results_dir("parsing"))
 
@@ -152,7 +152,7 @@ def parse_train(
     """Train veil's biaffine parser on the treebank (best dev UAS kept; resumable). With the defaults it takes
     about 45 minutes (the --max-minutes budget) after `veil parse treebank`."""
     from veil.cli_common import finite
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
     from veil.parsing.train import TrainConfig, default_model_path, resume_state, train_parser
 
     if vectors not in ("md", "none"):
@@ -255,7 +255,7 @@ def obfuscate(
 ) -> None:
     """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag (drawn
     uniformly, or by the trained neural obfuscator)."""
-    from veil.experiments.outputs import check_output_file
+    from veil.outputs import check_output_file
     from veil.parsing.obfuscate_file import obfuscate_file
 
     _level(level)

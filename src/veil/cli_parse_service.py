@@ -146,7 +146,7 @@ def parse_client(
     """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
     from veil.cli_common import finite
     from veil.cli_parse import _level, _method, _needs_silver, _treebank
-    from veil.experiments.outputs import check_output_file
+    from veil.outputs import check_output_file
     from veil.services.parse_client import ClientJob, run_client
 
     if not file.is_file():

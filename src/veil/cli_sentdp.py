@@ -47,8 +47,8 @@ def sentdp_embed(
 ) -> None:
     """Release epsilon-SentDP embeddings of private documents (each release spends epsilon)."""
     import veil.corpora as vc
-    from veil.defenses.base import check_epsilon
-    from veil.experiments.outputs import check_output_file
+    from veil.validation import check_epsilon
+    from veil.outputs import check_output_file
     from veil.experiments.sentdp_embed import EmbedJob, run_embed
 
     check_epsilon(finite("--epsilon", epsilon, low=0.0))  # warns above the meaningful range, before any work
@@ -88,7 +88,7 @@ def sentdp_eval(
     import warnings
 
     import veil.corpora as vc
-    from veil.defenses.base import check_epsilon
+    from veil.validation import check_epsilon
     from veil.errors import UnknownNameError
     from veil.experiments.sentdp import SentDPEval, run_sentdp_eval
 
@@ -132,7 +132,7 @@ def audit_sentdp(
     import veil.corpora as vc
     from veil.errors import UnknownNameError
     from veil.experiments.audit import run_sentdp_audit
-    from veil.experiments.outputs import default_results_dir
+    from veil.outputs import default_results_dir
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())

@@ -45,7 +45,7 @@ def texthide_eval(
 ) -> None:
     """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
     import veil.corpora as vc
-    from veil.experiments.outputs import check_output_file
+    from veil.outputs import check_output_file
     from veil.experiments.texthide import TextHideEval, existing_result, result_path, run_texthide_eval
 
     cfg = TextHideEval(corpus=corpus, m=parse_m(m), k=k, mode=_check_mode(mode), finetune=finetune,
@@ -58,7 +58,7 @@ def texthide_eval(
 
             raise UnknownNameError("corpus", name, vc.names())
     if results is not None and out is None:
-        from veil.experiments.outputs import check_output_dir
+        from veil.outputs import check_output_dir
 
         check_output_dir(results)
     path = check_output_file(out if out is not None else result_path(cfg, results), force=True,
@@ -128,7 +128,7 @@ def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Opt
             results: Optional[Path], force: bool, as_json: bool) -> None:
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
     from veil.experiments.retrieval import check_planned, run_retrieval, write_records
 
     if defense not in _DEFENSES:
@@ -196,7 +196,7 @@ def _adaptive(attack: str, corpus: str, defense: str, m: str, k: int, mode: str,
               queries: int, seed: int, public: str, results: Optional[Path], force: bool, as_json: bool) -> None:
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
     from veil.experiments.texthide_attacks import AttackCell, existing_cell, result_path, run_cell
 
     if defense != "texthide":
@@ -262,7 +262,7 @@ def texthide_attacks_sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Run many adaptive-attack cells; finished cells are skipped (resumable), each written when done."""
-    from veil.experiments.outputs import default_results_dir
+    from veil.outputs import default_results_dir
     from veil.experiments.texthide_attacks import ATTACKS, grid_cells, headline_cells, run_cells
 
     if which == "headline":

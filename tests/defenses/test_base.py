@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from veil.defenses import NO_GUARANTEE, Defense, Guarantee, defense_names, get_defense, register_defense
-from veil.defenses.base import check_choice, check_int, check_real, check_rng
+from veil.validation import check_choice, check_int, check_real, check_rng
 from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError
 
 
@@ -71,7 +71,7 @@ def test_importing_defenses_does_not_import_torch():
 def test_check_epsilon_warns_only_above_the_meaningful_range():
     import warnings
 
-    from veil.defenses.base import MEANINGFUL_EPSILON, check_epsilon
+    from veil.validation import MEANINGFUL_EPSILON, check_epsilon
     from veil.errors import InvalidParameterError, PrivacyLeakWarning
 
     with warnings.catch_warnings():

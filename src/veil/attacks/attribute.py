@@ -216,7 +216,7 @@ class AttributeAttack(Attack):
 
     def __init__(self, *, architecture: str = "mlp", epochs: int = 16, batch_size: int = 32, lr: float = 1e-3,
                  rng: Any = None) -> None:
-        from veil.defenses.base import check_choice, check_int, check_real, check_rng
+        from veil.validation import check_choice, check_int, check_real, check_rng
 
         self.architecture = check_choice("architecture", architecture, ARCHITECTURES)
         self.epochs = check_int("epochs", epochs, minimum=1)

@@ -59,8 +59,9 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.base import Attack, ThreatModel, _jsonable, as_vectors
-from veil.defenses.base import check_int, check_real
+from veil.attacks.base import Attack, ThreatModel, _jsonable
+from veil.validation import as_vectors
+from veil.validation import check_int, check_real
 from veil.defenses.sentdp import DeepCandidate, check_document
 from veil.defenses.sentdp.depth import ProjectionSet, draw_projections, project_sentences
 from veil.errors import InvalidParameterError, InvalidTypeError

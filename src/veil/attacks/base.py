@@ -40,11 +40,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from veil._registry import LazyRegistry
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.results import Metric, ResultRecord
+from veil.validation import as_vectors
 
 __all__ = ["Attack", "ThreatModel", "Observation", "AttackResult", "attack_names", "get_attack", "register_attack",
-           "rng_description", "as_vectors"]
+           "rng_description"]
 
 
 @dataclass(frozen=True)
@@ -65,30 +66,6 @@ class ThreatModel:
     def to_dict(self) -> dict[str, Any]:
         return {"observes": self.observes, "needs": list(self.needs), "knows_key": self.knows_key,
                 "trains": self.trains}
-
-
-def as_vectors(name: str, x: Any, *, dim: int | None = None, allow_empty: bool = False) -> np.ndarray:
-    """``x`` as a finite 2-D float array (torch tensors are detached to numpy), or a typed error."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch tensor, without importing torch
-        x = x.detach().cpu().numpy()
-    if not isinstance(x, np.ndarray):
-        raise InvalidTypeError(f"{name} must be a numpy array (or torch tensor) of shape (n, d), "
-                               f"not {type(x).__name__}")
-    if x.dtype.kind not in "iuf":
-        raise InvalidTypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
-    if x.ndim != 2:
-        raise DataFormatError(f"{name} must have shape (n, d), got {x.shape}; reshape one vector with x[None, :]")
-    if x.shape[0] == 0 and not allow_empty:
-        raise DataFormatError(f"{name} is empty; pass at least one vector")
-    if x.shape[1] == 0:
-        raise DataFormatError(f"{name} has dimension 0")
-    if dim is not None and x.shape[1] != dim:
-        raise DataFormatError(f"{name} has dimension {x.shape[1]} but {dim} is expected; encode both sides with "
-                              "the same encoder")
-    if not np.isfinite(x).all():
-        bad = int((~np.isfinite(x)).any(axis=1).sum())
-        raise DataFormatError(f"{name} contains NaN or inf in {bad} row(s); drop or recompute those vectors")
-    return x
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from veil.attacks.base import _jsonable
-from veil.defenses.base import check_int, check_real
+from veil.validation import check_int, check_real
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["clopper_pearson_upper", "clopper_pearson_lower", "epsilon_lower_bound", "EpsilonBound",

@@ -39,7 +39,7 @@ import numpy as np
 from veil.attacks.audit import Neighbour, make_neighbours
 from veil.attacks.empirical_audit import (GamePair, Statistic, histogram_statistic, lookup_statistic,
                                           predicted_bounds, projection_statistic)
-from veil.defenses.base import check_int
+from veil.validation import check_int
 from veil.errors import InvalidParameterError
 from veil.random import RngLike, as_generator
 

@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_epsilon, check_int, check_real, seeded_rng
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_epsilon, check_int, check_real, seeded_rng
 from veil.encoders.word_vectors import WordVectors, split_words
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike, uniform

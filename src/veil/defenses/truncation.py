@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import (Defense, Guarantee, check_epsilon, check_documents, check_int, check_real,
-                                check_sentence_embeddings, seeded_rng)
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_epsilon, check_documents, check_int, check_real, check_sentence_embeddings, seeded_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, uniform
 

@@ -64,7 +64,7 @@ def build_vocabulary(texts: Iterable[str], *, max_size: int = 20000, min_count: 
 
     Order: count descending, then alphabetical (deterministic). Use PUBLIC texts.
     """
-    from veil.defenses.base import check_int
+    from veil.validation import check_int
 
     max_size = check_int("max_size", max_size, minimum=1)
     min_count = check_int("min_count", min_count, minimum=1)
@@ -219,7 +219,7 @@ class WordVectors:
         """
         import torch
 
-        from veil.defenses.base import check_int
+        from veil.validation import check_int
 
         batch_size = check_int("batch_size", batch_size, minimum=1)
         if not isinstance(queries, np.ndarray):

@@ -55,7 +55,7 @@ class AttributeRun:
     def __post_init__(self) -> None:
         from veil.corpora.attributes import attribute_names
         from veil.defenses.adversarial import DEFENSES
-        from veil.defenses.base import check_choice, check_int
+        from veil.validation import check_choice, check_int
 
         check_choice("corpus", self.corpus, attribute_names())
         check_choice("defense", self.defense, DEFENSES)
@@ -75,7 +75,7 @@ class AttributeRun:
 
     @property
     def name(self) -> str:
-        from veil.experiments.outputs import tag
+        from veil.outputs import tag
 
         budget = tag(ep=self.epochs if self.epochs != 16 else None, n=self.max_train,
                      bs=self.batch_size if self.batch_size != 32 else None, lr=self.lr if self.lr != 1e-3 else None,
@@ -230,7 +230,7 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
 
 def existing_result(cfg: AttributeRun, root: str | Path, *, force: bool = False) -> ResultRecord | None:
     """The record of ``cfg`` in ``root`` if it exists and was made under ``cfg`` (None if absent or ``force``)."""
-    from veil.experiments.outputs import existing_record
+    from veil.outputs import existing_record
 
     return existing_record(result_path(cfg, root), cfg.to_dict(), force=force)
 
@@ -269,7 +269,7 @@ def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] = SWEEP_DE
     on ``jobs``.
     """
     from veil.corpora.attributes import load_attributes
-    from veil.defenses.base import check_int
+    from veil.validation import check_int
     from veil.progress import progress_bar
 
     check_int("jobs", jobs, minimum=1)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.defenses.base import check_int, check_real
+from veil.validation import check_int, check_real
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.results import Metric, ResultRecord
 
@@ -56,7 +56,7 @@ def _eps_key(e: float) -> str:
 def audit_file_name(corpus: str, *, depth: str, n_documents: int | None, neighbours: int, n_projections: int,
                     seed: int, recoder: bool = True, control: str | None = None) -> str:
     """``audit-<corpus>[-<depth>][-control-<name>]-<documents, neighbours, projections, [rec0,] seed>.json``."""
-    from veil.experiments.outputs import tag
+    from veil.outputs import tag
 
     return (f"{_audit_experiment(corpus, depth, control)}-"
             f"{tag(docs=n_documents or 'all', nb=neighbours, p=n_projections, rec=None if recoder else 0, seed=seed)}"
@@ -157,7 +157,7 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
         recoder = pipeline.recoder is not None
     out_path = None
     if results_dir is not None:
-        from veil.experiments.outputs import check_output_dir, existing_record
+        from veil.outputs import check_output_dir, existing_record
 
         name = corpus if isinstance(corpus, str) else getattr(corpus, "name", "corpus")
         out_path = check_output_dir(results_dir) / audit_file_name(
@@ -362,7 +362,7 @@ def mdp_encodes_per_cell(cfg: EmpiricalAuditConfig) -> int:
 
 def empirical_file_name(cfg: EmpiricalAuditConfig, mechanism: str, kind: str, epsilon: float) -> str:
     """``empirical-<corpus>-<mechanism>-<kind>-eps<e>-<trials, selection, pairs, [n,] seed>.json``."""
-    from veil.experiments.outputs import tag
+    from veil.outputs import tag
 
     trials = cfg.mdp_trials if mechanism == "metric-dp" else cfg.trials
     sel = cfg.mdp_trials if mechanism == "metric-dp" else (cfg.selection_trials or cfg.trials)
@@ -539,7 +539,7 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     """
     from veil.attacks.empirical_audit import DistinguishingGame
     from veil.attacks.empirical_pairs import NEIGHBOUR_KINDS
-    from veil.experiments.outputs import check_output_dir, default_results_dir, existing_record
+    from veil.outputs import check_output_dir, default_results_dir, existing_record
 
     if not isinstance(cfg, EmpiricalAuditConfig):
         raise InvalidTypeError(f"cfg must be an EmpiricalAuditConfig, not {type(cfg).__name__}")

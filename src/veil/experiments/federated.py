@@ -60,7 +60,7 @@ def run_cells(cells: Sequence[FederatedConfig], root: str | Path, *, engine: str
     """
     from veil._io import atomic_write_json
     from veil.errors import InvalidParameterError
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
     from veil.federated.data import client_data
     from veil.federated.run import result_path, run_federated, stored_result
 
@@ -158,7 +158,7 @@ def run_analytic_cells(cells: Sequence[FederatedConfig], root: str | Path, taps:
     write ``root/analytic-<run>-seed0.json``. Resumable per cell (a finished record is reused only when it was
     made on a run of the same configuration); the taps are data (never committed)."""
     from veil.experiments.gradients import run_tap_attack, tap_result_path
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
     from veil.federated.run import run_federated
 
     root = check_output_dir(root)

@@ -185,7 +185,7 @@ def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: st
     Resumable per cell (a finished record is reused only when made on a run of the same configuration; a damaged
     one is a typed error); the taps are data (never committed)."""
     from veil.experiments.federated import plan_tap_cells
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
     from veil.federated.run import run_federated
 
     root = check_output_dir(root)

@@ -207,7 +207,7 @@ def run_table2_cell(cell: Table2Cell, *, progress: bool = False) -> ResultRecord
 def run_table2(cells: Sequence[Table2Cell], root: str | Path, *, force: bool = False, progress: bool = True,
                log: Any = print) -> list[Path]:
     """Run every cell not yet done (resumable); each record is written atomically as soon as it is done."""
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
 
     root = check_output_dir(root)
     done = [_finished(result_path(cell, root), cell, force) for cell in cells]  # every record checked first

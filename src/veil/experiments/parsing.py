@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.errors import InvalidParameterError, PrivacyLeakWarning
-from veil.experiments.outputs import tag
+from veil.outputs import tag
 
 __all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "DEFENSES", "obfuscated_test", "run_parsing", "cell_path",
            "neural_model_path", "neural_suffix", "train_neural"]

@@ -83,7 +83,7 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
 def record_file_name(corpus: str, attack: str, setting: str, *, m: int | None, k: int, queries: int,
                      seed: int) -> str:
     """``<corpus>-<attack>-<setting>-<m, k, queries, seed>.json``: runs of other sizes never collide."""
-    from veil.experiments.outputs import tag
+    from veil.outputs import tag
 
     named = setting in ("baseline", "random") or "-m" in setting  # the label already says m and k
     mk = {} if named else {"m": "inf" if m is None else m, "k": k}
@@ -113,8 +113,8 @@ def check_planned(corpus: str, attack: str, *, defense: str, m: int | None, k: i
                   seed: int, root: str | Path, force: bool = False) -> list[Path]:
     """The planned paths (:func:`planned_paths`), each checked before any work: an existing record is refused
     (``force`` replaces it), naming the keys when it was made under another configuration and the fix when it is
-    damaged (:func:`veil.experiments.outputs.existing_record`)."""
-    from veil.experiments.outputs import existing_record
+    damaged (:func:`veil.outputs.existing_record`)."""
+    from veil.outputs import existing_record
 
     paths = planned_paths(corpus, attack, defense=defense, m=m, k=k, queries=queries, seed=seed, root=root)
     requested = {"corpus": corpus, "attack_name": attack, "seed": seed,
@@ -126,7 +126,7 @@ def check_planned(corpus: str, attack: str, *, defense: str, m: int | None, k: i
 
 def write_records(records: list[ResultRecord], root: str | Path | None = None) -> list[Path]:
     """Write each record atomically; ``root`` defaults to ``./veil-results/retrieval``."""
-    from veil.experiments.outputs import default_results_dir
+    from veil.outputs import default_results_dir
 
     root = Path(root if root is not None else default_results_dir("retrieval"))
     paths = []

@@ -176,7 +176,7 @@ def _record(cfg: SentDPEval, name: str, config: dict[str, Any], metrics: dict[st
 
 def _file_name(cfg: SentDPEval, name: str) -> str:
     """``<corpus>-<name>-<trials, sizes, seed>.json``: a quick run never replaces a full one."""
-    from veil.experiments.outputs import tag
+    from veil.outputs import tag
 
     trials = None if name == "reference" else cfg.trials
     return f"{cfg.corpus}-{name}-{tag(t=trials, n=cfg.max_documents, seed=cfg.seed)}.json"
@@ -188,7 +188,7 @@ def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord | None:
 
     A damaged record or one made under other settings is an error naming the file (never kept as done).
     """
-    from veil.experiments.outputs import existing_record
+    from veil.outputs import existing_record
 
     ignore = ("epsilons", "methods") + (("trials",) if path.name == _file_name(cfg, "reference") else ())
     return existing_record(path, cfg.to_dict(), part="eval", ignore=ignore)
@@ -211,7 +211,7 @@ def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, p
     whenever a cell still has to run.
     """
     from veil.defenses.sentdp.pipeline import SentDPPipeline
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
     kept = {} if force else {p.name: rec for p in planned_paths(cfg, results_dir)

@@ -111,7 +111,7 @@ class TextHideEval:
 
 def run_tag(cfg: TextHideEval) -> str:
     """What tells two runs of the same cell apart: training budget, training size and seeds."""
-    from veil.experiments.outputs import tag
+    from veil.outputs import tag
 
     tc = cfg.train_config(0)
     d = TextHideEval
@@ -155,15 +155,15 @@ def _stored_identity(stored: Any) -> dict[str, Any]:
 def existing_result(cfg: TextHideEval, path: str | Path, *, force: bool = False, keep: bool = True
                     ) -> ResultRecord | None:
     """The record at ``path`` if it holds ``cfg``'s result (None if absent or ``force``); a damaged record or one
-    made under another configuration is an error naming it (see :func:`veil.experiments.outputs.existing_record`)."""
-    from veil.experiments.outputs import existing_record
+    made under another configuration is an error naming it (see :func:`veil.outputs.existing_record`)."""
+    from veil.outputs import existing_record
 
     return existing_record(path, identity(cfg), force=force, keep=keep, view=_stored_identity)
 
 
 def result_path(cfg: TextHideEval, root: str | Path | None = None) -> Path:
     """``<root>/<cell>-<budget, size, seeds>.json``; ``root`` defaults to ``./veil-results/texthide``."""
-    from veil.experiments.outputs import default_results_dir
+    from veil.outputs import default_results_dir
 
     return Path(root if root is not None else default_results_dir("texthide")) / f"{cfg.name}-{run_tag(cfg)}.json"
 
@@ -338,7 +338,7 @@ def run_sweep(configs: Sequence[TextHideEval], root: str | Path | None = None, *
     ``skip_existing=False``; a damaged record or one made under another configuration stops the sweep before the
     first run. ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run.
     """
-    from veil.experiments.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_output_dir, default_results_dir
 
     root = check_output_dir(root if root is not None else default_results_dir("texthide"))
     # every existing result is checked before the first run: a damaged one, or one made under another

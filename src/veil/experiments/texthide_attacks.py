@@ -106,7 +106,7 @@ def existing_cell(cell: AttackCell, root: str | Path, *, force: bool = False, ke
                   ) -> ResultRecord | None:
     """The record of ``cell`` in ``root`` if one exists and was made under this cell's configuration (None if
     absent or ``force``); damaged or another configuration: an error naming the file and the fix."""
-    from veil.experiments.outputs import existing_record
+    from veil.outputs import existing_record
 
     return existing_record(result_path(cell, root), cell.to_dict(), part="cell", force=force, keep=keep)
 
@@ -320,7 +320,7 @@ def run_cell(cell: AttackCell, *, progress: bool = True) -> ResultRecord:
 
 def run_cells(cells: list[AttackCell], root: str | Path, *, force: bool = False, log: Any = print) -> list[Path]:
     """Run every cell not yet done (resumable); each record is written atomically as soon as it is done."""
-    from veil.experiments.outputs import check_output_dir
+    from veil.outputs import check_output_dir
 
     root = check_output_dir(root)
     # every existing record is checked before the first cell runs: damaged or made under another configuration

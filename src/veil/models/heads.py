@@ -83,7 +83,7 @@ class MLPHead(nn.Module):
         if not 0.0 <= dropout < 1.0:
             raise InvalidParameterError(f"dropout must be in [0, 1), got {dropout}")
         if rng is not None and not isinstance(rng, torch.Generator):
-            from veil.defenses.base import check_rng
+            from veil.validation import check_rng
 
             try:
                 check_rng(rng)

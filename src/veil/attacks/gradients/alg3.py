@@ -53,7 +53,7 @@ from veil.attacks.base import Attack, ThreatModel, rng_description
 from veil.attacks.gradients._net import ACTIVATIONS, forward, gradient_distance, layers_from_state, \
     loss_gradients, minimise_distance, soft_cross_entropy
 from veil.attacks.gradients.tap import ModelSpec, _frozen
-from veil.defenses.base import check_choice, check_int, check_real, check_rng
+from veil.validation import check_choice, check_int, check_real, check_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, torch_generator
 

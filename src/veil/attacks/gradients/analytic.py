@@ -65,7 +65,7 @@ from veil.attacks.gradients.ratios import (RatioClusters, evidence_bits, inconsi
                                            select_inputs)
 from veil.attacks.gradients.tap import ClientUpdate, Tap, TapMeta, _frozen
 from veil.attacks.gradients.truth import TapTruth
-from veil.defenses.base import check_int, check_real, check_rng
+from veil.validation import check_int, check_real, check_rng
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike
 

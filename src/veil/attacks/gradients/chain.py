@@ -41,7 +41,7 @@ from veil.attacks.gradients.tap import Tap, _frozen
 from veil.attacks.gradients.truth import TapTruth
 from veil.attacks.retrieval.index import SimilaritySearch
 from veil.attacks.texthide.observe import PublicStats
-from veil.defenses.base import check_rng
+from veil.validation import check_rng
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike
 

@@ -30,7 +30,7 @@ from veil.attacks.gradients._net import forward, gradient_distance, layers_from_
     minimise_distance, soft_cross_entropy
 from veil.attacks.gradients.tap import ClientUpdate, Tap, TapMeta
 from veil.attacks.gradients.truth import TapTruth
-from veil.defenses.base import check_int, check_real, check_rng
+from veil.validation import check_int, check_real, check_rng
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike, torch_generator
 

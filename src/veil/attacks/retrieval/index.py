@@ -50,8 +50,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from veil.attacks.base import as_vectors
-from veil.defenses.base import check_choice, check_int
+from veil.validation import as_vectors
+from veil.validation import check_choice, check_int
 from veil.errors import DataFormatError, InvalidTypeError, ResourceMissingError
 
 __all__ = ["SimilaritySearch", "Retrieved", "BACKENDS", "resolve_backend", "float32_dot_error"]

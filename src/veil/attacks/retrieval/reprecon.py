@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.base import Attack, Observation, ThreatModel, as_vectors, rng_description
+from veil.attacks.base import Attack, Observation, ThreatModel, rng_description
+from veil.validation import as_vectors
 from veil.attacks.retrieval.index import Retrieved, SimilaritySearch
-from veil.defenses.base import check_int, check_real, check_rng
+from veil.validation import check_int, check_real, check_rng
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike
 

@@ -65,15 +65,15 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.base import (Attack, AttackResult, Observation, ThreatModel, as_vectors, get_attack,
-                               rng_description)
+from veil.attacks.base import Attack, AttackResult, Observation, ThreatModel, get_attack, rng_description
+from veil.validation import as_vectors
 from veil.attacks.retrieval.abs_rss import AbsRSS
 from veil.attacks.retrieval.index import Retrieved, SimilaritySearch
 from veil.attacks.retrieval.observe import (MixTruth, Protected, observe, observe_original, protect,
                                             protect_with_texthide, protect_with_texthide_truth, protect_with_truth,
                                             sample_queries)
 from veil.attacks.retrieval.reprecon import RepRecon
-from veil.defenses.base import check_choice, check_int, check_rng
+from veil.validation import check_choice, check_int, check_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 

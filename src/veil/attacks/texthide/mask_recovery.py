@@ -68,7 +68,7 @@ import numpy as np
 
 from veil.attacks.base import Attack, AttackResult, Observation, ThreatModel, rng_description
 from veil.attacks.texthide.observe import PublicStats, TextHideTruth, _frozen
-from veil.defenses.base import check_int, check_real, check_rng
+from veil.validation import check_int, check_real, check_rng
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike, as_generator
 

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.base import Observation, as_vectors
-from veil.defenses.base import check_int
+from veil.attacks.base import Observation
+from veil.validation import as_vectors
+from veil.validation import check_int
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 

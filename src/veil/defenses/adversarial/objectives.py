@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from veil.defenses.base import NO_GUARANTEE, Defense, check_choice, check_int, check_real
+from veil.defenses.base import NO_GUARANTEE, Defense
+from veil.validation import check_choice, check_int, check_real
 from veil.errors import InvalidParameterError
 
 __all__ = ["AdversarialObjective", "NoObjective", "MultiDetasking", "GradientReversal", "AdversarialGeneration",
@@ -271,7 +272,7 @@ class Declustering(AdversarialObjective):
     name = "decluster"
 
     def __init__(self, *, alpha: float = 0.1, rng: Any = None) -> None:
-        from veil.defenses.base import check_rng
+        from veil.validation import check_rng
 
         self.alpha = check_real("alpha", alpha, low=0.0, high=np.inf, low_open=True, high_open=True)
         check_rng(rng)

@@ -53,7 +53,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.defenses.base import Defense, Guarantee, check_choice, seeded_rng
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_choice, seeded_rng
 from veil.defenses.obfuscation.random_substitution import ObfuscationKey, Obfuscated, check_tagged_sentence
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_choice, seeded_rng
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_choice, seeded_rng
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM, PosSpectrum
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 

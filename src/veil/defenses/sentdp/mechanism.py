@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import (Defense, Guarantee, check_choice, check_epsilon, check_documents, check_int, check_real,
-                                seeded_rng, check_sentence_embeddings)
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_choice, check_epsilon, check_documents, check_int, check_real, seeded_rng, check_sentence_embeddings
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
 from veil.defenses.sentdp.levels import default_workers, iter_depths
 from veil.defenses.sentdp.sampling import ExactSampler, GeneratorBits, OSBits

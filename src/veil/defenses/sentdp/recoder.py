@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import check_int
+from veil.validation import check_int
 from veil.errors import DataFormatError
 
 __all__ = ["Recoder", "RecoderConfig", "document_means", "train_recoder"]

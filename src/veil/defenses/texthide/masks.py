@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from veil._io import atomic_write
-from veil.defenses.base import InsecureKeyFileError, check_int, check_rng
+from veil.defenses.base import InsecureKeyFileError
+from veil.validation import check_int, check_rng
 from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeError, PrivacyLeakWarning,
                          ResourceMissingError)
 

@@ -64,7 +64,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee, check_choice, check_int, check_real, seeded_rng
+from veil.defenses.base import Defense, Guarantee
+from veil.validation import check_choice, check_int, check_real, seeded_rng
 from veil.defenses.texthide.masks import MaskPool
 from veil.defenses.texthide.mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
                                         mix_labels, mix_representations)
