@@ -48,7 +48,7 @@ EXTRA = [
 
 
 def _trees(texts):
-    from veil.parsing.spacy_models import load_spacy, parsed_trees
+    from veil.models.spacy_pipelines import load_spacy, parsed_trees
     from veil.parsing.trees import Tree
 
     out = []

@@ -11,8 +11,23 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"corpora", "defenses", "encoders", "errors", "experiments", "metrics", "models", "random", "report",
-               "training"}
+_SUBMODULES = {"attacks", "bench", "corpora", "defenses", "encoders", "errors", "experiments", "kinds", "metrics",
+               "models", "random", "report", "training", "validation"}
+
+
+def make_defense(name: str, **params: Any) -> Any:
+    """The defense registered as ``name``, built with ``params`` (``veil defenses list`` shows every name)."""
+    from veil.defenses.base import make_defense as make
+
+    return make(name, **params)
+
+
+def run_attack(name: str, observation: Any, **resources: Any) -> Any:
+    """Build the attack registered as ``name`` from ``resources`` and run it on ``observation`` (what its threat
+    model observes, nothing else); ``veil attacks list`` shows every name and what each observes."""
+    from veil.attacks.base import run_attack as run
+
+    return run(name, observation, **resources)
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +36,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'veil' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *sorted(_SUBMODULES)]
+__all__ = ["__version__", "make_defense", "run_attack", *sorted(_SUBMODULES)]

@@ -154,13 +154,14 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Every defense x seed on one corpus (resumable: existing records are kept unless --force)."""
-    from veil.defenses.adversarial import DEFENSES
+    from veil.defenses.adversarial import defense_names
     from veil.experiments.attributes import sweep as run_sweep
 
     names = tuple(d.strip() for d in defenses.split(",") if d.strip())
-    bad = [d for d in names if d not in DEFENSES]
+    valid = defense_names()
+    bad = [d for d in names if d not in valid]
     if bad or not names:
-        raise typer.BadParameter(f"--defenses must name some of {', '.join(DEFENSES)}; got {defenses!r}")
+        raise typer.BadParameter(f"--defenses must name some of {', '.join(valid)}; got {defenses!r}")
     root = _root(results)
     out = console(as_json)
     paths = run_sweep(corpus, root, defenses=names, seeds=parse_seeds(seeds), width=width, force=force,

@@ -33,7 +33,7 @@ def minilm(builtin):
 def test_registered_and_declares_what_it_observes():
     assert {"analytic", "gradmatch"} <= set(attack_names())
     cls = get_attack("analytic")
-    assert cls is AnalyticInversion and cls.observes_kind == "model-updates"
+    assert cls is AnalyticInversion and cls.observes == "updates"
 
 
 @pytest.mark.parametrize("hidden", [(384,), (384, 384, 384)])

@@ -27,7 +27,7 @@ def _toy(n: int = 240, seed: int = 0):
 
 
 def test_the_attacker_sees_only_representations_of_its_own_splits():
-    from veil.defenses.adversarial.train import representations
+    from veil.training.adversarial import representations
     from veil.models.lstm import LSTMEncoder, TokenInputs, Vocabulary
 
     texts = ["a b c", "b c d", "c d e", "d e f", "e f g", "f g h"]

@@ -15,6 +15,7 @@ TASKS = {"rt-polarity": "sentence-classification", "drug-reviews": "document-cla
 def test_cells_pair_defenses_with_attacks_by_declared_observations():
     from veil.attacks.base import get_attack
     from veil.defenses.base import get_defense
+    from veil.kinds import observable
 
     cells = plan_cells(list(TASKS), config=BenchConfig(quick=True), corpus_tasks=TASKS)
     assert cells and len({c.id for c in cells}) == len(cells)
@@ -24,7 +25,7 @@ def test_cells_pair_defenses_with_attacks_by_declared_observations():
         if c.attack == UTILITY:
             continue
         a = get_attack(c.attack)
-        assert a.observes_kind in d.releases
+        assert observable(d.releases, a.observes)
         if a.floor:
             assert c.defense == "none"
         if c.attack in ("mask-recovery", "unmix"):
@@ -37,6 +38,42 @@ def test_cells_pair_defenses_with_attacks_by_declared_observations():
     # every (defense, setting) of a corpus has one utility cell
     settings = {(c.corpus, c.defense, c.setting_json) for c in cells}
     assert settings == {(c.corpus, c.defense, c.setting_json) for c in cells if c.attack == UTILITY}
+
+
+#: one corpus per task (names only: planning loads nothing)
+EVERY_TASK = {"rt-polarity": "sentence-classification", "drug-reviews": "document-classification",
+              "silver-sm": "dependency-parsing", "news-people": "private-attributes"}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_registered_defense_gets_a_utility_cell_and_an_attack_of_its_kind(quick):
+    from veil.attacks.base import get_attack
+    from veil.defenses.base import defense_names, get_defense
+    from veil.kinds import observable
+
+    cells = plan_cells(list(EVERY_TASK), config=BenchConfig(quick=quick), corpus_tasks=EVERY_TASK,
+                       runnable_only=False)
+    for name in defense_names():
+        mine = [c for c in cells if c.defense == name]
+        assert any(c.attack == UTILITY for c in mine), f"{name}: no utility cell"
+        attacks = [get_attack(c.attack) for c in mine if c.attack != UTILITY]
+        assert attacks, f"{name}: no attack observes what it releases"
+        assert all(observable(get_defense(name).releases, a.observes) for a in attacks)
+    assert not {c.defense for c in cells} & {"deepcandidate-broken-doubled-epsilon",
+                                             "deepcandidate-broken-doubled-sensitivity"}
+
+
+def test_the_kinds_without_bench_cells_yet_are_the_documented_ones():
+    """text, obfuscated-text and representations are planned but not run by `veil bench` (docs/bench.md says so;
+    their results come from their own runners until their cells land)."""
+    from veil.bench.plan import not_runnable
+
+    full = plan_cells(list(EVERY_TASK), corpus_tasks=EVERY_TASK, runnable_only=False)
+    pending = not_runnable(full)
+    assert set(pending) == {"text", "obfuscated-text", "representations"}
+    runnable = plan_cells(list(EVERY_TASK), corpus_tasks=EVERY_TASK)
+    assert {c.defense for c in runnable} == {"none", "texthide", "deepcandidate", "truncation"}
+    assert not_runnable(runnable) == {}
 
 
 def test_unknown_names_are_refused_with_the_valid_ones():

@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_treebank(tmp_path_factory, builtin):
-    from veil.parsing.spacy_models import load_spacy, parsed_trees
+    from veil.models.spacy_pipelines import load_spacy, parsed_trees
     from veil.parsing.trees import Tree, write_conllu
 
     brown = builtin("brown")

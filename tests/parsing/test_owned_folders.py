@@ -48,7 +48,7 @@ def test_treebank_force_replaces_its_own_build(home):
 
 def _fake_md(tmp_path, monkeypatch):
     """A wheel laid out like the pinned md package (its own sha256 pinned in its place)."""
-    import veil.parsing.spacy_models as sm
+    import veil.models.spacy_pipelines as sm
     from veil.corpora.registry import Package
 
     wheel = tmp_path / "fake_md-0.0.1-py3-none-any.whl"
@@ -60,7 +60,7 @@ def _fake_md(tmp_path, monkeypatch):
 
 
 def test_md_extraction_never_removes_a_folder_veil_did_not_write(home, tmp_path, monkeypatch):
-    from veil.parsing.spacy_models import md_model_dir
+    from veil.models.spacy_pipelines import md_model_dir
 
     wheel = _fake_md(tmp_path, monkeypatch)
     root = home / "models" / "spacy-en-md-0.0.1"
@@ -73,7 +73,7 @@ def test_md_extraction_never_removes_a_folder_veil_did_not_write(home, tmp_path,
 
 
 def test_md_extraction_replaces_its_own_folder(home, tmp_path, monkeypatch):
-    from veil.parsing.spacy_models import md_model_dir
+    from veil.models.spacy_pipelines import md_model_dir
 
     wheel = _fake_md(tmp_path, monkeypatch)
     model = md_model_dir(wheel=wheel)

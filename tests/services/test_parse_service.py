@@ -71,7 +71,7 @@ class Recorder:
 
 def _tiny_world(tmp_path_factory, builtin, train_tiny_parser):
     """A small biaffine parser trained here on spaCy sm trees of the first brown documents."""
-    from veil.parsing.spacy_models import load_spacy, parsed_trees
+    from veil.models.spacy_pipelines import load_spacy, parsed_trees
 
     nlp, brown, trees = load_spacy("spacy-sm"), builtin("brown"), []
     for d in range(8):

@@ -212,7 +212,11 @@ class AttributeAttack(Attack):
     threat: ClassVar[ThreatModel] = ThreatModel(
         observes="r(x) of its own train/dev/test examples, from the frozen encoder",
         needs=("private variables of its own training and dev examples",), trains=True)
-    observes_kind: ClassVar[str] = "vectors"
+    observes: ClassVar[str] = "representations"
+
+    def run(self, observation: Any) -> Any:
+        """The attack's one verb: :meth:`predict_proba` of the private variables from observed r(x)."""
+        return self.predict_proba(observation)
 
     def __init__(self, *, architecture: str = "mlp", epochs: int = 16, batch_size: int = 32, lr: float = 1e-3,
                  rng: Any = None) -> None:

@@ -411,8 +411,15 @@ class ExactAudit(Attack):
     threat = ThreatModel(observes="the mechanism itself (white-box): every output's probability on a document "
                                   "and on its one-sentence neighbours",
                          needs=("public sentences to build neighbours from",))
-    observes_kind = "dp-mechanism"
+    observes = "document-embeddings"
     bench_cell = "veil.bench.cells:audit_cell"
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """A mechanism whose output probabilities it can compute exactly: DeepCandidate (and its variants)."""
+        from veil.defenses.base import get_defense
+
+        return issubclass(get_defense(defense), DeepCandidate)
 
 
 def audit_sentdp(mechanism: DeepCandidate, documents: Sequence[np.ndarray], *,

@@ -15,16 +15,17 @@ An attack is built from parts (STYLE.md, practice 4):
   and a few example rows, exportable with :meth:`AttackResult.to_dict` (JSON)
   and :meth:`AttackResult.to_rows` (one flat row per metric, for CSV/tables).
 
-For the benchmark (:mod:`veil.bench`), an attack also declares
-:attr:`Attack.observes_kind` (one of :data:`veil.defenses.base.OBSERVATION_KINDS`:
-the bench pairs it with every defense that releases that kind),
-:attr:`Attack.bench_cell` (``"module:function"`` that runs and scores one
-bench cell of it) and, if it is built from bench resources, :meth:`Attack.for_bench`.
-An attack with ``floor = True`` (random guessing) is a reference, run once per
-corpus against the undefended baseline.
+Every attack declares the ONE release kind it observes (:attr:`Attack.observes`, a key of
+:data:`veil.kinds.RELEASE_KINDS`; :func:`veil.kinds.observable` says which releases it can read) and has one
+verb, :meth:`Attack.run` (observation -> what it recovers); scoring against the truth is separate (each family's
+``score_*`` / ``evaluate_*``). :meth:`Attack.build` makes it from the resources its threat model grants
+(:func:`run_attack` is the front door). For the benchmark (:mod:`veil.bench`) it declares
+:attr:`Attack.bench_cell` (``"module:function"`` that runs and scores one bench cell of it) and, if it is built
+from bench resources, :meth:`Attack.for_bench`. An attack with ``floor = True`` (random guessing) is a reference,
+run once per corpus against the undefended baseline; ``abstract = True`` marks a base class.
 
-Attacks are found by name through a registry (:func:`attack_names`,
-:func:`get_attack`) that imports the implementing module only when asked.
+Every attack veil has is in the one registry below, found by name (:func:`attack_names`, :func:`get_attack`,
+:func:`attack_table`); the registry imports the implementing module only when asked.
 This module imports nothing heavy.
 """
 
@@ -45,6 +46,7 @@ from veil.results import Metric, ResultRecord
 from veil.validation import as_vectors
 
 __all__ = ["Attack", "ThreatModel", "Observation", "AttackResult", "attack_names", "get_attack", "register_attack",
+           "attack_table", "run_attack",
            "rng_description"]
 
 
@@ -141,13 +143,29 @@ class Attack:
     name: ClassVar[str] = ""
     citation: ClassVar[str] = ""
     threat: ClassVar[ThreatModel] = ThreatModel("nothing")
-    observes_kind: ClassVar[str] = ""
+    observes: ClassVar[str] = ""
     bench_cell: ClassVar[str] = ""
     floor: ClassVar[bool] = False
+    abstract: ClassVar[bool] = False
 
     def config(self) -> dict[str, Any]:
         """Public, JSON-ready configuration; subclasses extend it."""
         return {"attack": self.name, "citation": self.citation, "threat": self.threat.to_dict()}
+
+    def run(self, observation: Any) -> Any:
+        """What the attacker recovers from ``observation`` (the observation only: no truth, no keys)."""
+        raise NotImplementedError(f"attack {self.name!r} does not implement run(observation)")
+
+    @classmethod
+    def build(cls, **resources: Any) -> "Attack":
+        """The attack made from the resources its threat model grants (default: the constructor's keywords)."""
+        return cls(**resources)
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """What ``veil attacks list`` prints: name, observed kind, threat model, citation, floor."""
+        return {"name": cls.name, "observes": cls.observes, "threat": cls.threat.to_dict(), "citation": cls.citation,
+                "floor": cls.floor, "class": f"{cls.__module__}.{cls.__qualname__}"}
 
     @classmethod
     def bench_applies(cls, defense: str, setting: Mapping[str, Any]) -> bool:
@@ -260,6 +278,13 @@ _REGISTRY = LazyRegistry("attack", {
     "gradmatch": "veil.attacks.gradients.alg3:GradMatch",
     "analytic": "veil.attacks.gradients.analytic:AnalyticInversion",
     "update-chain": "veil.attacks.gradients.chain:UpdateChain",
+    "encoding-match": "veil.attacks.gradients.matching:EncodingMatch",
+    "attribute": "veil.attacks.attribute:AttributeAttack",
+    "word-recovery-minilm": "veil.attacks.word_recovery.contextual:ContextualAttacker",
+    "word-recovery-trained": "veil.attacks.word_recovery.neural:TrainedAttacker",
+    "word-recovery-mlm": "veil.attacks.word_recovery.neural:MaskedLMAttacker",
+    "keep-word": "veil.attacks.word_recovery.floors:KeepWord",
+    "tag-frequency": "veil.attacks.word_recovery.floors:TagFrequency",
 })
 
 
@@ -268,11 +293,26 @@ def register_attack(name: str, target: str) -> None:
     _REGISTRY.register(name, target)
 
 
-def attack_names() -> list[str]:
-    """The registered attack names."""
-    return _REGISTRY.names()
+def attack_names(observes: str | None = None) -> list[str]:
+    """The registered attack names, optionally only those observing one release kind."""
+    names = _REGISTRY.names()
+    return names if observes is None else [n for n in names if _REGISTRY.get(n).observes == observes]
 
 
 def get_attack(name: str) -> type[Attack]:
     """The attack class registered as ``name`` (raises UnknownNameError listing the valid names)."""
     return _REGISTRY.get(name)
+
+
+def attack_table() -> list[dict[str, Any]]:
+    """One row per registered attack (:meth:`Attack.describe`)."""
+    return [get_attack(n).describe() for n in attack_names()]
+
+
+def run_attack(name: str, observation: Any, **resources: Any) -> Any:
+    """The front door: build the attack registered as ``name`` from ``resources`` and run it on ``observation``.
+
+    >>> import veil
+    >>> veil.run_attack("rss", observation, index=index)       # doctest: +SKIP
+    """
+    return get_attack(name).build(**resources).run(observation)

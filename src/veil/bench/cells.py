@@ -28,12 +28,16 @@ from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
-           "sentence_utility_cell", "document_utility_cell", "UTILITY_CELLS", "key_rng", "make_defense"]
+           "sentence_utility_cell", "document_utility_cell", "UTILITY_CELLS", "RUNNABLE_RELEASES", "key_rng",
+           "make_defense", "release_vectors"]
 
 #: task -> "module:function" measuring a defense's utility on it
 UTILITY_CELLS = {"sentence-classification": "veil.bench.cells:sentence_utility_cell",
                  "document-classification": "veil.bench.cells:document_utility_cell"}
 ALPHA = 0.05
+#: the release kinds whose bench cells are built (what the defense lets out, made here, and read as vectors); the
+#: plan still lists cells of the other kinds (``veil bench --list``), and ``veil bench`` says which it cannot run
+RUNNABLE_RELEASES = ("vectors", "training-encodings", "document-embeddings")
 
 
 def key_rng(cell: Any, purpose: str) -> int | None:
@@ -79,25 +83,26 @@ def _queries(cell: Any, available: int, what: str) -> int:
 
 
 def release_vectors(cell: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
-    """What an eavesdropper sees of the private items ``rows``, by the defense's declared kind: (Observation,
-    mixing truth or None). The truth is for the scorer only."""
+    """What an eavesdropper sees of the private items ``rows``, read as vectors, by the defense's release kind
+    (through the kind's one verb): (Observation, mixing truth or None). The truth is for the scorer only."""
     from veil.attacks.base import Observation
     from veil.attacks.retrieval import observe_original
     from veil.attacks.retrieval.observe import protect_with_truth
 
     defense = make_defense(cell, data, record_details=True)
-    kind = type(defense).kind
+    kind = type(defense).releases
     if cell.defense == "none":
         return observe_original(data.X[rows]), None
-    if kind == "representation":
+    if kind == "vectors":
         return Observation(defense.protect(data.X[rows]), defense=defense.config(), source="defense"), None
-    if kind == "training-hook":
+    if kind == "training-encodings":
         obs, truth = protect_with_truth(data.X[rows], defense)
         return obs, truth
-    if kind == "document-release":
+    if kind == "document-embeddings":
         emb = defense.release_embeddings([data.documents[i] for i in rows])
         return Observation(emb, defense=defense.config(), source="defense"), None
-    raise InvalidParameterError(f"defense {cell.defense!r} of kind {kind!r} does not release vectors")
+    raise InvalidParameterError(f"defense {cell.defense!r} releases {kind!r}, which the bench cannot make yet "
+                                f"(built: {', '.join(RUNNABLE_RELEASES)})")
 
 
 @dataclass
@@ -181,13 +186,13 @@ def _known_pairs(cell: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
     defense = make_defense(cell, data)
     if cell.defense == "none":
         return P, P
-    if type(defense).kind == "training-hook":
+    if type(defense).releases == "training-encodings":
         from veil.attacks.retrieval.observe import protect
 
         return protect(P, defense).vectors, P
-    if type(defense).kind == "representation":
+    if type(defense).releases == "vectors":
         return defense.protect(P), P
-    raise InvalidParameterError(f"no known pairs for defense kind {type(defense).kind!r}")
+    raise InvalidParameterError(f"no known pairs for a release of kind {type(defense).releases!r}")
 
 
 # ---------------------------------------------------------------- training encodings: TextHide
@@ -252,7 +257,7 @@ def unmix_cell(cell: Any, data: Any) -> ResultRecord:
     return _finish(rec, cell, data, start, bench)
 
 
-# ---------------------------------------------------------------- dp-mechanism: the exact audit
+# ---------------------------------------------------------------- document-embeddings: the exact audit (white-box)
 def audit_cell(cell: Any, data: Any) -> ResultRecord:
     """Check the SentDP bound exactly on test documents and their one-sentence neighbours."""
     from veil.attacks.audit import audit_sentdp
@@ -294,21 +299,31 @@ def _accuracy_metric(y: np.ndarray, pred: np.ndarray) -> Metric:
 def sentence_utility_cell(cell: Any, data: Any) -> ResultRecord:
     """Frozen-encoder task accuracy: an MLP head trained through the defense's hook on the train split (early
     stopping on dev), tested on the test split through the same hook (same secret pool)."""
+    from veil.defenses.base import get_defense
+    from veil.defenses.none import is_no_defense
     from veil.metrics.utility import utility_metrics
-    from veil.training import PlainHook, TextHideHook, TrainConfig, train_head
+    from veil.training import PlainHook, TrainConfig, train_head
 
     start = time.perf_counter()
     tr, dv, te = (data.splits[s] for s in ("train", "dev", "test"))
     y = data.labels
     hooks: list[Any] = []
+    kind = get_defense(cell.defense).releases
+    if kind not in ("vectors", "training-encodings"):
+        raise InvalidParameterError(f"defense {cell.defense!r} releases {kind!r}: no sentence-classification "
+                                    "utility cell for it yet")
 
     def factory() -> Any:
-        if cell.defense == "none" or (cell.setting.get("m") == 0 and cell.setting.get("k") == 1):
+        if kind == "vectors" or is_no_defense(cell.setting):
             hooks.append(PlainHook("classification", data.num_classes))
-        else:
-            th = make_defense(cell, data, scale=float(np.sqrt(data.dim)))
-            hooks.append(TextHideHook(th, "classification", data.num_classes))
+        else:  # a training hook: the defense's one verb
+            hooks.append(make_defense(cell, data, scale=float(np.sqrt(data.dim))).hook("classification",
+                                                                                       data.num_classes))
         return hooks[-1]
+
+    X = data.X  # a vectors defense trains and tests on what it releases
+    if kind == "vectors" and cell.defense != "none":
+        X = make_defense(cell, data).protect(data.X)
 
     import torch
 
@@ -316,12 +331,12 @@ def sentence_utility_cell(cell: Any, data: Any) -> ResultRecord:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a small head: one thread, so a seeded cell gives the same numbers on any worker
     try:
-        res = train_head(data.X[tr], y[tr], data.X[dv], y[dv], task="classification", num_classes=data.num_classes,
+        res = train_head(X[tr], y[tr], X[dv], y[dv], task="classification", num_classes=data.num_classes,
                          hook_factory=factory, config=TrainConfig(epochs=epochs, patience=patience,
                                                                   seed=cell.config.seed, batch_size=64))
     finally:
         torch.set_num_threads(threads)
-    pred = res.predict(data.X[te], hooks[-1])
+    pred = res.predict(X[te], hooks[-1])
     other = utility_metrics("classification", y[te], pred)
     metrics = {"accuracy": _accuracy_metric(y[te], pred), "macro_f1": Metric(mean=other["macro_f1"], n=len(te))}
     majority = float(np.bincount(y[te]).max() / len(te))

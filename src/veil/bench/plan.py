@@ -2,9 +2,10 @@
 
 A cell is (corpus, defense, setting, attack) or (corpus, defense, setting, ``"utility"``). For each corpus the
 planner takes every selected defense that serves the corpus' task, every setting the defense declares
-(:meth:`~veil.defenses.base.Defense.bench_settings`), and pairs it with every selected attack whose
-:attr:`~veil.attacks.base.Attack.observes_kind` is among the defense's :attr:`~veil.defenses.base.Defense.releases`
-(and whose :meth:`bench_applies` accepts the setting), plus one utility cell. Floor attacks (random guessing)
+(:meth:`~veil.defenses.base.Defense.bench_settings`), and pairs it with every selected attack that can read the
+defense's release kind (:func:`veil.kinds.observable` of :attr:`~veil.defenses.base.Defense.releases` and
+:attr:`~veil.attacks.base.Attack.observes`, and whose :meth:`bench_applies` accepts the setting), plus one utility
+cell. Negative controls (deliberately broken defenses) are never planned. Floor attacks (random guessing)
 are paired with the undefended baseline only. A defense or attack registered later adds its cells here with no
 change to this module.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["Cell", "BenchConfig", "plan_cells", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
+__all__ = ["Cell", "BenchConfig", "plan_cells", "not_runnable", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
 
 QUICK_CORPORA = ("rt-polarity", "drug-reviews")
 FULL_CORPORA = ("rt-polarity", "trec-questions", "sms-spam", "drug-reviews", "news-articles")
@@ -105,15 +106,33 @@ def _names(given: Any, known: list[str], what: str) -> list[str]:
     return out
 
 
+def not_runnable(cells: list[Cell]) -> dict[str, list[str]]:
+    """Release kind -> the defenses among ``cells`` whose release the bench cannot make yet
+    (:data:`veil.bench.cells.RUNNABLE_RELEASES`)."""
+    from veil.bench.cells import RUNNABLE_RELEASES
+    from veil.defenses.base import get_defense
+
+    out: dict[str, list[str]] = {}
+    for cell in cells:
+        kind = get_defense(cell.defense).releases
+        if kind not in RUNNABLE_RELEASES and cell.defense not in out.setdefault(kind, []):
+            out[kind].append(cell.defense)
+    return {k: v for k, v in out.items() if v}
+
+
 def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, config: BenchConfig | None = None,
-               utility: bool = True, corpus_tasks: dict[str, str] | None = None) -> list[Cell]:
+               utility: bool = True, corpus_tasks: dict[str, str] | None = None,
+               runnable_only: bool = True) -> list[Cell]:
     """Every cell of a bench over ``corpora`` (names), in a stable order.
 
-    ``defenses`` / ``attacks``: registry names to keep (None: all registered). ``corpus_tasks`` maps each
-    corpus to its task (default: loaded with :func:`veil.bench.data.corpus_task`).
+    ``defenses`` / ``attacks``: registry names to keep (None: all registered, negative controls excluded).
+    ``corpus_tasks`` maps each corpus to its task (default: loaded with :func:`veil.bench.data.corpus_task`).
+    ``runnable_only``: drop the cells of defenses whose release kind has no bench cells yet
+    (:func:`not_runnable` of the full plan says which).
     """
     from veil.attacks.base import attack_names, get_attack
     from veil.defenses.base import defense_names, get_defense
+    from veil.kinds import observable
 
     config = config or BenchConfig()
     defense_list = _names(defenses, defense_names(), "defense")
@@ -138,7 +157,7 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
             for setting in dcls.bench_settings(config.quick):
                 for aname in attack_list:
                     acls = get_attack(aname)
-                    if not acls.observes_kind or acls.observes_kind not in dcls.releases:
+                    if not acls.observes or not observable(dcls.releases, acls.observes):
                         continue
                     if acls.floor and dname != "none":
                         continue
@@ -147,4 +166,7 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
                     cells.append(Cell.make(corpus, dname, setting, aname, config))
                 if utility:
                     cells.append(Cell.make(corpus, dname, setting, UTILITY, config))
+    if runnable_only:
+        skip = {d for names in not_runnable(cells).values() for d in names}
+        cells = [c for c in cells if c.defense not in skip]
     return cells

@@ -1,4 +1,4 @@
-"""The shared contract of veil's defenses (mechanisms).
+"""The shared contract of veil's defenses (mechanisms) and their one registry.
 
 Every defense
 
@@ -12,32 +12,26 @@ Every defense
   randomness; an int seed or a ``numpy.random.Generator`` = reproducible, for
   experiments and tests only);
 * reports its public, non-secret configuration with :meth:`Defense.config`
-  (JSON-ready; never keys, masks or per-example randomness).
+  (JSON-ready; never keys, masks or per-example randomness);
+* declares the ONE release kind it lets out (:attr:`Defense.releases`, a key of
+  :data:`veil.kinds.RELEASE_KINDS`) and implements that kind's one verb
+  (:meth:`Defense.verb`): ``protect(X)`` (vectors), ``hook(task, num_classes)``
+  (training-encodings), ``release_embeddings(documents)`` (document-embeddings),
+  ``transform(texts)`` (text), ``transform(tagged sentences)`` (obfuscated-text),
+  ``objective()`` (representations: the training objective, or None for plain
+  training followed by ``protect``);
+* declares :attr:`Defense.tasks` (keys of :data:`veil.kinds.TASKS`), which decide
+  the corpora the bench plans it on, and :meth:`Defense.bench_settings` /
+  :meth:`Defense.bench_make` (the settings the bench runs, and the defense for
+  one of them built from a corpus' public data and a key source).
 
-For the benchmark (:mod:`veil.bench`), every defense also declares
-
-* :attr:`Defense.kind`: ``"representation"`` (vectors in, protected vectors
-  out), ``"training-hook"`` (applied between encoder and head while training,
-  TextHide), ``"document-release"`` (one private embedding per document,
-  SentDP) or ``"text-transform"`` (rewritten text, word-level metric DP);
-* :attr:`Defense.releases`: what an eavesdropper gets to see, as observation
-  kinds (:data:`OBSERVATION_KINDS`); the bench pairs the defense with every
-  attack whose :attr:`~veil.attacks.base.Attack.observes_kind` is among them;
-* :attr:`Defense.tasks`: the tasks it serves (``"sentence-classification"``,
-  ``"document-classification"``), which decide the corpora and the utility
-  measure;
-* by kind, how it releases: a ``representation`` defense has ``protect(X) -> X~``, a ``training-hook``
-  defense is TextHide-like (``encrypt`` in batches), a ``document-release`` defense has
-  ``release_embeddings(documents) -> (n, d)``;
-* :meth:`Defense.bench_settings` (the parameter settings the bench runs) and
-  :meth:`Defense.bench_make` (the defense for one setting, built from a
-  corpus' public data and a key source).
-
-Defenses are found by name through a registry (:func:`defense_names`,
-:func:`get_defense`) that imports the implementing module only when asked, so
-``import veil.defenses`` does not import torch.
-
-This module imports nothing heavy.
+Every defense veil has is in the one registry below, by name (:func:`defense_names`,
+:func:`get_defense`, :func:`defense_table`); the CLI, the experiments and the bench
+ask it. A class marked ``control = True`` is a deliberately broken mechanism (a
+negative control the audits must catch): registered, listed as a control, never
+planned by the bench. A class marked ``abstract = True`` is a base class.
+The registry imports the implementing module only when asked, so
+``import veil.defenses`` does not import torch. This module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -48,8 +42,8 @@ from typing import Any, ClassVar
 from veil._registry import LazyRegistry
 from veil.errors import VeilError
 
-__all__ = ["Defense", "Guarantee", "DEFENSE_KINDS", "OBSERVATION_KINDS", "TASKS", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
-           "register_defense"]
+__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+           "register_defense", "defense_table", "make_defense"]
 
 
 class InsecureKeyFileError(VeilError, PermissionError):
@@ -86,37 +80,27 @@ class Guarantee:
 NO_GUARANTEE = Guarantee("none", "heuristic (no formal guarantee)")
 
 
-#: what a defense can be (see the module docstring)
-DEFENSE_KINDS = ("representation", "training-hook", "document-release", "text-transform")
-#: what an eavesdropper can observe of a defended pipeline:
-#: ``vectors``: one protected vector per private item (a query at inference, an encoding in training);
-#: ``training-encodings``: every encoding of one client's training run (TextHide: the same examples re-mixed
-#: and re-masked each epoch); ``dp-mechanism``: white-box access to a DP mechanism (for exact audits);
-#: ``text``: rewritten text; ``model-updates``: the weights (or gradients) a federated client sends the server
-#: each round (what the server, or anyone on the wire, records)
-OBSERVATION_KINDS = ("vectors", "training-encodings", "dp-mechanism", "text", "model-updates")
-#: the tasks a defense serves; a corpus offers one of them (sentences with labels, or documents with labels)
-TASKS = ("sentence-classification", "document-classification")
-
-
 class Defense:
-    """Base class of veil's defenses.
-
-    Subclasses set the class attribute ``name`` (their registry name) and
-    ``guarantee`` (class or instance attribute), and override :meth:`config`.
-    For the benchmark they also declare ``kind``, ``releases`` and ``tasks``
-    and implement :meth:`bench_settings` and :meth:`bench_make`.
-    """
+    """Base class of veil's defenses (see the module docstring for the contract)."""
 
     name: ClassVar[str] = ""
     guarantee: Guarantee = NO_GUARANTEE
-    kind: ClassVar[str] = ""
-    releases: ClassVar[tuple[str, ...]] = ()
+    releases: ClassVar[str] = ""
     tasks: ClassVar[tuple[str, ...]] = ()
+    citation: ClassVar[str] = ""
+    control: ClassVar[bool] = False
+    abstract: ClassVar[bool] = False
 
     def config(self) -> dict[str, Any]:
         """Public, JSON-ready configuration (no secrets); subclasses extend it."""
         return {"defense": self.name, "guarantee": self.guarantee.to_dict()}
+
+    @classmethod
+    def verb(cls) -> str:
+        """The method through which this defense releases what it releases (its kind's one verb)."""
+        from veil.kinds import RELEASE_KINDS
+
+        return RELEASE_KINDS[cls.releases].verb
 
     @classmethod
     def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
@@ -124,7 +108,7 @@ class Defense:
         return []
 
     @classmethod
-    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None) -> "Defense":
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "Defense":
         """The defense for one bench ``setting`` on a corpus (``data``: a :class:`veil.bench.data.BenchData`,
         whose public parts only may be used); ``rng``: None = OS CSPRNG keys (the default), an int = a
         reproducible key for checks only."""
@@ -135,6 +119,14 @@ class Defense:
         """The formal guarantee of one setting (default: the class' own)."""
         return cls.guarantee if isinstance(cls.guarantee, Guarantee) else NO_GUARANTEE
 
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """What ``veil defenses list`` prints: name, release kind, verb, tasks, guarantee, citation, control."""
+        g = cls.guarantee
+        return {"name": cls.name, "releases": cls.releases, "verb": cls.verb(), "tasks": list(cls.tasks),
+                "guarantee": str(g) if isinstance(g, Guarantee) else "set per instance (depends on parameters)",
+                "citation": cls.citation, "control": cls.control, "class": f"{cls.__module__}.{cls.__qualname__}"}
+
 
 # ---------------------------------------------------------------- registry
 # name -> "module:attribute"; the module is imported on first use only.
@@ -144,19 +136,45 @@ _REGISTRY = LazyRegistry("defense", {
     "deepcandidate": "veil.defenses.sentdp:DeepCandidate",
     "truncation": "veil.defenses.truncation:Truncation",
     "metric-dp": "veil.defenses.metric_dp:WordMetricDP",
+    "multidetask": "veil.defenses.adversarial.objectives:MultiDetasking",
+    "grl": "veil.defenses.adversarial.objectives:GradientReversal",
+    "generation": "veil.defenses.adversarial.objectives:AdversarialGeneration",
+    "decluster": "veil.defenses.adversarial.objectives:Declustering",
+    "leace": "veil.defenses.adversarial.leace:LeaceErasure",
+    "obfuscation-random": "veil.defenses.obfuscation.random_substitution:RandomSubstitution",
+    "obfuscation-neural": "veil.defenses.obfuscation.neural:NeuralObfuscator",
+}, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
+    "deepcandidate-broken-doubled-sensitivity": "veil.attacks.audit:DoubledSensitivity",
+    "deepcandidate-broken-doubled-epsilon": "veil.attacks.audit:DoubledEpsilon",
 })
 
 
-def register_defense(name: str, target: str) -> None:
-    """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily)."""
-    _REGISTRY.register(name, target)
-
-
-def defense_names() -> list[str]:
-    """The registered defense names."""
-    return _REGISTRY.names()
+def register_defense(name: str, target: str, *, control: bool = False) -> None:
+    """Register ``name`` -> ``"package.module:ClassName"`` (imported lazily); ``control=True`` for a deliberately
+    broken mechanism (listed as a control, never planned by the bench)."""
+    _REGISTRY.register(name, target, control=control)
 
 
 def get_defense(name: str) -> type[Defense]:
     """The defense class registered as ``name`` (raises UnknownNameError listing the valid names)."""
     return _REGISTRY.get(name)
+
+
+def defense_names(releases: str | None = None, *, controls: bool = False) -> list[str]:
+    """The registered defense names (controls only with ``controls=True``), optionally of one release kind."""
+    names = _REGISTRY.names(controls=controls)
+    return names if releases is None else [n for n in names if _REGISTRY.get(n).releases == releases]
+
+
+def defense_table(*, controls: bool = True) -> list[dict[str, Any]]:
+    """One row per registered defense (:meth:`Defense.describe`), controls included unless asked not to."""
+    return [{**get_defense(n).describe(), "control": _REGISTRY.is_control(n)} for n in defense_names(controls=controls)]
+
+
+def make_defense(name: str, **params: Any) -> Defense:
+    """The front door: the defense registered as ``name`` built with ``params`` (validated by the defense).
+
+    >>> import veil
+    >>> veil.make_defense("truncation", epsilon=10.0)      # doctest: +SKIP
+    """
+    return get_defense(name)(**params)

@@ -93,9 +93,13 @@ class WordMetricDP(Defense):
     """
 
     name = "metric-dp"
-    kind = "text-transform"
-    releases = ("text",)
+    releases = "text"
     tasks = ("document-classification",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The SentDP paper's comparison points (Meehan et al. 2022, Fig. 4): epsilon per word."""
+        return [{"epsilon": 10.0}] if quick else [{"epsilon": e} for e in (1.0, 3.0, 10.0, 30.0)]
 
     def __init__(self, *, vectors: WordVectors, epsilon: float, rng: RngLike = None) -> None:
         if not isinstance(vectors, WordVectors):
@@ -162,6 +166,10 @@ class WordMetricDP(Defense):
         if not isinstance(text, str):
             raise InvalidTypeError(f"text must be a str, not {type(text).__name__}")
         return self.rewrite_many([text])[0]
+
+    def transform(self, texts: Sequence[str]) -> list[str]:
+        """The release verb of a text defense: :meth:`rewrite_many`."""
+        return self.rewrite_many(texts)
 
     def rewrite_many(self, texts: Sequence[str], *, chunk_size: int = 8192) -> list[str]:
         """Rewrite many texts at once: one noise draw per word occurrence, batched over all words of all texts."""

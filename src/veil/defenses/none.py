@@ -13,16 +13,25 @@ import numpy as np
 
 from veil.defenses.base import Defense, Guarantee
 
-__all__ = ["NoDefense"]
+__all__ = ["NoDefense", "is_no_defense"]
+
+
+def is_no_defense(setting: Any) -> bool:
+    """Whether a defense setting is the identity: TextHide with no masks and no mixing, (m, k) = (0, 1), is no
+    defense (Huang et al. 2020's baseline rows). The one place this rule is stated; ``setting`` is a mapping
+    with ``m`` and ``k`` (or a (m, k) pair)."""
+    m, k = (setting.get("m"), setting.get("k")) if hasattr(setting, "get") else tuple(setting)
+    return not isinstance(m, (str, bool)) and not isinstance(k, (str, bool)) and m == 0 and k == 1
 
 
 class NoDefense(Defense):
-    """The identity: ``protect(X)`` returns ``X`` unchanged. No guarantee of any kind."""
+    """The identity: ``protect(X)`` returns ``X`` unchanged. No guarantee of any kind.
+
+    It is the baseline of every release kind: the bench pairs it with the attacks of every corpus it serves."""
 
     name = "none"
     guarantee = Guarantee("none", "no defense: the representation is released as it is")
-    kind = "representation"
-    releases = ("vectors",)
+    releases = "vectors"
     tasks = ("sentence-classification", "document-classification")
 
     def protect(self, X: Any) -> np.ndarray:

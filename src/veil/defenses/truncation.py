@@ -108,8 +108,7 @@ class Truncation(Defense):
     """
 
     name = "truncation"
-    kind = "document-release"
-    releases = ("vectors",)
+    releases = "document-embeddings"
     tasks = ("document-classification",)
 
     @classmethod
@@ -205,7 +204,7 @@ class Truncation(Defense):
         return self.privatize_many([S])[0]
 
     def release_embeddings(self, documents: Sequence[np.ndarray]) -> np.ndarray:
-        """The document-release contract: one private embedding per document, (n, d)."""
+        """The release verb of a document-embeddings defense: one private embedding per document, (n, d)."""
         return self.privatize_many(documents)
 
     def privatize_many(self, documents: Sequence[np.ndarray]) -> np.ndarray:

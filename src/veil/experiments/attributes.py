@@ -24,10 +24,9 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep", "SWEEP_DEFENSES",
+__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep",
            "ATTACKERS", "ENCODERS"]
 
-SWEEP_DEFENSES = ("none", "multidetask", "grl", "generation", "decluster", "leace")
 ATTACKERS = ("mlp", "mlp-wide", "linear")
 ENCODERS = ("lstm", "minilm")
 METHOD = "attributes"
@@ -54,11 +53,11 @@ class AttributeRun:
 
     def __post_init__(self) -> None:
         from veil.corpora.attributes import attribute_names
-        from veil.defenses.adversarial import DEFENSES
+        from veil.defenses.adversarial import defense_names
         from veil.validation import check_choice, check_int
 
         check_choice("corpus", self.corpus, attribute_names())
-        check_choice("defense", self.defense, DEFENSES)
+        check_choice("defense", self.defense, defense_names())
         check_choice("encoder", self.encoder, ENCODERS)
         check_choice("reduction", self.reduction, ("sum", "mean"))
         for name in ("width", "epochs", "attacker_epochs", "batch_size", "max_chars", "max_tokens"):
@@ -126,8 +125,7 @@ def _fit_head(R: dict[str, np.ndarray], y: dict[str, np.ndarray], n_classes: int
     """A fresh main-task head on fixed (erased) representations, dev-selected (the LEACE baseline)."""
     import torch
 
-    from veil.defenses.adversarial.objectives import NoObjective
-    from veil.defenses.adversarial.train import MainConfig, train_main
+    from veil.training.adversarial import MainConfig, train_main
     from veil.models.lstm import VectorInputs
 
     class Identity(torch.nn.Module):
@@ -139,7 +137,7 @@ def _fit_head(R: dict[str, np.ndarray], y: dict[str, np.ndarray], n_classes: int
             return x
 
     model = train_main(Identity(R["train"].shape[1]), VectorInputs(R["train"]), y["train"], VectorInputs(R["dev"]),
-                       y["dev"], n_classes=n_classes, objective=NoObjective(),
+                       y["dev"], n_classes=n_classes, objective=None,
                        config=MainConfig(epochs=epochs, seed=seed + 1000))
     return model.head
 
@@ -151,7 +149,7 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
     from veil.attacks.attribute import AttributeAttack, evaluate_attribute, observe_splits
     from veil.corpora.attributes import load_attributes
     from veil.defenses.adversarial import make_objective
-    from veil.defenses.adversarial.train import MainConfig, representations, train_main
+    from veil.training.adversarial import MainConfig, PlainObjective, representations, train_main
     from veil.metrics.leakage import wilson_interval
     from veil.models.lstm import LSTMEncoder, ProjectionEncoder
     from veil.progress import progress_bar
@@ -169,7 +167,7 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
     enc_gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 1]).generate_state(1)[0]))
     encoder = (LSTMEncoder(inputs["vocab"], width=cfg.width, rng=enc_gen) if cfg.encoder == "lstm"
                else ProjectionEncoder(inputs["train"].X.shape[1], width=cfg.width, rng=enc_gen))
-    objective = make_objective(cfg.defense, **cfg.objective_params())
+    objective = make_objective(cfg.defense, **cfg.objective_params()) or PlainObjective()
     main_cfg = MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
     with progress_bar(cfg.epochs, f"{cfg.name}: training", progress) as advance:
         model = train_main(encoder, inputs["train"], y["train"], inputs["dev"], y["dev"],
@@ -259,10 +257,11 @@ def _sweep_one(cfg: AttributeRun, root: str, force: bool) -> tuple[str, bool, fl
     return str(path), ran, time.perf_counter() - t
 
 
-def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] = SWEEP_DEFENSES, seeds: tuple[int, ...] = (0, 1, 2),
+def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] | None = None, seeds: tuple[int, ...] = (0, 1, 2),
           width: int = 64, force: bool = False, progress: bool = True, log: Any = None, jobs: int = 1,
           **options: Any) -> list[Path]:
-    """Every defense x seed on one corpus at width ``width`` (resumable: existing records are kept).
+    """Every defense x seed on one corpus at width ``width`` (resumable: existing records are kept); ``defenses``
+    None: ``none`` and every registered representations defense.
 
     ``jobs`` > 1 runs that many configurations at once in worker processes (each with one torch thread; on a
     2-core machine ``jobs=2`` halves the wall time). Records are written per run, so the result does not depend
@@ -273,6 +272,10 @@ def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] = SWEEP_DE
     from veil.progress import progress_bar
 
     check_int("jobs", jobs, minimum=1)
+    if defenses is None:
+        from veil.defenses.adversarial import defense_names
+
+        defenses = tuple(defense_names())
     cfgs = [AttributeRun(corpus=corpus, defense=d, width=width, seed=s, **options) for d in defenses for s in seeds]
     for cfg in cfgs:  # a damaged or stale record stops the sweep here, before any work
         existing_result(cfg, root, force=force)

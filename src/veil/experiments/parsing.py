@@ -43,8 +43,19 @@ __all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "DEFENSES", "obfuscated_test",
            "neural_model_path", "neural_suffix", "train_neural"]
 
 LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
-ATTACKERS = ("minilm", "trained", "mlm", "keep-word", "tag-frequency")
-DEFENSES = ("random", "neural")
+
+
+def __getattr__(name: str) -> Any:
+    """``ATTACKERS`` and ``DEFENSES``: asked of the registries (obfuscated-text attacks and defenses) on first use."""
+    if name == "ATTACKERS":
+        from veil.attacks.word_recovery import attacker_names
+
+        return tuple(attacker_names())
+    if name == "DEFENSES":
+        from veil.defenses.obfuscation import method_names
+
+        return tuple(method_names())
+    raise AttributeError(f"module 'veil.experiments.parsing' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -180,7 +191,7 @@ def _record(experiment: str, config: dict[str, Any], metrics: dict[str, Any], se
 
 
 def run_parsing(root: str | Path, *, parsers: Sequence[str] = ("biaffine", "spacy-sm", "spacy-md"),
-                levels: Sequence[str] = LEVELS, attackers: Sequence[str] = ATTACKERS,
+                levels: Sequence[str] = LEVELS, attackers: Sequence[str] | None = None,
                 setup: ParsingSetup = ParsingSetup(), force: bool = False, defenses: Sequence[str] = ("random",),
                 training_seeds: Sequence[int] = (0, 1, 2), obfuscator: Any = None, training: Any = None,
                 log: Callable[[str], None] = print) -> list[Path]:
@@ -193,9 +204,14 @@ def run_parsing(root: str | Path, *, parsers: Sequence[str] = ("biaffine", "spac
     """
     from veil.parsing.train import torch_threads
 
-    bad = [d for d in defenses if d not in DEFENSES]
+    from veil.attacks.word_recovery import attacker_names
+    from veil.defenses.obfuscation import method_names
+
+    attackers = attacker_names() if attackers is None else attackers
+    valid = method_names()
+    bad = [d for d in defenses if d not in valid]
     if bad or not defenses:
-        raise InvalidParameterError(f"unknown defense {bad}; valid: {', '.join(DEFENSES)}")
+        raise InvalidParameterError(f"unknown defense {bad}; valid: {', '.join(valid)}")
     if "neural" in defenses and (not training_seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
                                                            for s in training_seeds)):
         raise InvalidParameterError(f"training_seeds must be ints >= 0, got {list(training_seeds)}")
@@ -208,12 +224,13 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
          setup: ParsingSetup, force: bool, log: Callable[[str], None], defenses: Sequence[str] = ("random",),
          training_seeds: Sequence[int] = (), obfuscator: Any = None, training: Any = None) -> list[Path]:
     from veil.defenses.obfuscation import DEFAULT_SPECTRUM, TagVocabulary
+    from veil.attacks.word_recovery import attacker_names
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.parsing.treebank import load_treebank
     from veil.results import Metric, Timer
 
     for name, given, valid in (("parser", parsers, PARSER_NAMES), ("level", levels, LEVELS),
-                               ("attacker", attackers, ATTACKERS)):
+                               ("attacker", attackers, attacker_names())):
         bad = [g for g in given if g not in valid]
         if bad:
             raise InvalidParameterError(f"unknown {name} {bad}; valid: {', '.join(valid)}")

@@ -26,6 +26,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
+from veil.defenses.none import is_no_defense
 
 __all__ = ["TextHideEval", "run_texthide_eval", "result_path", "existing_result", "identity", "TABLE1_TASKS",
            "GRID_M", "GRID_K"]
@@ -88,7 +89,7 @@ class TextHideEval:
 
     @property
     def name(self) -> str:
-        base = "baseline" if (self.m == 0 and self.k == 1) else f"{self.mode}-m{m_label(self.m)}-k{self.k}"
+        base = "baseline" if is_no_defense((self.m, self.k)) else f"{self.mode}-m{m_label(self.m)}-k{self.k}"
         return f"{self.corpus}-{base}-{self.setting}"
 
     def train_config(self, seed: int):

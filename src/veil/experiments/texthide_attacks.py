@@ -33,6 +33,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
+from veil.defenses.none import is_no_defense
 
 __all__ = ["AttackCell", "ATTACKS", "run_cell", "run_cells", "headline_cells", "grid_cells", "result_path",
            "existing_cell"]
@@ -199,7 +200,7 @@ def _retrieval(cell: AttackCell, progress: bool) -> ResultRecord:
     corpus, X = _corpus(cell.corpus)
     pub = _pub_for(cell)
     q = sample_queries(len(X), _capped(cell, len(X), f"the {len(X)} examples of {cell.corpus}"), rng=cell.seed)
-    if cell.m == 0 and cell.k == 1:
+    if is_no_defense((cell.m, cell.k)):
         obs, truth = observe_original(X[q]), None
     else:
         obs, truth = protect_with_truth(X[q], _texthide(cell, X.shape[1], None if pub is None else pub[1]))
@@ -349,7 +350,7 @@ def headline_cells(*, queries: int = 1000, seed: int = 0) -> list[AttackCell]:
         base = AttackCell(corpus=corpus, queries=queries, seed=seed)
         for m, k in ((256, 4), (256, 1), (0, 4), (0, 1)):
             for attack in ("rss", "abs-rss"):
-                if (m, k) == (0, 1) and attack == "abs-rss":
+                if is_no_defense((m, k)) and attack == "abs-rss":
                     continue
                 out.append(replace(base, attack=attack, m=m, k=k))
         out.append(replace(base, attack="mask-recovery", m=256, k=4, epochs=5))

@@ -19,8 +19,8 @@ _LAZY = {
     "build_silver": "veil.parsing.treebank",
     "load_treebank": "veil.parsing.treebank",
     "silver_dir": "veil.parsing.treebank",
-    "load_spacy": "veil.parsing.spacy_models",
-    "md_model_dir": "veil.parsing.spacy_models",
+    "load_spacy": "veil.models.spacy_pipelines",
+    "md_model_dir": "veil.models.spacy_pipelines",
     "attachment_scores": "veil.parsing.evaluate",
     "parse_with": "veil.parsing.evaluate",
 }

@@ -70,7 +70,7 @@ def parse_with(parser: str, sentences: Sequence[Tree], *, model: str | os.PathLi
 
         net = load_parser(model)
         return predict_biaffine(net, sentences, batch_size=batch_size)
-    from veil.parsing.spacy_models import load_spacy, parse_words, parsed_trees
+    from veil.models.spacy_pipelines import load_spacy, parse_words, parsed_trees
 
     nlp = load_spacy(parser)
     return [parsed_trees(doc) for doc in parse_words(nlp, [(t.words, t.spaces) for t in sentences])]

@@ -18,7 +18,15 @@ from veil.errors import DataFormatError, InvalidParameterError
 
 __all__ = ["read_tagged", "obfuscate_file", "make_obfuscator", "METHODS"]
 
-METHODS = ("random", "neural")
+
+
+def __getattr__(name: str) -> Any:
+    """``METHODS``: the registered obfuscated-text defenses (:func:`veil.defenses.obfuscation.method_names`)."""
+    if name == "METHODS":
+        from veil.defenses.obfuscation import method_names
+
+        return tuple(method_names())
+    raise AttributeError(f"module 'veil.parsing.obfuscate_file' has no attribute {name!r}")
 
 
 def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
@@ -33,7 +41,7 @@ def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
     lines = [ln.strip() for ln in read_text_file(path).splitlines() if ln.strip()]
     if not lines:
         raise DataFormatError(f"{path} holds no sentence; write one sentence per line")
-    from veil.parsing.spacy_models import load_spacy
+    from veil.models.spacy_pipelines import load_spacy
 
     nlp = load_spacy("spacy-sm")
     return [([t.text for t in doc if not t.is_space], [t.tag_ for t in doc if not t.is_space])
@@ -47,8 +55,10 @@ def make_obfuscator(method: str = "random", *, level: str = "P3", treebank: str 
     None draws from the OS CSPRNG; a seed is for experiments only (it warns)."""
     from veil.defenses.obfuscation import DEFAULT_SPECTRUM
 
-    if method not in METHODS:
-        raise InvalidParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    from veil.defenses.obfuscation import method_names
+
+    if method not in method_names():
+        raise InvalidParameterError(f"method must be one of {', '.join(method_names())}, got {method!r}")
     DEFAULT_SPECTRUM.hidden_tags(level)  # an unknown level fails before any work
     if (method == "neural") != (neural_model is not None):
         raise InvalidParameterError("the neural method needs the trained model and only it takes one: pass "

@@ -24,7 +24,7 @@ from veil.errors import InvalidParameterError, ResourceMissingError
 from veil.parsing.treebank import BUILD_TIME
 from veil.parsing.trees import Tree
 
-__all__ = ["TrainConfig", "train_parser", "load_parser", "default_model_path", "md_vectors", "torch_threads"]
+__all__ = ["TrainConfig", "train_parser", "load_parser", "default_model_path", "torch_threads"]
 
 
 @dataclass(frozen=True)
@@ -101,39 +101,6 @@ def load_parser(path: str | os.PathLike | None = None) -> Any:
         raise ResourceMissingError(f"the biaffine parser {path}", "veil parse train",
                                    message=f"the biaffine parser {path} does not exist; {_TRAIN_HINT}")
     return BiaffineParser.load(path, fix=_TRAIN_HINT)
-
-
-def md_vectors(words: list[str], dim: int = 100) -> tuple[np.ndarray, int]:
-    """en_core_web_md's vectors for ``words``, projected on their top ``dim`` principal axes and scaled to unit
-    standard deviation (random rows of the same scale for words md lacks); returns them and the hit count.
-
-    The projection keeps the parser's input small (CPU time grows with it) while keeping most of the vectors'
-    variance; ``dim=300`` keeps them whole.
-    """
-    import spacy
-
-    from veil.parsing.spacy_models import md_model_dir
-
-    nlp = spacy.load(md_model_dir(), exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner",
-                                              "senter"])
-    vec = nlp.vocab.vectors
-    rng = np.random.default_rng(0)
-    out = np.zeros((len(words), vec.shape[1]), dtype=np.float32)
-    found = np.zeros(len(words), dtype=bool)
-    for i, w in enumerate(words):
-        key = nlp.vocab.strings.add(w)
-        if key in vec:
-            out[i] = vec[key]
-            found[i] = True
-    if found.sum() > dim:
-        hit = out[found] - out[found].mean(0)
-        axes = np.linalg.svd(hit, full_matrices=False)[2][:dim]
-        out = (out - out[found].mean(0)) @ axes.T
-    out = out[:, :dim].astype(np.float32)
-    scale = float(out[found].std()) if found.any() else 1.0
-    out[~found] = rng.normal(0, scale, size=(int((~found).sum()), out.shape[1]))
-    out[0] = 0.0
-    return out / max(scale, 1e-6), int(found.sum())
 
 
 def _batches(trees: list[Tree], batch_tokens: int, rng: np.random.Generator) -> list[list[int]]:
@@ -241,6 +208,8 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
                                     "treebank --max-docs 50 --force` (or without --max-docs) or pass --treebank DIR")
     rng = np.random.default_rng(config.seed)
     vocab = ParserVocab.build([(t.words, t.tags, t.deprels) for t in train])
+    from veil.models.spacy_pipelines import md_vectors
+
     vectors, hits = (md_vectors(vocab.words, config.word_dim) if config.vectors == "md" else (None, 0))
     pcfg = ParserConfig(word_dim=config.word_dim, hidden=config.hidden, layers=config.layers,
                         arc_dim=config.arc_dim)

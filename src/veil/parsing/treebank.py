@@ -58,7 +58,7 @@ def silver_dir() -> Path:
 
 
 def _shard_trees(nlp: Any, corpus: Any, docs: range, name: str) -> list[Tree]:
-    from veil.parsing.spacy_models import parsed_trees
+    from veil.models.spacy_pipelines import parsed_trees
 
     owners, texts = [], []
     for d in docs:
@@ -94,7 +94,7 @@ def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | 
     """
     import veil.corpora as vc
     from veil._io import atomic_write_json, atomic_write_text, mark_owned, remove_owned_dir, sha256_file, writable_dir
-    from veil.parsing.spacy_models import load_spacy
+    from veil.models.spacy_pipelines import load_spacy
     from veil.progress import progress_bar
     from veil.results import Timer
 

@@ -15,7 +15,9 @@ __all__ = ["federated_page"]
 
 
 def _setting(c: dict[str, Any]) -> str:
-    return "none" if (c.get("m") == 0 and c.get("k") == 1) else f"TextHide ({c['m']},{c['k']}) {c.get('mode', 'intra')}"
+    from veil.defenses.none import is_no_defense
+
+    return "none" if is_no_defense(c) else f"TextHide ({c['m']},{c['k']}) {c.get('mode', 'intra')}"
 
 
 def _partition(c: dict[str, Any]) -> str:

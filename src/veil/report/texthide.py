@@ -6,6 +6,7 @@ from pathlib import Path
 
 from veil.results import ResultRecord
 from veil.report.markdown import register_renderer, regenerate_section
+from veil.defenses.none import is_no_defense
 
 # The paper's Table 1 (BERT-base, GLUE dev sets, mean over 5 runs): the closest analogue of each veil task.
 PAPER = {
@@ -247,7 +248,7 @@ def _grid(all_index, out_dir: Path) -> list[str]:
     cells = {}
     for m in GRID_M:
         for k in GRID_K:
-            variant = "baseline" if (m == 0 and k == 1) else f"intra-m{m_label(m)}-k{k}"
+            variant = "baseline" if is_no_defense((m, k)) else f"intra-m{m_label(m)}-k{k}"
             rec = index.get(("rt-polarity", variant, "frozen"))
             if rec is not None:
                 cells[(m_label(m), k)] = rec.metrics["test_accuracy"]

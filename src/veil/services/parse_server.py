@@ -108,7 +108,7 @@ def _load_biaffine(name: str, model: Any, threads: int, batch_size: int) -> Load
 
 
 def _load_spacy(name: str, model: Any, threads: int, batch_size: int) -> LoadedParser:
-    from veil.parsing.spacy_models import load_spacy, parsed_trees
+    from veil.models.spacy_pipelines import load_spacy, parsed_trees
 
     nlp = load_spacy(name)  # loaded (and, for md, fetched) now
 

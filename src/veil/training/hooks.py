@@ -3,17 +3,18 @@
 A hook has two sides: ``train(e, y)`` turns a training batch of
 representations and labels into what the head trains on (TextHide: mixed,
 masked vectors and mixed soft labels), and ``infer(e)`` turns representations
-at evaluation time (TextHide: a pool mask, no mixing).
+at evaluation time (TextHide: a pool mask, no mixing). A defense that releases training encodings returns its
+hook from its one verb, ``defense.hook(task, num_classes)`` (TextHide's: :mod:`veil.defenses.texthide.hook`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from veil.defenses.texthide.hook import TextHideHook
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
-
-    from veil.defenses.texthide import TextHide
 
 __all__ = ["TrainHook", "PlainHook", "TextHideHook"]
 
@@ -43,22 +44,3 @@ class PlainHook:
 
     def infer(self, e):
         return e
-
-
-class TextHideHook:
-    """TextHide between encoder and head (Huang et al. 2020, Alg. 1 for training, a pool mask at inference)."""
-
-    def __init__(self, texthide: TextHide, task: str, num_classes: int | None) -> None:
-        self.texthide, self.task, self.num_classes = texthide, task, num_classes
-        self.min_batch_size = texthide.min_batch_size
-
-    def train(self, e, y):
-        out = self.texthide.encrypt(e, y, task=self.task, num_classes=self.num_classes)
-        return out.e, out.y
-
-    def infer(self, e):
-        return self.texthide.encrypt_inference(e)
-
-    def set_public(self, public):
-        """Inter mode: swap in public representations re-encoded by the current (fine-tuned) encoder."""
-        self.texthide.set_public(public)

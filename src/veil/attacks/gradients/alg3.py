@@ -274,7 +274,11 @@ class GradMatch(Attack):
     threat = ThreatModel(observes="one client's gradient (batch size 1) and the public model weights",
                          needs=("the model architecture", "the true (mixed) label, given as in App. C.1",
                                 "TextHide's public k and mask dimension"))
-    observes_kind = "model-updates"
+    observes = "updates"
+
+    def run(self, observation: Any) -> Any:
+        """The attack's one verb: :meth:`recover` the inputs from one observed gradient."""
+        return self.recover(observation)
 
     def __init__(self, *, max_evals: int = 1000, tol: float = 1e-10, history_size: int = 100, max_iter: int = 20,
                  rng: RngLike = None) -> None:

@@ -129,7 +129,7 @@ class AnalyticInversion(Attack):
                 "TextHide's Alg. 2 updates (Huang et al. 2020), PRIOR-ART B.2; matching after Zhu et al. 2019")
     threat = ThreatModel(observes="each client's model update (the weights it replies) and the global weights",
                          needs=("the head's architecture, learning rate, optimizer and batch size (tap.json)",))
-    observes_kind = "model-updates"
+    observes = "updates"
 
     def __init__(self, *, tol: float = 1e-4, max_inconsistency: float = 0.02, match: bool = True,
                  match_evals: int = 400, restarts: int = 2, rng: RngLike = None) -> None:

@@ -128,7 +128,11 @@ class UpdateChain(Attack):
                          needs=("the head's architecture, learning rate, optimizer and batch size (tap.json)",
                                 "an index of original representations of the candidate texts",
                                 "public in-domain representations (their mean and covariance)"))
-    observes_kind = "model-updates"
+    observes = "updates"
+
+    def run(self, observation: Any) -> Any:
+        """The attack's one verb: :meth:`attack` a tap of every round's updates."""
+        return self.attack(observation)
 
     def __init__(self, index: SimilaritySearch, stats: PublicStats, *, inversion: AnalyticInversion | None = None,
                  pool_recovery: bool = True, rng: RngLike = None) -> None:

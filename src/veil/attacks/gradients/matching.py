@@ -61,7 +61,7 @@ class EncodingMatch(Attack):
     citation = "Zhu et al., Deep Leakage from Gradients, NeurIPS 2019, in TextHide's encoding space (PRIOR-ART B.2)"
     threat = ThreatModel(observes="each client's model update and the global weights",
                          needs=("the head's architecture, learning rate and batch size (tap.json)",))
-    observes_kind = "model-updates"
+    observes = "updates"
 
     def __init__(self, *, max_evals: int = 400, restarts: int = 2, tol: float = 1e-10, subspace: bool = True,
                  max_rows: int = 256, rng: RngLike = None) -> None:

@@ -85,8 +85,12 @@ class AbsRSS(Attack):
                 "2020, Sec. 4.4)")
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
-    observes_kind = "vectors"
+    observes = "vectors"
     bench_cell = "veil.bench.cells:retrieval_cell"
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""
+        return self.retrieve(observation)
 
     @classmethod
     def for_bench(cls, resources: Any) -> "AbsRSS":

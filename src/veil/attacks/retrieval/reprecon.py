@@ -59,8 +59,12 @@ class RepRecon(Attack):
                          needs=("a search index of (text, original representation) pairs of the corpus",
                                 "(protected, original) representation pairs of the train split"),
                          trains=True)
-    observes_kind = "vectors"
+    observes = "vectors"
     bench_cell = "veil.bench.cells:retrieval_cell"
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""
+        return self.retrieve(observation)
 
     @classmethod
     def for_bench(cls, resources: Any) -> "RepRecon":

@@ -115,8 +115,12 @@ class RSS(Attack):
     citation = "Huang et al. 2020, TextHide, Sec. 4.4 (RSS, Tables 3-4), App. C.2"
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
-    observes_kind = "vectors"
+    observes = "vectors"
     bench_cell = "veil.bench.cells:retrieval_cell"
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""
+        return self.retrieve(observation)
 
     @classmethod
     def for_bench(cls, resources: Any) -> "RSS":
@@ -143,9 +147,13 @@ class RandomGuess(Attack):
     name = "random-guess"
     citation = "Huang et al. 2020, TextHide, Sec. 4.4 ('Rand' column of Tables 3 and 8)"
     threat = ThreatModel(observes="nothing but the number of queries", needs=("the index's entries",))
-    observes_kind = "vectors"
+    observes = "vectors"
     bench_cell = "veil.bench.cells:retrieval_cell"
     floor = True
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""
+        return self.retrieve(observation)
 
     @classmethod
     def for_bench(cls, resources: Any) -> "RandomGuess":

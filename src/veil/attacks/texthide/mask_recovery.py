@@ -231,8 +231,12 @@ class MaskRecovery(Attack):
     threat = ThreatModel(observes="TextHide encodings of one client (a training run or inference encodings)",
                          needs=("mean and covariance of original representations of a public corpus",
                                 "the public encoder's output dimension"))
-    observes_kind = "training-encodings"
+    observes = "training-encodings"
     bench_cell = "veil.bench.cells:mask_recovery_cell"
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`recover` the secret pool from a training run's encodings."""
+        return self.recover(observation)
 
     @classmethod
     def bench_applies(cls, defense: str, setting: Any) -> bool:

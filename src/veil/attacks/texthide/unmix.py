@@ -167,8 +167,12 @@ class Unmix(Attack):
                                 "an index of original representations of the candidate texts "
                                 "(private, plus the public corpus in inter mode)",
                                 "k, the defense's public parameter"))
-    observes_kind = "training-encodings"
+    observes = "training-encodings"
     bench_cell = "veil.bench.cells:unmix_cell"
+
+    def run(self, observation: Observation) -> Any:
+        """The attack's one verb: :meth:`attack` (split each encoding into its k sources)."""
+        return self.attack(observation)
 
     @classmethod
     def bench_applies(cls, defense: str, setting: Any) -> bool:

@@ -21,11 +21,20 @@ _LAZY = {"ContextualAttacker": "veil.attacks.word_recovery.contextual",
          "MaskedLMAttacker": "veil.attacks.word_recovery.neural"}
 
 
+def attacker_names() -> list[str]:
+    """The word-recovery attackers of the parsing experiments: the registered obfuscated-text attacks, named
+    without their ``word-recovery-`` prefix (``minilm``, ``trained``, ``mlm``, and the floors ``keep-word``,
+    ``tag-frequency``)."""
+    from veil.attacks.base import attack_names
+
+    return [n.removeprefix("word-recovery-") for n in attack_names("obfuscated-text")]
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'veil.attacks.word_recovery' has no attribute {name!r}")
 
 
-__all__ = ["AttackVocabulary", "KeepWord", "TagFrequency", "ObfuscatedText", "observe", "score_attack",
+__all__ = ["attacker_names", "AttackVocabulary", "KeepWord", "TagFrequency", "ObfuscatedText", "observe", "score_attack",
            *sorted(_LAZY)]

@@ -91,7 +91,7 @@ class ContextualAttacker(Attack):
     threat = ThreatModel(THREAT.observes, THREAT.needs + ("the obfuscation mechanism (not its draws)",
                                                           "a public pretrained encoder (all-MiniLM-L6-v2)"),
                          trains=True)
-    observes_kind = "text"
+    observes = "obfuscated-text"
 
     def __init__(self, vocabulary: AttackVocabulary, tags: Sequence[str], *, encoder: str = "minilm",
                  reads: str = "mask", layers: int = 2, hidden: int = 512, dropout: float = 0.3,

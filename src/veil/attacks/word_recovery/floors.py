@@ -67,7 +67,7 @@ class KeepWord(Attack):
     name = "keep-word"
     citation = "floor (Hu et al. 2020 report none)"
     threat = THREAT
-    observes_kind = "text"
+    observes = "obfuscated-text"
     floor = True
 
     def __init__(self, vocabulary: AttackVocabulary) -> None:
@@ -91,7 +91,7 @@ class TagFrequency(Attack):
     name = "tag-frequency"
     citation = "floor (Hu et al. 2020 report none)"
     threat = THREAT
-    observes_kind = "text"
+    observes = "obfuscated-text"
     floor = True
 
     def __init__(self, vocabulary: AttackVocabulary, public: Iterable[tuple[Sequence[str], Sequence[str]]]) -> None:

@@ -79,7 +79,8 @@ def _check_budget(**values: Any) -> None:
 
 
 class _NeuralAttacker(Attack):
-    observes_kind = "text"
+    abstract = True  # the trained and masked-LM attackers share it; each is registered
+    observes = "obfuscated-text"
     threat = THREAT
     masks_input = False
 
@@ -94,7 +95,7 @@ class _NeuralAttacker(Attack):
         self.seed, self.vectors_source = seed, vectors
         init = None
         if vectors == "md":
-            from veil.parsing.train import md_vectors
+            from veil.models.spacy_pipelines import md_vectors
 
             init = md_vectors(list(vocabulary.words), dim)[0]
         with torch.random.fork_rng(devices=[]):

@@ -1,48 +1,44 @@
 """Adversarial defenses of private attributes in hidden representations (Coavoux, Narayan & Cohen, EMNLP 2018).
 
->>> from veil.defenses.adversarial import make_objective, DEFENSES
->>> obj = make_objective("multidetask", alpha=1.0, beta=1.0)    # Sec. 3.1.1 (complement-label targets)
->>> make_objective("grl")                                         # gradient reversal variant (not in the paper)
->>> make_objective("generation", reduction="sum", max_chars=300)  # Sec. 3.1.2 (character LM adversary)
->>> make_objective("decluster", alpha=0.1)                        # Sec. 3.2 (sign as in the authors' code)
->>> from veil.defenses.adversarial.leace import LeaceErasure      # LEACE baseline (concept-erasure)
+Every defense here releases ``representations`` (a trained encoder's r(x)) and is in veil's one defense registry
+(``veil defenses list``); its release verb ``objective()`` gives the training objective the main model trains
+with (the adversary step is in :mod:`veil.training.adversarial`).
+
+>>> import veil
+>>> obj = veil.make_defense("multidetask", alpha=1.0, beta=1.0).objective()   # Sec. 3.1.1 (complement targets)
+>>> veil.make_defense("grl")                                                   # gradient reversal (not in the paper)
+>>> veil.make_defense("generation", reduction="sum", max_chars=300)           # Sec. 3.1.2 (character LM adversary)
+>>> veil.make_defense("decluster", alpha=0.1)                                 # Sec. 3.2 (sign as in the authors' code)
+>>> veil.make_defense("leace")                                                # LEACE baseline (concept-erasure)
 
 Modules: :mod:`~veil.defenses.adversarial.objectives` (the training objectives, with the paper's equations),
-:mod:`~veil.defenses.adversarial.leace` (linear erasure), :mod:`~veil.defenses.adversarial.train` (the main-model
-trainer with the adversary step). None of these defenses has a formal guarantee (LEACE's holds against linear
-probes only); measure them with :mod:`veil.attacks.attribute`.
+:mod:`~veil.defenses.adversarial.leace` (linear erasure). None of these defenses has a formal guarantee (LEACE's
+holds against linear probes only); measure them with :mod:`veil.attacks.attribute`.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from veil.errors import UnknownNameError
-
-__all__ = ["DEFENSES", "make_objective", "defense_class"]
-
-#: name -> "module:Class" (imported on first use; ``import veil.defenses.adversarial`` does not import torch)
-DEFENSES = {
-    "none": "veil.defenses.adversarial.objectives:NoObjective",
-    "multidetask": "veil.defenses.adversarial.objectives:MultiDetasking",
-    "grl": "veil.defenses.adversarial.objectives:GradientReversal",
-    "generation": "veil.defenses.adversarial.objectives:AdversarialGeneration",
-    "decluster": "veil.defenses.adversarial.objectives:Declustering",
-    "leace": "veil.defenses.adversarial.leace:LeaceErasure",
-}
+__all__ = ["make_objective", "defense_names"]
 
 
-def defense_class(name: str) -> Any:
-    """The class registered as ``name`` (UnknownNameError lists the valid names)."""
-    if name not in DEFENSES:
-        raise UnknownNameError("adversarial defense", str(name), DEFENSES)
-    module, _, attr = DEFENSES[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+def defense_names() -> list[str]:
+    """The choices of an adversarial run: ``none`` (plain training) and every registered representations defense."""
+    from veil.defenses.base import defense_names as registered
+
+    return ["none", *registered("representations")]
 
 
 def make_objective(name: str, **params: Any) -> Any:
-    """The training objective for ``name`` (``leace`` trains with no objective and erases afterwards)."""
-    if name == "leace":
-        return defense_class("none")()
-    return defense_class(name)(**params)
+    """The training objective for ``name``: None for ``none`` (plain training) and for ``leace`` (which trains
+    plainly and erases afterwards), else the registered defense's ``objective()``."""
+    if name == "none":
+        return None
+    from veil.defenses.base import get_defense, defense_names as registered
+
+    if name not in registered("representations"):
+        from veil.errors import UnknownNameError
+
+        raise UnknownNameError("adversarial defense", str(name), defense_names())
+    return get_defense(name)(**params).objective()

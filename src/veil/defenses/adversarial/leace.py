@@ -30,15 +30,23 @@ class LeaceErasure(Defense):
     """Fit with :meth:`fit` (train R, private variables), then :meth:`protect` any R (vectors in, vectors out)."""
 
     name = "leace"
-    kind: ClassVar[str] = "representation"
-    releases: ClassVar[tuple[str, ...]] = ("vectors",)
-    tasks: ClassVar[tuple[str, ...]] = ("sentence-classification", "document-classification")
+    releases: ClassVar[str] = "representations"
+    tasks: ClassVar[tuple[str, ...]] = ("private-attributes",)
     guarantee = Guarantee("linear-erasure", "no linear probe predicts the private variables better than a constant "
                           "on the fitting distribution (LEACE); nothing against non-linear attackers")
     uses_private: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._eraser: Any = None
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        return [{}]
+
+    def objective(self) -> None:
+        """The release verb of a representations defense: None, LEACE trains the main model plainly and erases
+        afterwards (:meth:`fit` on the training representations, then :meth:`protect`)."""
+        return None
 
     def fit(self, R: np.ndarray, private: Any) -> "LeaceErasure":
         import warnings

@@ -32,7 +32,7 @@ from veil.defenses.base import NO_GUARANTEE, Defense
 from veil.validation import check_choice, check_int, check_real
 from veil.errors import InvalidParameterError
 
-__all__ = ["AdversarialObjective", "NoObjective", "MultiDetasking", "GradientReversal", "AdversarialGeneration",
+__all__ = ["AdversarialObjective", "MultiDetasking", "GradientReversal", "AdversarialGeneration",
            "Declustering", "complement_targets", "binary_log_loss", "grad_reverse"]
 
 
@@ -71,12 +71,21 @@ def grad_reverse(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
 class AdversarialObjective(Defense):
     """Base class: a training hook that changes the main model's objective (module docstring)."""
 
-    kind: ClassVar[str] = "training-hook"
-    releases: ClassVar[tuple[str, ...]] = ("vectors",)
-    tasks: ClassVar[tuple[str, ...]] = ("sentence-classification", "document-classification")
+    releases: ClassVar[str] = "representations"
+    tasks: ClassVar[tuple[str, ...]] = ("private-attributes",)
+    abstract: ClassVar[bool] = True
     guarantee = NO_GUARANTEE
     uses_private: ClassVar[bool] = True
     main_weight: float = 1.0
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The paper's parameters (each objective's defaults)."""
+        return [{}]
+
+    def objective(self) -> "AdversarialObjective":
+        """The release verb of a representations defense: the objective the main model trains with (this one)."""
+        return self
 
     def attach(self, *, width: int, private: Any, texts: list[str] | None = None, rng: Any = None) -> None:
         """Build the adversary for width ``width`` and the training split's :class:`PrivateVariables`."""
@@ -103,13 +112,6 @@ class AdversarialObjective(Defense):
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "main_weight": self.main_weight}
-
-
-class NoObjective(AdversarialObjective):
-    """No defense: the main model minimises -log P(y | x) only (the paper's 'Standard' columns)."""
-
-    name = "none"
-    uses_private = False
 
 
 def _adversary(width: int, k: int, hidden: int, rng: Any) -> nn.Module:
@@ -143,6 +145,15 @@ class MultiDetasking(AdversarialObjective):
         self.hidden = check_int("hidden", hidden, minimum=1)
         self.lr = check_real("lr", lr, low=0.0, high=1.0, low_open=True)
         self.main_weight = self.alpha
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The paper's parameters (each objective's defaults)."""
+        return [{}]
+
+    def objective(self) -> "AdversarialObjective":
+        """The release verb of a representations defense: the objective the main model trains with (this one)."""
+        return self
 
     def attach(self, *, width: int, private: Any, texts: list[str] | None = None, rng: Any = None) -> None:
         super().attach(width=width, private=private, texts=texts, rng=rng)
@@ -219,6 +230,15 @@ class AdversarialGeneration(AdversarialObjective):
         self.main_weight = self.alpha
         self.truncated = 0
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The paper's parameters (each objective's defaults)."""
+        return [{}]
+
+    def objective(self) -> "AdversarialObjective":
+        """The release verb of a representations defense: the objective the main model trains with (this one)."""
+        return self
+
     def attach(self, *, width: int, private: Any, texts: list[str] | None = None, rng: Any = None) -> None:
         import warnings
 
@@ -277,6 +297,15 @@ class Declustering(AdversarialObjective):
         self.alpha = check_real("alpha", alpha, low=0.0, high=np.inf, low_open=True, high_open=True)
         check_rng(rng)
         self._rng = rng
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The paper's parameters (each objective's defaults)."""
+        return [{}]
+
+    def objective(self) -> "AdversarialObjective":
+        """The release verb of a representations defense: the objective the main model trains with (this one)."""
+        return self
 
     def attach(self, *, width: int, private: Any, texts: list[str] | None = None, rng: Any = None) -> None:
         from veil.random import as_generator

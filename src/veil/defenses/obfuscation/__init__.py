@@ -23,11 +23,19 @@ _LAZY = {name: "veil.defenses.obfuscation.neural" for name in
           "frequent_candidates")}
 
 
+def method_names() -> list[str]:
+    """The obfuscation methods (``random``, ``neural``): the registered obfuscated-text defenses, named without
+    their ``obfuscation-`` prefix (``veil defenses list`` shows the full names)."""
+    from veil.defenses.base import defense_names
+
+    return [n.removeprefix("obfuscation-") for n in defense_names("obfuscated-text")]
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'veil.defenses.obfuscation' has no attribute {name!r}")
 
 
-__all__ = ["RandomSubstitution", "TagVocabulary", "ObfuscationKey", "Obfuscated", "PosSpectrum", "PAPER_LEVELS",
+__all__ = ["method_names", "RandomSubstitution", "TagVocabulary", "ObfuscationKey", "Obfuscated", "PosSpectrum", "PAPER_LEVELS",
            "LEVEL_NAMES", "DEFAULT_SPECTRUM", *sorted(_LAZY)]

@@ -271,9 +271,13 @@ class NeuralObfuscator(Defense):
     guarantee: Guarantee = Guarantee("none", "heuristic (no formal guarantee): replaced words are sampled from a "
                                              "learned distribution over public same-tag words that keeps the parse; "
                                              "the context still leaks")
-    kind = "text-transform"
-    releases = ("text",)
-    tasks = ()  # a parsing defense: measured by veil.experiments.parsing, not the classification bench
+    releases = "obfuscated-text"
+    tasks = ("dependency-parsing",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """Two levels of the POS spectrum (Hu et al. 2020, Table 1): P3 and P5."""
+        return [{"level": "P3"}, {"level": "P5"}]
 
     def __init__(self, *, network: ObfuscatorNet, rng: Any = None, summary: Mapping[str, Any] | None = None) -> None:
         if not isinstance(network, ObfuscatorNet):

@@ -129,9 +129,13 @@ class RandomSubstitution(Defense):
     name = "obfuscation-random"
     guarantee: Guarantee = Guarantee("none", "heuristic (no formal guarantee): replaced words are drawn "
                                              "uniformly from public same-tag words; the context still leaks")
-    kind = "text-transform"
-    releases = ("text",)
-    tasks = ()  # a parsing defense: measured by veil.experiments.parsing, not the classification bench
+    releases = "obfuscated-text"
+    tasks = ("dependency-parsing",)
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """Two levels of the POS spectrum (Hu et al. 2020, Table 1): P3 and P5."""
+        return [{"level": "P3"}, {"level": "P5"}]
 
     def __init__(self, *, vocabulary: TagVocabulary, level: str = "P3", spectrum: PosSpectrum = DEFAULT_SPECTRUM,
                  rng: Any = None) -> None:

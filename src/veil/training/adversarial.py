@@ -1,5 +1,9 @@
 """Train the main model (encoder + task head) with an adversarial objective (Coavoux et al. 2018, Phase 1).
 
+The adversary step lives here, in the training loop; the objectives (what the adversary and the encoder minimise,
+the paper's equations) are the defenses of :mod:`veil.defenses.adversarial`, each reached through its release verb
+``defense.objective()``. ``objective=None`` trains plainly (the paper's 'Standard' columns; :class:`PlainObjective`).
+
 The paper's protocol (Sec. 4.2): the head is an MLP with one hidden layer of 64 ReLU units; Adam at its default
 learning rate (1e-3); the authors' code clips gradients at 5; a fixed number of epochs (8 sentiment, 16 topic) and
 the epoch with the best dev accuracy is kept ("we select the models that implement defenses on their accuracy").
@@ -25,7 +29,36 @@ from torch import nn
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["MainConfig", "MainModel", "train_main", "representations"]
+__all__ = ["MainConfig", "MainModel", "PlainObjective", "train_main", "representations"]
+
+
+class PlainObjective:
+    """No defense: the main model minimises -log P(y | x) only. The no-op of the objective interface (as
+    :class:`~veil.training.hooks.PlainHook` is of the hook interface); records call it defense "none"."""
+
+    name = "none"
+    uses_private = False
+    main_weight = 1.0
+
+    def attach(self, *, width: int, private: Any, texts: list[str] | None = None, rng: Any = None) -> None:
+        self.width = width
+
+    def adversary_parameters(self) -> list[nn.Parameter]:
+        return []
+
+    def joint_parameters(self) -> list[nn.Parameter]:
+        return []
+
+    def adversary_loss(self, r_detached: torch.Tensor, rows: np.ndarray) -> None:
+        return None
+
+    def encoder_loss(self, r: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        return r.new_zeros(())
+
+    def config(self) -> dict[str, Any]:
+        from veil.defenses.base import NO_GUARANTEE
+
+        return {"defense": self.name, "guarantee": NO_GUARANTEE.to_dict(), "main_weight": self.main_weight}
 
 
 @dataclass(frozen=True)
@@ -83,10 +116,10 @@ def _accuracy(encoder: nn.Module, head: nn.Module, inputs: Any, labels: np.ndarr
 
 
 def train_main(encoder: nn.Module, train: Any, y_train: np.ndarray, dev: Any, y_dev: np.ndarray, *,
-               n_classes: int, objective: Any, config: MainConfig = MainConfig(),
+               n_classes: int, objective: Any = None, config: MainConfig = MainConfig(),
                private_train: Any = None, texts_train: list[str] | None = None,
                progress: Any = None) -> MainModel:
-    """Train ``encoder`` + a new head on (train, y_train) with ``objective``; keep the best dev epoch.
+    """Train ``encoder`` + a new head on (train, y_train) with ``objective`` (None: plain); keep the best dev epoch.
 
     ``train``/``dev``: :class:`~veil.models.lstm.EncoderInputs`; ``private_train``: the training split's
     :class:`~veil.corpora.attributes.PrivateVariables` (for objectives that use z); ``texts_train``: for
@@ -99,6 +132,7 @@ def train_main(encoder: nn.Module, train: Any, y_train: np.ndarray, dev: Any, y_
                                     f"dev {len(dev)} vs {len(y_dev)}")
     if private_train is not None and len(private_train) != len(train):
         raise InvalidParameterError(f"{len(private_train)} private rows for {len(train)} training examples")
+    objective = PlainObjective() if objective is None else objective
     seeds = np.random.SeedSequence(config.seed).spawn(3)
     order_rng = np.random.default_rng(seeds[0])
     head_gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))

@@ -1,0 +1,65 @@
+"""Release kinds: what a defense lets out of the owner's hands, and what an attack observes (ARCHITECTURE.md).
+
+A defense releases exactly one kind; an attack observes exactly one kind. They meet here and nowhere else: the
+bench pairs an attack with a defense when :func:`observable` says the attack can read the release.
+
+Some releases contain another kind, and an attack of the contained kind reads them too (:data:`CONTAINS`): every
+encoding of a TextHide training run is a vector, and so is every released document embedding; rewritten text is
+turned into a vector by anyone who holds the public encoder. A view never reaches past what the release holds:
+nothing contains ``training-encodings`` but a training run, and the exact audit (which needs the mechanism's
+probabilities) observes ``document-embeddings`` itself.
+
+Ground module: imports nothing of veil.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ReleaseKind", "RELEASE_KINDS", "CONTAINS", "TASKS", "observable"]
+
+
+@dataclass(frozen=True)
+class ReleaseKind:
+    """One release kind: what leaves the owner, the defense's one verb, the utility task it is measured on."""
+
+    name: str
+    leaves: str
+    verb: str
+    utility: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "leaves": self.leaves, "verb": self.verb, "utility": self.utility}
+
+
+RELEASE_KINDS: dict[str, ReleaseKind] = {k.name: k for k in (
+    ReleaseKind("vectors", "one vector per text at inference", "protect", "sentence classification"),
+    ReleaseKind("training-encodings", "the encodings of a training run (every epoch)", "hook",
+                "sentence classification"),
+    ReleaseKind("document-embeddings", "one private embedding per document", "release_embeddings",
+                "document classification"),
+    ReleaseKind("updates", "a client's model updates per round", "hook", "federated classification"),
+    ReleaseKind("text", "rewritten text", "transform", "classification on the rewritten text"),
+    ReleaseKind("obfuscated-text", "token-aligned substitutes (same length, same tags)", "transform",
+                "dependency parsing (UAS/LAS)"),
+    ReleaseKind("representations", "a trained encoder's hidden states r(x)", "objective",
+                "the encoder's main task"),
+    ReleaseKind("model", "a trained model (its outputs or weights)", "train", "classification"),
+)}
+
+#: release kind -> the kinds an attack may read it as (besides itself)
+CONTAINS: dict[str, tuple[str, ...]] = {
+    "training-encodings": ("vectors",),
+    "document-embeddings": ("vectors",),
+    "text": ("vectors",),
+}
+
+#: the tasks a defense serves; a corpus offers some of them (bench: which corpora a defense is planned on)
+TASKS = ("sentence-classification", "document-classification", "dependency-parsing", "private-attributes")
+
+
+def observable(release: str, observes: str) -> bool:
+    """Whether an attack observing ``observes`` can read a release of kind ``release``."""
+    return observes == release or observes in CONTAINS.get(release, ())
+

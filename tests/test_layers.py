@@ -1,0 +1,115 @@
+"""Imports point down (ARCHITECTURE.md): no module of src/veil imports a higher layer, lazy imports included, and
+no package-level import cycle. The graph is read from the source (every ``import``/``from`` statement, inside
+functions too); imports under ``if TYPE_CHECKING:`` are annotations only and are not counted."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "veil"
+
+#: the order of ARCHITECTURE.md, lowest first; a module may import its own layer and any lower one
+LAYERS = [
+    {"errors", "random", "_io", "progress", "_registry", "_threads", "validation", "kinds"},
+    {"results", "outputs"},
+    {"corpora", "encoders", "models", "metrics"},
+    {"defenses"},
+    {"attacks"},
+    {"training"},
+    {"parsing", "federated", "services"},
+    {"bench", "experiments"},
+    {"report"},
+    {"cli"},
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _top(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "veil" else None
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_lines(tree)
+    out = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            if node.module == "veil":  # from veil import corpora
+                out += [(node.lineno, f"veil.{a.name}") for a in node.names]
+    return out
+
+
+def _modules() -> list[tuple[Path, str]]:
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        out.append((path, ".".join(rel.parts)))
+    return out
+
+
+def _edges() -> list[tuple[str, str, str, int]]:
+    edges = []
+    for path, module in _modules():
+        own = _top(module)
+        if own is None or own.endswith("__init__"):
+            continue  # veil/__init__.py: the lazy front door, above every layer
+        for line, target in _imports(path):
+            other = _top(target)
+            if other is not None and other != own:
+                edges.append((own, other, f"{path.relative_to(SRC.parent)}:{line}", line))
+    return edges
+
+
+def test_every_top_level_module_has_a_layer():
+    tops = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
+    assert tops - set(RANK) == set(), "add the new module to LAYERS here and to ARCHITECTURE.md's order"
+
+
+def test_imports_point_down():
+    upward = [f"{where}: {own} imports {other}" for own, other, where, _ in _edges()
+              if other in RANK and own in RANK and RANK[other] > RANK[own]]
+    assert upward == []
+
+
+def test_no_package_level_cycle():
+    graph: dict[str, set[str]] = {}
+    for own, other, _, _ in _edges():
+        graph.setdefault(own, set()).add(other)
+
+    def reaches(a: str, b: str, seen: set[str]) -> bool:
+        for nxt in graph.get(a, ()):
+            if nxt == b or (nxt not in seen and (seen.add(nxt) or reaches(nxt, b, seen))):
+                return True
+        return False
+
+    cycles = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if reaches(b, a, set())})
+    assert cycles == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f():\n    from veil.report import x\n", ["veil.report"]),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from veil.cli import y\n", ["typing"]),
+])
+def test_the_reader_sees_lazy_imports_and_skips_annotations(tmp_path, source, expected):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert [m for _, m in _imports(path)] == expected
