@@ -184,18 +184,3 @@ def test_small_work_stays_in_the_calling_thread():
     next(rows)
     assert not any(t.name.startswith("veil-depth") for t in threading.enumerate())
     assert len(list(rows)) == len(docs) - 1
-
-
-def test_the_doubled_sensitivity_control_releases_what_it_is_audited_as():
-    """The negative control doubles the utilities in release() too, not only in utilities() (which the audit reads)."""
-    from veil.attacks.audit import DoubledSensitivity
-
-    docs, F = clouds(6, 25, 400)
-    with pytest.warns(PrivacyLeakWarning):
-        a = DoubledSensitivity(candidates=F, epsilon=4.0, n_projections=20, rng=9)
-    with pytest.warns(PrivacyLeakWarning):
-        b = DoubledSensitivity(candidates=F, epsilon=4.0, n_projections=20, rng=9)
-    pa, pb = a.projections(), b.projections()
-    np.testing.assert_array_equal(b.utilities(docs[0], pb), 2.0 * depth_fast(docs[0], pb, "tukey-min"))
-    released = a.release(docs, pa, workers=1).indices
-    assert released.tolist() == [b.sample(S, pb).index for S in docs]

@@ -1,6 +1,6 @@
 """SentDP privacy audits on a real document corpus: the exact audit and the empirical lower bounds.
 
-Exact audit (:func:`run_sentdp_audit`, :mod:`veil.attacks.audit`). The mechanism audited is the
+Exact audit (:func:`run_sentdp_audit`, :mod:`veil.attacks.audit.exact`). The mechanism audited is the
 pipeline's own (Meehan et al. 2022, App. B): :class:`~veil.defenses.sentdp.SentDPPipeline`,
 fitted on the corpus' public train/dev split (for a registered corpus, the cached pipeline that
 ``veil sentdp embed`` releases with), supplies the candidates (recoded means of train documents
@@ -10,13 +10,13 @@ recoded train sentences. The other neighbour kinds are arbitrary vectors in the 
 i.e. more than an adversary choosing real sentences can reach. ``recoder=False`` audits the
 ablation without H. Every test document gets its own projection set, drawn from ``seed`` (an
 audit, not a release: a release draws them from the OS CSPRNG), and ``neighbours_per_document``
-neighbours, the kinds of :data:`~veil.attacks.audit.NEIGHBOUR_KINDS` in turn. ``control=`` audits a
-deliberately broken mechanism (:data:`~veil.attacks.audit.NEGATIVE_CONTROLS`) over the same
+neighbours, the kinds of :data:`~veil.attacks.audit.exact.NEIGHBOUR_KINDS` in turn. ``control=`` audits a
+deliberately broken mechanism (:data:`~veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`) over the same
 candidates instead: that audit must FAIL.
 
-Empirical lower bounds (:func:`run_empirical_audit`, :mod:`veil.attacks.empirical_audit`): for
+Empirical lower bounds (:func:`run_empirical_audit`, :mod:`veil.attacks.audit.empirical`): for
 DeepCandidate (the same pipeline), truncation and word-level metric DP at each epsilon and
-neighbour kind (:data:`~veil.attacks.empirical_pairs.NEIGHBOUR_KINDS`), a distinguishing game on
+neighbour kind (:data:`~veil.attacks.audit.pairs.NEIGHBOUR_KINDS`), a distinguishing game on
 test documents gives epsilon_lb at a stated confidence, beside the formal sentence-level epsilon.
 """
 
@@ -134,13 +134,14 @@ def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3,
     them; otherwise a sample drawn with ``seed``). ``encoder`` defaults to
     ``TextEncoder("minilm")``. ``pipeline``: the fitted pipeline to audit (default: see the
     module docstring; ``recoder=False`` fits one without H). ``control``: a name from
-    :data:`~veil.attacks.audit.NEGATIVE_CONTROLS`, audited instead of the real mechanism (it must
-    fail). The record (experiment ``audit-<corpus>[-<depth>][-control-<name>]``) is written
+    :data:`~veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`, audited instead of the real mechanism
+    (it must fail). The record (experiment ``audit-<corpus>[-<depth>][-control-<name>]``) is written
     atomically to ``results_dir/`` (:func:`audit_file_name`; ``results_dir=None``: not written; the
     CLI defaults to ``./veil-results/sentdp``) and returned; a summary is printed. The output
     location is checked before any work, and an existing file is replaced only with ``force=True``.
     """
-    from veil.attacks.audit import NEGATIVE_CONTROLS, NEIGHBOUR_KINDS, audit_sentdp
+    from veil.attacks.audit.exact import NEIGHBOUR_KINDS, audit_sentdp
+    from veil.defenses.sentdp.controls import NEGATIVE_CONTROLS
     from veil.encoders import TextEncoder, encode_sentences
 
     start = time.perf_counter()
@@ -431,7 +432,7 @@ class _EmpiricalData:
 
     def word_vectors(self) -> Any:
         if self._vectors is None:
-            from veil.attacks.empirical_pairs import CachedEmbedder
+            from veil.attacks.audit.pairs import CachedEmbedder
             from veil.encoders.plan import announce_encoding
             from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
@@ -454,7 +455,7 @@ class _EmpiricalData:
 def _game_pairs(data: _EmpiricalData, mechanism: str, epsilon: float, kind: str, trials: int, alpha: float
                 ) -> tuple[Any, list[Any], dict[str, Any]]:
     """The mechanism (unseeded: the release path), the screened candidate pairs and what describes them."""
-    from veil.attacks import empirical_pairs as ep
+    from veil.attacks.audit import pairs as ep
 
     cfg = data.cfg
     rng = np.random.default_rng([cfg.seed, zlib.crc32(f"{mechanism}/{epsilon:g}/{kind}".encode())])
@@ -537,8 +538,8 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     (default: loaded by name; given, its DeepCandidate pipeline is fitted here, not taken from
     the cache of ``veil sentdp embed``).
     """
-    from veil.attacks.empirical_audit import DistinguishingGame
-    from veil.attacks.empirical_pairs import NEIGHBOUR_KINDS
+    from veil.attacks.audit.empirical import DistinguishingGame
+    from veil.attacks.audit.pairs import NEIGHBOUR_KINDS
     from veil.outputs import check_output_dir, default_results_dir, existing_record
 
     if not isinstance(cfg, EmpiricalAuditConfig):

@@ -6,7 +6,8 @@
   reference loop;
 * :mod:`.levels`: the fast path, many documents at once and the depth level by level;
 * :mod:`.recoder`: the cluster-preserving sentence recoder H (Sec. 4.3, App. A.3);
-* :mod:`.pipeline`: :class:`SentDPPipeline`, text documents in, epsilon-SentDP embeddings out.
+* :mod:`.pipeline`: :class:`SentDPPipeline`, text documents in, epsilon-SentDP embeddings out;
+* :mod:`.controls`: deliberately broken DeepCandidate variants (negative controls) that the audits must catch.
 
 The baselines (:mod:`veil.defenses.truncation`, :mod:`veil.defenses.metric_dp`) stay outside this package.
 """

@@ -204,8 +204,8 @@ class DeepCandidate(Defense):
         """The utilities the mechanism samples by, from the candidates' depths: the depths themselves (sensitivity 1).
 
         The one step that both :meth:`utilities` (read by the exact audit) and :meth:`release` go through, so a
-        negative control that changes it (:class:`~veil.attacks.audit.DoubledSensitivity`) releases what it is
-        audited as.
+        negative control that changes it (:class:`~veil.defenses.sentdp.controls.DoubledSensitivity`) releases what
+        it is audited as.
         """
         return depths
 

@@ -27,11 +27,12 @@ Parts (STYLE.md, practice 4):
   (:class:`SentDPAudit` per epsilon, :class:`SentDPAuditSweep` for many
   documents).
 
-Negative controls (:data:`NEGATIVE_CONTROLS`): :class:`DoubledSensitivity` (utilities doubled)
-and :class:`DoubledEpsilon` (releases at twice the stated epsilon) must fail the audit; the
-tests check that they do on synthetic and on real documents
+Negative controls (:data:`veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`):
+:class:`~veil.defenses.sentdp.controls.DoubledSensitivity` (utilities doubled) and
+:class:`~veil.defenses.sentdp.controls.DoubledEpsilon` (releases at twice the stated epsilon) must
+fail the audit; the tests check that they do on synthetic and on real documents
 (``veil.experiments.audit.run_sentdp_audit(..., control=...)``). The empirical counterpart, which
-runs the mechanism instead of reading its distribution, is :mod:`veil.attacks.empirical_audit`.
+runs the mechanism instead of reading its distribution, is :mod:`veil.attacks.audit.empirical`.
 
 Two entry points:
 
@@ -67,8 +68,8 @@ from veil.defenses.sentdp.depth import ProjectionSet, draw_projections, project_
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["ExactAudit", "NEIGHBOUR_KINDS", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep", "make_neighbours",
-           "audit_document", "audit_sentdp", "DoubledSensitivity", "DoubledEpsilon", "NEGATIVE_CONTROLS"]
+__all__ = ["ExactAudit", "NEIGHBOUR_KINDS", "TOLERANCE", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep",
+           "make_neighbours", "audit_document", "audit_sentdp"]
 
 NEIGHBOUR_KINDS = ("random", "reflect", "tie", "deepest", "extreme", "duplicate", "mean")
 TOLERANCE = 1e-9  # float slack on the bound
@@ -196,46 +197,6 @@ class SentDPAuditSweep:
                 "wall_time_s": self.wall_time_s, "pairs_per_second": self.pairs_per_second,
                 "config": _jsonable(self.config), "utility_stats": dict(self.utility_stats),
                 "audits": [a.to_dict() for a in self.audits]}
-
-
-# ---------------------------------------------------------------- negative controls
-class DoubledSensitivity(DeepCandidate):
-    """Negative control: every utility doubled (sensitivity 2) with epsilon left as stated.
-
-    Its log ratios reach ``2 * epsilon`` wherever a neighbour moves a candidate's depth, so the
-    exact audit must fail it; ``run_sentdp_audit(..., control="doubled-sensitivity")`` checks that
-    it does on real documents.
-    """
-
-    name = "deepcandidate-broken-doubled-sensitivity"
-
-    def _utilities_of_depths(self, depths: np.ndarray) -> np.ndarray:
-        return 2.0 * depths  # both what the audit reads (utilities) and what release() samples by
-
-
-class DoubledEpsilon(DeepCandidate):
-    """Negative control: releases (samples and reports probabilities) at ``2 * epsilon`` while claiming epsilon.
-
-    The exact audit catches it two independent ways: the log ratios, read through the mechanism's
-    own :meth:`log_probabilities_of` at every audited epsilon, reach twice that epsilon
-    (:func:`audit_document` and :func:`audit_sentdp`), and its log-probabilities disagree with the
-    exponential mechanism at the stated epsilon (``derivation_error``).
-    """
-
-    name = "deepcandidate-broken-doubled-epsilon"
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        from veil.defenses.sentdp.sampling import ExactSampler
-
-        self._sampler = ExactSampler(2.0 * self.epsilon)
-
-    def log_probabilities_of(self, utilities: np.ndarray, epsilon: float | None = None) -> np.ndarray:
-        return super().log_probabilities_of(utilities, 2.0 * (self.epsilon if epsilon is None else float(epsilon)))
-
-
-NEGATIVE_CONTROLS: Mapping[str, type[DeepCandidate]] = MappingProxyType(
-    {"doubled-sensitivity": DoubledSensitivity, "doubled-epsilon": DoubledEpsilon})
 
 
 # ---------------------------------------------------------------- validation

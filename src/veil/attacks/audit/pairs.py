@@ -1,12 +1,12 @@
 """Neighbouring inputs and test statistics for the empirical epsilon audit of veil's SentDP mechanisms.
 
-Each builder returns candidate :class:`~veil.attacks.empirical_audit.GamePair` s for one neighbour
+Each builder returns candidate :class:`~veil.attacks.audit.empirical.GamePair` s for one neighbour
 kind (:data:`NEIGHBOUR_KINDS`), ranked by a screening score computed WITHOUT running the
 mechanism, so that only the few most promising pairs spend selection runs. The mechanism object
 given is the one that runs (its own sampling code and randomness: the OS CSPRNG unless seeded).
 
 * DeepCandidate (sentence level, epsilon-SentDP): the replacement sentences of the exact audit
-  (:func:`veil.attacks.audit.make_neighbours`): ``reflect`` (the sentence moved across a
+  (:func:`veil.attacks.audit.exact.make_neighbours`): ``reflect`` (the sentence moved across a
   candidate on the projection where that candidate is shallowest) and ``extreme`` (a huge vector
   along one projection). Projections are drawn from the audit's rng, independently of the
   document, and fixed for the pair (the guarantee holds for any such set). Screening: the bound
@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from veil.attacks.audit import Neighbour, make_neighbours
-from veil.attacks.empirical_audit import (GamePair, Statistic, histogram_statistic, lookup_statistic,
-                                          predicted_bounds, projection_statistic)
+from veil.attacks.audit.empirical import (GamePair, Statistic, histogram_statistic, lookup_statistic,
+                                         predicted_bounds, projection_statistic)
+from veil.attacks.audit.exact import Neighbour, make_neighbours
 from veil.validation import check_int
 from veil.errors import InvalidParameterError
 from veil.random import RngLike, as_generator

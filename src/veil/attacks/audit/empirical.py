@@ -28,7 +28,7 @@ each input of each candidate pair (x, x'):
   runs enter eps_lb. The test is fixed before they are drawn, so no correction for the selection
   is needed (the selection only decides how strong the test is, not whether the bound is valid).
 
-:mod:`veil.attacks.empirical_pairs` builds the pairs and statistics for DeepCandidate,
+:mod:`veil.attacks.audit.pairs` builds the pairs and statistics for DeepCandidate,
 truncation and word-level metric DP; this module knows nothing about them.
 """
 
