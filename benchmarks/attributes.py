@@ -30,7 +30,7 @@ def _rate(texts, batch_size: int, n: int, defense: str = "none") -> tuple[float,
 
     from veil.corpora.attributes import entity_variables
     from veil.defenses.adversarial import make_objective
-    from veil.defenses.adversarial.train import MainConfig, train_main
+    from veil.training.adversarial import MainConfig, train_main
     from veil.models.lstm import LSTMEncoder, TokenInputs, Vocabulary
 
     texts = texts[:n]

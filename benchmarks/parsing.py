@@ -49,7 +49,7 @@ def main() -> None:
     from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
     from veil.errors import PrivacyLeakWarning
     from veil.parsing.evaluate import predict_biaffine
-    from veil.parsing.spacy_models import load_spacy, parse_words
+    from veil.models.spacy_pipelines import load_spacy, parse_words
     from veil.parsing.train import load_parser
     from veil.parsing.treebank import load_treebank
     from veil.results import git_commit

@@ -144,8 +144,8 @@ _REGISTRY = LazyRegistry("defense", {
     "obfuscation-random": "veil.defenses.obfuscation.random_substitution:RandomSubstitution",
     "obfuscation-neural": "veil.defenses.obfuscation.neural:NeuralObfuscator",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
-    "deepcandidate-broken-doubled-sensitivity": "veil.attacks.audit:DoubledSensitivity",
-    "deepcandidate-broken-doubled-epsilon": "veil.attacks.audit:DoubledEpsilon",
+    "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
+    "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",
 })
 
 

@@ -63,5 +63,6 @@ class DoubledEpsilon(DeepCandidate):
         return super().log_probabilities_of(utilities, 2.0 * (self.epsilon if epsilon is None else float(epsilon)))
 
 
+#: short name (the registry name without ``deepcandidate-broken-``) -> class; derived from the classes' names
 NEGATIVE_CONTROLS: Mapping[str, type[DeepCandidate]] = MappingProxyType(
-    {"doubled-sensitivity": DoubledSensitivity, "doubled-epsilon": DoubledEpsilon})
+    {c.name.removeprefix("deepcandidate-broken-"): c for c in (DoubledSensitivity, DoubledEpsilon)})
