@@ -94,7 +94,7 @@ def train_tiny_parser():
     return train
 
 
-# --------------------------------------------------------------------------- the bad-input harness (every tests/test_bad_input*.py)
+# --------------------------------------------------------------------------- the bad-input harness (tests/cli/test_bad_input*.py)
 def _snapshot(root: Path) -> dict[str, float]:
     return {str(p.relative_to(root)): p.stat().st_mtime for p in root.rglob("*")}
 

@@ -126,3 +126,19 @@ def test_front_door_builds_a_registered_defense_and_runs_an_attack():
     assert list(found.top1) == [3, 7]
     with pytest.raises(veil.errors.UnknownNameError, match="texthide"):
         veil.make_defense("texthid")
+
+
+def test_the_cli_lists_every_defense_and_attack_as_json():
+    from typer.testing import CliRunner
+
+    from veil.cli import app
+
+    runner = CliRunner()
+    d = runner.invoke(app, ["defenses", "list", "--json"])
+    a = runner.invoke(app, ["attacks", "list", "--json"])
+    assert d.exit_code == 0 and a.exit_code == 0, d.output + a.output
+    assert {r["name"] for r in json.loads(d.output)} == set(defense_names(controls=True))
+    assert {r["name"]: r["observes"] for r in json.loads(a.output)} == {n: get_attack(n).observes
+                                                                        for n in attack_names()}
+    table = runner.invoke(app, ["defenses", "list"])
+    assert table.exit_code == 0 and "document-embeddings" in table.output and "negative controls" in table.output

@@ -1,7 +1,7 @@
 """`veil adversarial train` and `veil attack attribute`: JSON output, resumption, typed errors on bad input.
 
-The commands are mounted on a fresh Typer app with :func:`veil.cli_adversarial.register` (what veil.cli does), so
-these tests do not depend on the other command modules veil.cli imports.
+The commands are mounted on a fresh Typer app with ``register`` of veil.cli.adversarial and veil.cli.attack (what
+veil.cli.root does), so these tests run only the commands they test.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import click
 import pytest
 import typer
 
-from veil import cli_adversarial
+from veil.cli import adversarial, attack as attack_commands
 from veil.errors import InvalidParameterError
 
 
 def _run(args: list[str]) -> None:
-    app, attack = typer.Typer(), typer.Typer()
-    app.add_typer(attack, name="attack")
-    cli_adversarial.register(app, attack)
+    app = typer.Typer()
+    adversarial.register(app)
+    attack_commands.register(app)
     typer.main.get_command(app).main(args=args, prog_name="veil", standalone_mode=False)
 
 

@@ -1,7 +1,7 @@
-"""The gradient-attack runners (veil.experiments.gradients) and commands (veil.cli_gradients): resumable Table 2
+"""The gradient-attack runners (veil.experiments.gradients) and commands (veil.cli.attack): resumable Table 2
 cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
-and the rendered page. The commands are exercised through ``register`` on a fresh Typer app (how cli.py mounts
-them)."""
+and the rendered page. The commands are exercised through ``register`` on a fresh Typer app (how veil.cli.root
+mounts them)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,10 @@ def _corpus(builtin):
 
 
 def _app() -> typer.Typer:
-    from veil.cli_gradients import register
+    from veil.cli import attack
 
     app = typer.Typer()
-    attack = typer.Typer()
-    app.add_typer(attack, name="attack")
-    register(attack)
+    attack.register(app)
     return app
 
 

@@ -9,7 +9,7 @@ import stat
 import typer
 from typer.testing import CliRunner
 
-from veil import cli_parse
+from veil.cli import attack, obfuscate, parse
 from veil.report import render_all
 from veil.report.parsing import parsing_page
 from veil.results import Metric, ResultRecord
@@ -20,10 +20,10 @@ _SETUP = {"treebank": "silver-sm", "n_test": 2000, "attack_train": 20000, "attac
 
 
 def _app() -> typer.Typer:
-    """The commands as `veil` registers them (cli_parse.register), on an app of their own."""
-    app, attack = typer.Typer(), typer.Typer()
-    app.add_typer(attack, name="attack")
-    cli_parse.register(app, attack)
+    """The commands as `veil` registers them (each module's ``register``), on an app of their own."""
+    app = typer.Typer()
+    for module in (obfuscate, parse, attack):
+        module.register(app)
     return app
 
 

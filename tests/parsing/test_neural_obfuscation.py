@@ -255,12 +255,12 @@ def test_the_train_command_writes_the_model_once(parser, tiny_treebank, tmp_path
     import typer
     from typer.testing import CliRunner
 
-    from veil import cli_parse
+    from veil.cli import parse
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     parser.save(tmp_path / "parser.pt")
-    app, attack = typer.Typer(), typer.Typer()
-    cli_parse.register(app, attack)
+    app = typer.Typer()
+    parse.register(app)
     args = ["parse", "obfuscator", "train", "--level", "P2", "--seed", "1", "--treebank", str(tiny_treebank),
             "--model", str(tmp_path / "parser.pt"), "--minutes", "0.05", "--max-candidates", "30", "--json"]
     res = CliRunner().invoke(app, args)

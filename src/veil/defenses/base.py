@@ -124,7 +124,7 @@ class Defense:
         """What ``veil defenses list`` prints: name, release kind, verb, tasks, guarantee, citation, control."""
         g = cls.guarantee
         return {"name": cls.name, "releases": cls.releases, "verb": cls.verb(), "tasks": list(cls.tasks),
-                "guarantee": str(g) if isinstance(g, Guarantee) else "set per instance (depends on parameters)",
+                "guarantee": str(g), "guarantee_kind": g.kind,
                 "citation": cls.citation, "control": cls.control, "class": f"{cls.__module__}.{cls.__qualname__}"}
 
 

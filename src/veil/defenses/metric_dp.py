@@ -94,6 +94,9 @@ class WordMetricDP(Defense):
 
     name = "metric-dp"
     releases = "text"
+    citation = "Feyisetan et al. 2020 (word-level metric DP), the text baseline of Meehan et al. 2022"
+    guarantee = Guarantee("metric-dp", "epsilon * Euclidean-distance metric DP per word, for the epsilon it is "
+                          "built with; NOT SentDP (a sentence change costs epsilon times the sum of its word distances)")
     tasks = ("document-classification",)
 
     @classmethod

@@ -109,6 +109,9 @@ class Truncation(Defense):
 
     name = "truncation"
     releases = "document-embeddings"
+    citation = "Meehan et al. 2022, Sec. 5 (the truncation baseline: clipped mean + Laplace noise)"
+    guarantee = Guarantee("sentdp", "epsilon-SentDP for the epsilon it is built with (Laplace mechanism on the "
+                          "truncated mean)")
     tasks = ("document-classification",)
 
     @classmethod

@@ -31,6 +31,7 @@ class LeaceErasure(Defense):
 
     name = "leace"
     releases: ClassVar[str] = "representations"
+    citation: ClassVar[str] = "Belrose et al. 2023, LEACE (a baseline beside Coavoux et al. 2018)"
     tasks: ClassVar[tuple[str, ...]] = ("private-attributes",)
     guarantee = Guarantee("linear-erasure", "no linear probe predicts the private variables better than a constant "
                           "on the fitting distribution (LEACE); nothing against non-linear attackers")

@@ -138,6 +138,7 @@ class MultiDetasking(AdversarialObjective):
     """
 
     name = "multidetask"
+    citation = "Coavoux, Narayan & Cohen 2018, Sec. 3.1.1 (multidetasking)"
 
     def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, hidden: int = 64, lr: float = 1e-3) -> None:
         self.alpha = check_real("alpha", alpha, low=0.0, high=np.inf, low_open=True, high_open=True)
@@ -186,6 +187,7 @@ class GradientReversal(MultiDetasking):
     """
 
     name = "grl"
+    citation = "Ganin & Lempitsky 2015 (gradient reversal), a variant beside Coavoux et al. 2018"
 
     def adversary_parameters(self) -> list[nn.Parameter]:
         return []
@@ -218,6 +220,7 @@ class AdversarialGeneration(AdversarialObjective):
     """
 
     name = "generation"
+    citation = "Coavoux, Narayan & Cohen 2018, Sec. 3.1.2 (adversarial generation)"
     uses_private = False
 
     def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, reduction: str = "sum", max_chars: int = 300,
@@ -290,6 +293,7 @@ class Declustering(AdversarialObjective):
     """
 
     name = "decluster"
+    citation = "Coavoux, Narayan & Cohen 2018, Sec. 3.2 (declustering)"
 
     def __init__(self, *, alpha: float = 0.1, rng: Any = None) -> None:
         from veil.validation import check_rng

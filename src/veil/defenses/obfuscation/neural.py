@@ -272,6 +272,7 @@ class NeuralObfuscator(Defense):
                                              "learned distribution over public same-tag words that keeps the parse; "
                                              "the context still leaks")
     releases = "obfuscated-text"
+    citation = "Hu et al. 2020, privacy-preserving parsing: the neural obfuscator"
     tasks = ("dependency-parsing",)
 
     @classmethod

@@ -130,6 +130,7 @@ class RandomSubstitution(Defense):
     guarantee: Guarantee = Guarantee("none", "heuristic (no formal guarantee): replaced words are drawn "
                                              "uniformly from public same-tag words; the context still leaks")
     releases = "obfuscated-text"
+    citation = "Hu et al. 2020, privacy-preserving parsing: random same-POS substitution"
     tasks = ("dependency-parsing",)
 
     @classmethod

@@ -37,6 +37,7 @@ class DoubledSensitivity(DeepCandidate):
     """
 
     name = "deepcandidate-broken-doubled-sensitivity"
+    citation = "veil negative control (DeepCandidate with sensitivity 2 while claiming 1)"
     control: ClassVar[bool] = True
 
     def _utilities_of_depths(self, depths: np.ndarray) -> np.ndarray:
@@ -53,6 +54,7 @@ class DoubledEpsilon(DeepCandidate):
     """
 
     name = "deepcandidate-broken-doubled-epsilon"
+    citation = "veil negative control (DeepCandidate sampling at 2 epsilon while claiming epsilon)"
     control: ClassVar[bool] = True
 
     def __init__(self, **kwargs: Any) -> None:

@@ -126,6 +126,9 @@ class DeepCandidate(Defense):
 
     name = "deepcandidate"
     releases = "document-embeddings"
+    citation = "Meehan, Mrini & Chaudhuri 2022, Sentence-level Privacy for Document Embeddings (ACL)"
+    guarantee = Guarantee("sentdp", "epsilon-SentDP for the epsilon it is built with: replacing any one sentence "
+                          "changes every output's probability by at most e^epsilon (exact sampling)")
     tasks = ("document-classification",)
 
     @classmethod

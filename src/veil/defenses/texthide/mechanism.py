@@ -140,6 +140,7 @@ class TextHide(Defense):
     name = "texthide"
     guarantee = TEXTHIDE_GUARANTEE
     releases = "training-encodings"
+    citation = "Huang, Song, Chen, Li & Arora 2020, TextHide (Findings of EMNLP)"
     tasks = ("sentence-classification",)
 
     @classmethod

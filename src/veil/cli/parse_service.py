@@ -1,5 +1,6 @@
 """``veil parse serve`` and ``veil parse client``: thin commands over veil.services (Hu et al. 2020's obfuscated
-parsing service). Every value and output location is checked before the parser or the vocabulary is loaded.
+parsing service), mounted on ``veil parse`` by :mod:`veil.cli.parse`. Every value and output location is checked
+before the parser or the vocabulary is loaded.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
-from veil.cli_parse import MethodOpt, NeuralModelOpt
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite
+from veil.cli.obfuscate import MethodOpt, NeuralModelOpt, check_level, check_method, check_treebank, needs_silver
 
-__all__ = ["register", "parse_serve", "parse_client"]
+__all__ = ["parse_serve", "parse_client"]
 
 _DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -144,8 +145,6 @@ def parse_client(
     as_json: JsonOpt = False,
 ) -> None:
     """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
-    from veil.cli_common import finite
-    from veil.cli_parse import _level, _method, _needs_silver, _treebank
     from veil.outputs import check_output_file
     from veil.services.parse_client import ClientJob, run_client
 
@@ -154,17 +153,18 @@ def parse_client(
     if not server.startswith(("http://", "https://")):
         raise typer.BadParameter(f"--server must be an http:// or https:// URL, got {server!r}")
     finite("--timeout", timeout, low=0.0)
-    _level(level)
-    _method(method, neural_model, level)
+    check_level(level)
+    check_method(method, neural_model, level)
     check_output_file(out, force=force, option="--out", suffixes=(".conllu",))
     if key is not None:
         check_output_file(key, force=force, option="--key")
         if key.resolve() == out.resolve():
             raise typer.BadParameter("--key and --out name the same file; give the key its own file")
     if method == "random":
-        _needs_silver(_treebank(treebank), "veil parse client (its substitution vocabulary)")
-    job = ClientJob(input=file, out=out, server=server, level=_level(level), treebank=_treebank(treebank), key=key,
-                    seed=seed, batch_sentences=batch, timeout=timeout, method=method, neural_model=neural_model)
+        needs_silver(check_treebank(treebank), "veil parse client (its substitution vocabulary)")
+    job = ClientJob(input=file, out=out, server=server, level=check_level(level), treebank=check_treebank(treebank),
+                    key=key, seed=seed, batch_sentences=batch, timeout=timeout, method=method,
+                    neural_model=neural_model)
     summary = run_client(job)
     if as_json:
         echo_json(summary)
@@ -172,8 +172,3 @@ def parse_client(
     console().print(f"parsed {summary['sentences']} sentences ({summary['words']} words, {summary['replaced']} "
                     f"replaced before sending) with {summary['parser']} at {summary['server']} in "
                     f"{summary['requests']} requests; wrote {summary['out']}", highlight=False, soft_wrap=True)
-
-
-def register(parse_app: typer.Typer) -> None:
-    parse_app.command("serve")(parse_serve)
-    parse_app.command("client")(parse_client)

@@ -1,4 +1,5 @@
-"""``veil federated run``: federated TextHide on Flower (simulation), one result JSON per run."""
+"""``veil federated run | sweep | analytic-sweep | chain-sweep``: federated TextHide on Flower (simulation), one
+result JSON per run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli_common import ForceOpt, JsonOpt, console, echo_json, finite
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_floats, parse_ints, parse_seeds
+
+__all__ = ["register", "federated_app"]
 
 federated_app = typer.Typer(help="Federated TextHide on Flower: clients encrypt their own batches with their own "
                                  "secret pools; only head weights leave them.", no_args_is_help=True)
@@ -155,13 +158,12 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """The utility grid: centralised vs federated, plain vs TextHide (256,4), IID and non-IID; resumable."""
-    from veil.cli_common import parse_seeds
     from veil.experiments.federated import run_cells, utility_grid
     from veil.outputs import check_output_dir, default_results_dir
 
     check_engine(engine)
-    counts = int_list(clients, "--clients", 1)
-    alpha_values = float_list(alphas, "--alphas")
+    counts = parse_ints(clients, "--clients", minimum=1)
+    alpha_values = parse_floats(alphas, "--alphas", low_open=False, distinct=True)
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
     cells = utility_grid(corpus=corpus, seeds=parse_seeds(seeds), clients=counts, alphas=alpha_values, rounds=rounds)
     check_sizes(cells[0])
@@ -171,42 +173,12 @@ def sweep(
         echo_json({"results": [str(p) for p in paths]})
 
 
-def int_list(text: str, option: str, minimum: int) -> list[int]:
-    """Comma-separated integers >= ``minimum``, at least one, no repeats; ``2.7`` is refused, never truncated."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"{option} must be comma-separated integers, got {text!r}") from None
-    if not values:
-        raise typer.BadParameter(f"{option} needs at least one value, got {text!r}")
-    if min(values) < minimum:
-        raise typer.BadParameter(f"{option} values must be integers >= {minimum}, got {text!r}")
-    if len(set(values)) != len(values):
-        raise typer.BadParameter(f"{option} repeats a value ({text!r})")
-    return values
-
-
-def float_list(text: str, option: str) -> list[float]:
-    """Comma-separated finite numbers >= 0 (0 = IID), at least one, no repeats."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"{option} must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise typer.BadParameter(f"{option} needs at least one value, got {text!r}")
-    if not all(math.isfinite(v) and v >= 0 for v in values):
-        raise typer.BadParameter(f"{option} values must be finite numbers >= 0 (0 = IID), got {text!r}")
-    if len(set(values)) != len(values):
-        raise typer.BadParameter(f"{option} repeats a value ({text!r})")
-    return values
-
-
-def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[list[int], Path]:
+def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[tuple[int, ...], Path]:
     """The recorded-run sweeps' checked batch sizes and result folder (default ./veil-results/gradients)."""
     from veil.outputs import check_output_dir, default_results_dir
 
     check_engine(engine)
-    sizes = int_list(batch_sizes, "--batch-sizes", 1)
+    sizes = parse_ints(batch_sizes, "--batch-sizes", minimum=1)
     return sizes, check_output_dir(results if results is not None else default_results_dir("gradients"))
 
 
@@ -255,3 +227,7 @@ def chain_sweep(
                             engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(federated_app, name="federated")

@@ -1,6 +1,6 @@
-"""``veil parse treebank|train|eval|sweep``, ``veil parse obfuscator train``, ``veil obfuscate`` and ``veil attack
-word-recovery``: thin commands over veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al.
-2020).
+"""``veil parse treebank | train | eval | sweep | serve | client`` and ``veil parse obfuscator train``: thin commands
+over veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al. 2020); ``serve`` and ``client``
+are defined in :mod:`veil.cli.parse_service`.
 
 Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
 folder; every value and output location is checked before any work starts.
@@ -13,16 +13,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from veil.cli_common import ForceOpt, JsonOpt, console, echo_json
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_seeds
+from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
+from veil.cli.parse_service import parse_client, parse_serve
 
-__all__ = ["register", "parse_app"]
+__all__ = ["register", "parse_app", "run_one_cell"]
 
 parse_app = typer.Typer(help="Dependency parsing on silver trees (Hu et al. 2020): treebank, parser, evaluation.",
                         no_args_is_help=True)
 ResultsOpt = Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/parsing).")]
-TreebankOpt = Annotated[str, typer.Option(help="silver-sm (built by `veil parse treebank`) or a folder with "
-                                               "train/dev/test.conllu (Penn tags in XPOS).")]
-LevelOpt = Annotated[str, typer.Option(help="Obfuscation level: P1..P5 (cumulative, Hu et al. Table 1).")]
 NTestOpt = Annotated[int, typer.Option(min=1, help="Test sentences (the first N of the test split).")]
 SeedOpt = Annotated[int, typer.Option(min=0, help="Experiment seed (obfuscation draws of the test set, attackers).")]
 obfuscator_app = typer.Typer(help="The neural obfuscator (Hu et al. 2020, Sec. 3-4), trained through veil's biaffine "
@@ -30,31 +29,12 @@ obfuscator_app = typer.Typer(help="The neural obfuscator (Hu et al. 2020, Sec. 3
 parse_app.add_typer(obfuscator_app, name="obfuscator")
 NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes).")]
 PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
-MethodOpt = Annotated[str, typer.Option(help="random (same-POS substitution) or neural (a trained neural "
-                                            "obfuscator: --neural-model).")]
-NeuralModelOpt = Annotated[Optional[Path], typer.Option(help="The neural obfuscator's .pt file (written by `veil "
-                                                            "parse obfuscator train`); --method neural only.")]
 
 
 def _root(results: Optional[Path]) -> Path:
     from veil.outputs import check_output_dir, default_results_dir
 
     return check_output_dir(results if results is not None else default_results_dir("parsing"))
-
-
-def _level(level: str, allow_none: bool = False) -> str:
-    from veil.experiments.parsing import LEVELS
-
-    valid = LEVELS if allow_none else LEVELS[1:]
-    if level not in valid:
-        raise typer.BadParameter(f"--level must be one of {', '.join(valid)}, got {level!r}")
-    return level
-
-
-def _treebank(value: str) -> str:
-    if value != "silver-sm" and not Path(value).is_dir():
-        raise typer.BadParameter(f"--treebank must be silver-sm or a folder with train/dev/test.conllu, got {value!r}")
-    return value
 
 
 def _names(value: str, option: str, valid: Any) -> list[str]:
@@ -70,34 +50,8 @@ def _names(value: str, option: str, valid: Any) -> list[str]:
     return got
 
 
-def _needs_silver(treebank: str, what: str) -> None:
-    """On a fresh VEIL_HOME: one line naming the command that builds the silver treebank and how long it takes."""
-    if treebank != "silver-sm":
-        return
-    from veil.errors import ResourceMissingError
-    from veil.parsing.treebank import SILVER_HOW, silver_dir
-
-    if not (silver_dir() / "meta.json").is_file():
-        raise ResourceMissingError("the silver treebank", "veil parse treebank",
-                                   message=f"{what} needs the silver treebank, which is not built yet; {SILVER_HOW}")
-
-
-def _method(method: str, neural_model: Optional[Path], level: str) -> str:
-    """``--method`` and ``--neural-model`` checked together (``veil obfuscate`` and ``veil parse client``)."""
-    from veil.parsing.obfuscate_file import METHODS
-
-    if method not in METHODS:
-        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    if (method == "neural") != (neural_model is not None):
-        raise typer.BadParameter("--neural-model goes with --method neural, and --method neural needs it")
-    if neural_model is not None and not neural_model.is_file():
-        raise typer.BadParameter(f"--neural-model {neural_model} is not a file; train one with `veil parse "
-                                 f"obfuscator train --level {level}`")
-    return method
-
-
-def _one_cell(experiment: str, setup: Any, results: Optional[Path], force: bool, as_json: bool,
-              **grid: Any) -> None:
+def run_one_cell(experiment: str, setup: Any, results: Optional[Path], force: bool, as_json: bool,
+                 **grid: Any) -> None:
     """Run (or keep) the one sweep cell ``experiment`` and print its record (JSON, or one metric per line)."""
     from veil.experiments.parsing import cell_path, run_parsing
     from veil.results import ResultRecord
@@ -151,14 +105,13 @@ def parse_train(
 ) -> None:
     """Train veil's biaffine parser on the treebank (best dev UAS kept; resumable). With the defaults it takes
     about 45 minutes (the --max-minutes budget) after `veil parse treebank`."""
-    from veil.cli_common import finite
     from veil.outputs import check_output_dir
     from veil.parsing.train import TrainConfig, default_model_path, resume_state, train_parser
 
     if vectors not in ("md", "none"):
         raise typer.BadParameter(f"--vectors must be md or none, got {vectors!r}")
     finite("--max-minutes", max_minutes, low=0.0)
-    config = TrainConfig(treebank=_treebank(treebank), vectors=vectors, max_minutes=max_minutes,
+    config = TrainConfig(treebank=check_treebank(treebank), vectors=vectors, max_minutes=max_minutes,
                          max_train=max_train, hidden=hidden, seed=seed)
     target = out if out is not None else default_model_path(config.name)
     check_output_dir(target.parent, option="--out")
@@ -192,10 +145,10 @@ def parse_eval(
 
     if parser not in PARSER_NAMES:
         raise typer.BadParameter(f"--parser must be one of {', '.join(PARSER_NAMES)}, got {parser!r}")
-    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, seed=seed,
+    setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, seed=seed,
                          model=None if model is None else str(model))
-    _one_cell(f"eval-{parser}-{level}", setup, results, force, as_json, parsers=[parser],
-              levels=[_level(level, True)], attackers=[])
+    run_one_cell(f"eval-{parser}-{level}", setup, results, force, as_json, parsers=[parser],
+                 levels=[check_level(level, True)], attackers=[])
 
 
 @obfuscator_app.command("train")
@@ -219,15 +172,13 @@ def obfuscator_train(
     from veil.defenses.obfuscation.neural import NeuralTraining, ObfuscatorConfig
     from veil.experiments.parsing import ParsingSetup, train_neural
 
-    from veil.cli_common import finite
-
     if model is not None and not model.is_file():
         raise typer.BadParameter(f"--model {model} is not a file")
     finite("--minutes", minutes, low=0.0)
     finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
-    setup = ParsingSetup(treebank=_treebank(treebank), model=None if model is None else str(model))
+    setup = ParsingSetup(treebank=check_treebank(treebank), model=None if model is None else str(model))
     msg = console(as_json)
-    ob, path, key = train_neural(_level(level), seed, setup=setup,
+    ob, path, key = train_neural(check_level(level), seed, setup=setup,
                                  config=ObfuscatorConfig(level=level, max_candidates=max_candidates),
                                  training=NeuralTraining(max_minutes=minutes, max_train=max_train,
                                                          privacy_weight=privacy_weight),
@@ -237,69 +188,6 @@ def obfuscator_train(
         return
     msg.print(f"{path}: best dev UAS {ob.summary.get('best_dev_uas')} (start {ob.summary.get('start_dev_uas')}); "
               f"fingerprint {ob.fingerprint[:16]}", highlight=False)
-
-
-def obfuscate(
-    file: Annotated[Path, typer.Argument(help="CoNLL-U (Penn tags in XPOS) or plain text, one sentence per line "
-                                              "(tagged with spaCy sm).")],
-    method: MethodOpt = "random",
-    level: LevelOpt = "P3",
-    treebank: TreebankOpt = "silver-sm",
-    neural_model: NeuralModelOpt = None,
-    key: Annotated[Optional[Path], typer.Option(help="Write the secret key (positions and originals) here, "
-                                                     "mode 0600.")] = None,
-    seed: Annotated[Optional[int], typer.Option(min=0, help="Reproducible draws (experiments only; default: OS "
-                                                            "entropy).")] = None,
-    force: ForceOpt = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag (drawn
-    uniformly, or by the trained neural obfuscator)."""
-    from veil.outputs import check_output_file
-    from veil.parsing.obfuscate_file import obfuscate_file
-
-    _level(level)
-    _method(method, neural_model, level)
-    if not file.is_file():
-        raise typer.BadParameter(f"{file} is not a file")
-    if key is not None:
-        check_output_file(key, force=force, option="--key")
-    if method == "random":
-        _needs_silver(_treebank(treebank), "veil obfuscate (its substitution vocabulary)")
-    out = obfuscate_file(file, level=_level(level), treebank=_treebank(treebank), seed=seed, key_path=key,
-                         method=method, neural_model=neural_model)
-    if as_json:
-        echo_json([{"words": list(o.words), "tags": list(o.tags), "positions": list(o.key.positions)} for o in out])
-        return
-    for o in out:
-        typer.echo(" ".join(o.words))
-
-
-def attack_word_recovery(
-    method: Annotated[str, typer.Option(help="minilm (a head over frozen MiniLM), trained, mlm, keep-word or "
-                                             "tag-frequency.")] = "trained",
-    level: LevelOpt = "P3",
-    treebank: TreebankOpt = "silver-sm",
-    n_test: NTestOpt = 2000,
-    train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences the attacker learns from.")] = 20000,
-    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of a neural attacker.")] = 8.0,
-    seed: SeedOpt = 0,
-    results: ResultsOpt = None,
-    force: ForceOpt = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Recover the original words at the obfuscated positions: MRR, prv = 100 - 100 MRR, top-1 (Hu et al.)."""
-    from veil.experiments.parsing import ATTACKERS, ParsingSetup
-
-    from veil.cli_common import finite
-
-    if method not in ATTACKERS:
-        raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
-    finite("--minutes", minutes, low=0.0)
-    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
-                         attack_minutes=minutes, seed=seed)
-    _one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[], levels=[_level(level)],
-              attackers=[method])
 
 
 @parse_app.command("sweep")
@@ -328,7 +216,6 @@ def parse_sweep(
 
     Resumable: cells already in --results are kept (an interrupted sweep goes on where it stopped).
     """
-    from veil.cli_common import finite, parse_seeds
     from veil.defenses.obfuscation.neural import NeuralTraining
     from veil.experiments.parsing import ATTACKERS, DEFENSES, LEVELS, ParsingSetup, run_parsing
     from veil.parsing.evaluate import PARSER_NAMES
@@ -349,7 +236,7 @@ def parse_sweep(
     for option, value in (("--minutes", minutes), ("--neural-minutes", neural_minutes)):
         finite(option, value, low=0.0)
     finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
-    setup = ParsingSetup(treebank=_treebank(treebank), n_test=n_test, attack_train=train_sentences,
+    setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, attack_train=train_sentences,
                          attack_minutes=minutes, seed=seed)
     root = _root(results)
     msg = console(as_json)
@@ -364,7 +251,9 @@ def parse_sweep(
               highlight=False)
 
 
-def register(app: typer.Typer, attack_app: typer.Typer) -> None:
+parse_app.command("serve")(parse_serve)  # after sweep: `veil parse --help` lists serve and client last
+parse_app.command("client")(parse_client)
+
+
+def register(app: typer.Typer) -> None:
     app.add_typer(parse_app, name="parse")
-    app.command("obfuscate")(obfuscate)
-    attack_app.command("word-recovery")(attack_word_recovery)

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 __all__ = ["JsonOpt", "ForceOpt", "console", "echo_json", "finite", "positive", "parse_m", "parse_seeds",
-           "parse_floats", "file_options", "warn_line", "EncodingOpt", "LabelOpt", "FormatOpt", "DropEmptyOpt", "TextOpt"]
+           "parse_ints", "parse_floats", "file_options", "warn_line", "EncodingOpt", "LabelOpt", "FormatOpt",
+           "DropEmptyOpt", "TextOpt"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (messages go to stderr).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace result files that already exist.")]
@@ -85,15 +86,35 @@ def parse_seeds(value: str) -> tuple[int, ...]:
     return seeds
 
 
-def parse_floats(value: str, option: str, *, low: float = 0.0) -> tuple[float, ...]:
-    """Comma-separated finite numbers > ``low`` (e.g. ``--epsilons 1,3,10``)."""
+def parse_ints(value: str, option: str, *, minimum: int) -> tuple[int, ...]:
+    """Comma-separated integers >= ``minimum``, at least one, no repeats; ``2.7`` is refused, never truncated."""
+    try:
+        values = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{option} must be comma-separated integers, got {value!r}") from None
+    if not values:
+        raise typer.BadParameter(f"{option} needs at least one value, got {value!r}")
+    if min(values) < minimum:
+        raise typer.BadParameter(f"{option} values must be integers >= {minimum}, got {value!r}")
+    if len(set(values)) != len(values):
+        raise typer.BadParameter(f"{option} repeats a value ({value!r})")
+    return values
+
+
+def parse_floats(value: str, option: str, *, low: float = 0.0, low_open: bool = True,
+                 distinct: bool = False) -> tuple[float, ...]:
+    """Comma-separated finite numbers > ``low`` (>= with ``low_open=False``), e.g. ``--epsilons 1,3,10``; with
+    ``distinct`` a repeated value is refused (each value is one run)."""
     try:
         values = tuple(float(v) for v in value.split(",") if v.strip())
     except ValueError:
         raise typer.BadParameter(f"{option} must be comma-separated numbers, got {value!r}") from None
     if not values:
         raise typer.BadParameter(f"give at least one value for {option}")
-    return tuple(finite(option, v, low=low) for v in values)
+    values = tuple(finite(option, v, low=low, low_open=low_open) for v in values)
+    if distinct and len(set(values)) != len(values):
+        raise typer.BadParameter(f"{option} repeats a value ({value!r})")
+    return values
 
 
 def file_options(source: str, *, text: str = "text", label: str | None = None, encoding: str | None = None,

@@ -1,0 +1,123 @@
+"""``veil bench``: every defense against every attack that applies, and the privacy-utility report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json
+
+__all__ = ["register"]
+
+
+def _names(value: Optional[str], option: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise typer.BadParameter(f"{option} {value!r} names nothing; give at least one name (comma-separated), or "
+                                 f"leave {option} out for all")
+    return names
+
+
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="A small fixed configuration on the built-in corpora "
+                                                        "(its wall time on 2 cores is in "
+                                                        "benchmarks/RESULTS.md; the first run also encodes "
+                                                        "the corpora).")] = False,
+    corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default: rt-polarity,"
+                                                        "drug-reviews with --quick, five corpora without).")]
+    = None,
+    defenses: Annotated[Optional[str], typer.Option(help="Comma-separated defenses (default: every registered "
+                                                         "one).")] = None,
+    attacks: Annotated[Optional[str], typer.Option(help="Comma-separated attacks (default: every registered "
+                                                        "one).")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Run cells in parallel on a local Ray cluster of this "
+                                                     "many CPUs (1: sequential, in this process).")] = 1,
+    ray: Annotated[Optional[str], typer.Option("--ray", help="Address of an existing Ray cluster to run the "
+                                                            "cells on (e.g. ray://host:10001).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output folder: cells/*.json, run.json and the report "
+                                                     "(default ./veil-results/bench).")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Selects queries and the attackers' own choices; never a "
+                                                  "defense's key.")] = 0,
+    queries: Annotated[Optional[int], typer.Option(min=1, help="Queries per attack cell (default 500 quick, "
+                                                               "1000 full).")] = None,
+    key_seed: Annotated[Optional[int], typer.Option(min=0, help="Seed every defense key (reproducible, NOT "
+                                                                "private; for checks that runs agree). "
+                                                                "Default: OS CSPRNG.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Cap every split at this many examples (a smoke "
+                                                             "run; recorded in the cell ids).")] = None,
+    list_only: Annotated[bool, typer.Option("--list", help="Print the planned cells and exit.")] = False,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run every defense against every attack that observes what it releases; render the report.
+
+    Finished cells are skipped (resumable) unless --force; a failing cell is reported and the others go on;
+    the exit code is 1 if any cell failed.
+    """
+    from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, not_runnable, plan_cells
+    from veil.bench.runner import run_bench
+    from veil.outputs import check_output_dir, default_results_dir
+    from veil.report.bench import render_bench
+
+    out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
+    corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
+    import veil.corpora as vc
+
+    unknown = [c for c in corpus_list if c not in vc.names()]
+    if unknown:
+        raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
+    config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
+    defense_list, attack_list = _names(defenses, "--defenses"), _names(attacks, "--attacks")
+    cells = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config)
+    pending = not_runnable(plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config,
+                                      runnable_only=False))
+    pending_note = "; ".join(f"{', '.join(names)} (releases {kind})" for kind, names in pending.items())
+    attack_cells = [c for c in cells if c.attack != UTILITY]
+    if not cells or (attack_list is not None and not attack_cells):  # before any work, nothing written
+        chosen = [f"{opt} {','.join(v)}" for opt, v in (("--defenses", defense_list), ("--attacks", attack_list))
+                  if v is not None]
+        what = "0 cells" if not cells else f"0 attack cells (only {len(cells)} utility cells)"
+        raise typer.BadParameter(
+            f"this selection plans {what} on {', '.join(corpus_list)}: "
+            + (f"{' with '.join(chosen)} pairs no attack with a defense whose release it observes (or that "
+               "serves the corpus' task)" if chosen else "no defense serves these corpora's tasks")
+            + (f"; the bench cannot run {pending_note} yet: their release kinds have no bench cells (docs/bench.md)"
+               if pending else "")
+            + "; `veil bench --list` shows every cell of the full plan")
+    con = console(as_json)
+    if pending and not as_json:
+        con.print(f"veil: not run: {pending_note}: their release kinds have no bench cells yet (docs/bench.md)",
+                  style="yellow", markup=False, highlight=False)
+    if list_only:
+        if as_json:
+            echo_json({"cells": [c.to_dict() for c in cells]})
+        else:
+            for c in cells:
+                con.print(c.id, markup=False, highlight=False)
+        return
+    if key_seed is not None:
+        con.print(f"veil: keys are SEEDED (--key-seed {key_seed}): reproducible, not private", style="yellow")
+    con.print(f"veil bench: {len(cells)} cells on {', '.join(corpus_list)} -> {out_dir}", markup=False)
+    run = run_bench(cells, out_dir, workers=workers, ray_address=ray, force=force,
+                    log=lambda line: con.print(line, markup=False, highlight=False))
+    md, page = render_bench(out_dir, out_dir, name="report")
+    summary = {**run.to_dict(), "report_html": str(page), "report_md": str(md)}
+    if as_json:
+        echo_json(summary)
+    else:
+        counts = run.counts()
+        con.print(f"veil bench: {counts['done']} done, {counts['skipped']} skipped, {counts['failed']} failed "
+                  f"in {run.wall_time_s / 60:.1f} min", markup=False)
+        con.print(f"report: {page}\n        {md}", markup=False)
+        for o in run.failed:
+            con.print(f"FAILED {o.id}: {o.error}", markup=False, style="red")
+    if run.failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
