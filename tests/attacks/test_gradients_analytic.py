@@ -48,6 +48,8 @@ def test_batch_of_one_is_inverted_exactly_through_texthide(minilm, tmp_path, hid
     assert err < 1e-5  # the masked encoding itself (times rep_scale), read off float32 weights
     scores = score_inputs(rec, truth)
     assert scores["recovered"] == 1 and scores["correct_vectors"] == 1
+    every = AnalyticInversion(rng=0).run(tap)  # the one verb: every (round, client) update of the tap
+    assert set(every) == set(tap.updates()) and np.array_equal(every[(1, "0")].vectors, rec.vectors)
     # the recovered row is the ENCRYPTED vector: the sentence's magnitudes under the secret mask's signs
     source = X[truth.sources[0, 0]].astype(np.float64) * math.sqrt(X.shape[1])
     assert np.allclose(np.abs(rec.vectors[0]), np.abs(source), rtol=1e-4, atol=1e-6)

@@ -124,3 +124,15 @@ def test_bad_parameters_are_refused(fitted):
         ContextualAttacker(vocab, ["JJ"], reads="bert")
     with pytest.raises(InvalidParameterError, match="layers must be <= 6"):
         ContextualAttacker(vocab, ["JJ"], layers=7)
+
+
+def test_run_guesses_the_original_where_rank_puts_it_first(fitted):
+    atk, _ = fitted
+    text, originals = _toy(5, seed=2)
+    targets = [[w.lower() for w in o] for o in originals]
+    guesses = atk.run(text)
+    ranks = atk.rank(text, targets)
+    flat, truth = [g for gs in guesses for g in gs], [w for ws in targets for w in ws]
+    assert len(flat) == len(truth) == len(ranks)
+    assert all(g == t for g, t, r in zip(flat, truth, ranks) if r == 1)
+    assert sum(g == t for g, t in zip(flat, truth)) >= 0.9 * len(truth)

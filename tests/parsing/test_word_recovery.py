@@ -83,3 +83,31 @@ def test_mismatched_originals_are_refused(setting):
         score_attack(KeepWord(av), observe(obf), [[] for _ in obf])
     with pytest.raises(DataFormatError, match="outside the sentence"):
         ObfuscatedText((("a",),), (("DT",),), ((3,),))
+
+
+def _agrees(guesses, ranks, text, targets):
+    """run()'s top guess is the true word wherever rank() puts the true word first (rank 1: no tie above it)."""
+    assert [len(g) for g in guesses] == [len(p) for p in text.positions]
+    flat = [g for gs in guesses for g in gs]
+    truth = [w for ws in targets for w in ws]
+    assert all(g == t for g, t, r in zip(flat, truth, ranks) if r == 1)
+    return sum(g == t for g, t in zip(flat, truth))
+
+
+def test_run_gives_one_guess_per_position_consistent_with_rank(setting):
+    from veil.attacks.word_recovery import TrainedAttacker
+
+    train, vocab, obf, av = setting
+    text = observe(obf)
+    targets = [[w.lower() for w in o.key.originals] for o in obf]
+    keep = KeepWord(av)
+    assert keep.run(text) == [[text.words[i][p].lower() for p in pos] for i, pos in enumerate(text.positions)]
+    freq = TagFrequency(av, [(t.words, t.tags) for t in train])
+    assert _agrees(freq.run(text), freq.rank(text, targets), text, targets) > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        own = RandomSubstitution(vocabulary=vocab, level="P2", rng=11)
+    made = [own.obfuscate(t.words, t.tags) for t in train]
+    atk = TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none").fit(
+        observe(made), [list(o.key.originals) for o in made], epochs=1, max_minutes=0.5)
+    _agrees(atk.run(text), atk.rank(text, targets), text, targets)

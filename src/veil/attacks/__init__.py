@@ -1,8 +1,10 @@
 """Attacks that measure what leaks from protected text representations (see :mod:`veil.attacks.base`).
 
 >>> from veil.attacks import attack_names, get_attack
->>> attack_names()
-['abs-rss', 'mask-recovery', 'random-guess', 'reprecon', 'rss']
+>>> "rss" in attack_names()                            # every attack; `veil attacks list` shows kinds
+True
+>>> attack_names("training-encodings")                 # those observing one kind (imports their modules)
+['mask-recovery', 'unmix']
 >>> from veil.attacks.retrieval import SimilaritySearch, RSS, evaluate_retrieval, protect_with_texthide
 >>> index = SimilaritySearch(texts, X, labels=y)             # exact cosine index (torch or faiss)
 >>> obs = protect_with_texthide(X[q], m=256, k=4)            # what the attacker sees
@@ -17,8 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from veil.attacks.base import (Attack, AttackResult, Observation, ThreatModel, attack_names, get_attack,
-                               register_attack)
+from veil.attacks.base import (Attack, AttackResult, Observation, ThreatModel, attack_names, attack_table, get_attack,
+                               register_attack, run_attack)
 
 _LAZY = {
     "SimilaritySearch": "veil.attacks.retrieval.index",
@@ -54,5 +56,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'veil.attacks' has no attribute {name!r}")
 
 
-__all__ = ["Attack", "AttackResult", "Observation", "ThreatModel", "attack_names", "get_attack", "register_attack",
+__all__ = ["Attack", "AttackResult", "Observation", "ThreatModel", "attack_names", "attack_table", "get_attack",
+           "register_attack", "run_attack",
            *sorted(_LAZY)]

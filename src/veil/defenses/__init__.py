@@ -1,8 +1,10 @@
-"""Defenses (privacy mechanisms) behind one contract (see :mod:`veil.defenses.base`).
+"""Defenses (privacy mechanisms) behind one contract and one registry (see :mod:`veil.defenses.base`).
 
 >>> from veil.defenses import defense_names, get_defense
->>> defense_names()
-['texthide']
+>>> "texthide" in defense_names()                      # every defense; `veil defenses list` shows kinds
+True
+>>> defense_names("document-embeddings")              # those releasing one kind (imports their modules)
+['deepcandidate', 'truncation']
 >>> from veil.defenses.texthide import MaskPool, TextHide
 >>> th = TextHide(k=4, pool=MaskPool(256, 384))      # secret masks from the OS CSPRNG
 >>> e_t, y_t = th.encrypt(e, y, num_classes=2)        # e: (b, 384) encoder output with grad
@@ -18,8 +20,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from veil.defenses.base import (NO_GUARANTEE, Defense, Guarantee, InsecureKeyFileError, defense_names, get_defense,
-                                register_defense)
+from veil.defenses.base import (NO_GUARANTEE, Defense, Guarantee, InsecureKeyFileError, defense_names, defense_table,
+                                get_defense, make_defense, register_defense)
 
 _LAZY = {
     "TextHide": "veil.defenses.texthide",
@@ -35,5 +37,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'veil.defenses' has no attribute {name!r}")
 
 
-__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
-           "register_defense", *sorted(_LAZY)]
+__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "defense_table",
+           "get_defense", "make_defense", "register_defense", *sorted(_LAZY)]

@@ -149,6 +149,13 @@ class AnalyticInversion(Attack):
                 "match_evals": self.match_evals, "restarts": self.restarts, "rng": self._rng_desc,
                 "criterion": f"relative squared error <= {RECOVERY_REL_MSE:g}"}
 
+    def run(self, observation: Tap) -> dict[tuple[int, str], Any]:
+        """The attack's one verb: recover the inputs behind every client update of every round of a tap
+        (``{(round, client): what :meth:`recover` returns}``)."""
+        if not isinstance(observation, Tap):
+            raise InvalidTypeError(f"observation must be a veil Tap (Tap(DIR)), not {type(observation).__name__}")
+        return {(r, c): self.recover(observation, r, c) for r, c in observation.updates()}
+
     def recover(self, tap: Tap, round: int, client: str) -> RecoveredInputs:
         """Recover the inputs behind client ``client``'s update in round ``round`` of ``tap``."""
         if not isinstance(tap, Tap):

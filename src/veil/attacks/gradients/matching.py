@@ -81,6 +81,13 @@ class EncodingMatch(Attack):
                 "max_rows": self.max_rows,
                 "subspace": self.subspace, "rng": self._rng_desc, "optimizer": "L-BFGS strong-Wolfe"}
 
+    def run(self, observation: Tap) -> dict[tuple[int, str], Any]:
+        """The attack's one verb: recover the inputs behind every client update of every round of a tap
+        (``{(round, client): what :meth:`recover` returns}``)."""
+        if not isinstance(observation, Tap):
+            raise InvalidTypeError(f"observation must be a veil Tap (Tap(DIR)), not {type(observation).__name__}")
+        return {(r, c): self.recover(observation, r, c) for r, c in observation.updates()}
+
     def recover(self, tap: Tap, round: int, client: str) -> Any:
         """Match the update of client ``client`` in round ``round`` -> :class:`~.analytic.RecoveredInputs`."""
         if not isinstance(tap, Tap):

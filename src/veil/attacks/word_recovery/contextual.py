@@ -314,6 +314,29 @@ class ContextualAttacker(Attack):
         self.head.eval()
         return self
 
+    def run(self, observation: ObfuscatedText) -> list[list[str | None]]:
+        """The attack's one verb: the top guess at every obfuscated position (None where the encoder did not reach
+        the position)."""
+        import torch
+
+        if not isinstance(observation, ObfuscatedText):
+            raise InvalidTypeError(f"observation must be an ObfuscatedText (see observe()), "
+                                   f"not {type(observation).__name__}")
+        feats, reached = self._features(observation, False, "run")
+        tags = self._tag_ids(observation)
+        guesses: list[str | None] = [None] * len(reached)
+        keep = np.flatnonzero(reached)
+        self.head.eval()
+        with torch.inference_mode():
+            for s in range(0, len(keep), 512):
+                rows = keep[s:s + 512]
+                logits = self._logits(feats[rows], tags[rows])
+                logits[:, :len(AttackVocabulary.SPECIAL)] = float("-inf")
+                for r, b in zip(rows, logits.argmax(dim=1).tolist()):
+                    guesses[r] = self.vocabulary.words[b]
+        it = iter(guesses)
+        return [[next(it) for _ in pos] for pos in observation.positions]
+
     def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]]) -> np.ndarray:
         """Pessimistic rank of each true word (lower-cased) at each obfuscated position (0: outside the vocabulary
         or not reached by the encoder)."""

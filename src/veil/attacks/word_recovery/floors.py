@@ -73,6 +73,10 @@ class KeepWord(Attack):
     def __init__(self, vocabulary: AttackVocabulary) -> None:
         self.vocabulary = vocabulary
 
+    def run(self, observation: ObfuscatedText) -> list[list[str]]:
+        """The attack's one verb: the top guess at every obfuscated position (the released word itself)."""
+        return [[words[p].lower() for p in pos] for words, pos in zip(observation.words, observation.positions)]
+
     def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]]) -> np.ndarray:
         lookup = self.vocabulary.index()
         v = len(self.vocabulary) - len(AttackVocabulary.SPECIAL)
@@ -103,6 +107,12 @@ class TagFrequency(Attack):
                 if lookup.get(w.lower(), -1) >= len(AttackVocabulary.SPECIAL):
                     self._counts.setdefault(t, Counter())[w.lower()] += 1
         self._sorted = {t: np.sort(np.fromiter(c.values(), dtype=np.int64)) for t, c in self._counts.items()}
+
+    def run(self, observation: ObfuscatedText) -> list[list[str | None]]:
+        """The attack's one verb: the top guess at every obfuscated position (the public word most often seen with
+        the position's tag; None for a tag the public text never shows)."""
+        top = {t: c.most_common(1)[0][0] for t, c in self._counts.items() if c}
+        return [[top.get(tags[p]) for p in pos] for tags, pos in zip(observation.tags, observation.positions)]
 
     def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]]) -> np.ndarray:
         lookup = self.vocabulary.index()

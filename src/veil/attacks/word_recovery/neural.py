@@ -165,6 +165,27 @@ class _NeuralAttacker(Attack):
                     break
         self.net.eval()
 
+    def run(self, observation: ObfuscatedText, *, batch_size: int = 64) -> list[list[str]]:
+        """The attack's one verb: the top guess (a vocabulary word) at every obfuscated position."""
+        import torch
+
+        words = self.vocabulary.words
+        out: list[list[str]] = [[] for _ in range(len(observation))]
+        self.net.eval()
+        with torch.inference_mode():
+            for s in range(0, len(observation), batch_size):
+                keep = [i for i in range(s, min(s + batch_size, len(observation))) if observation.positions[i]]
+                if not keep:
+                    continue
+                logits = self.net(*self._tensors([observation.words[i] for i in keep],
+                                                 [observation.tags[i] for i in keep],
+                                                 [observation.positions[i] for i in keep]))
+                logits[:, :len(AttackVocabulary.SPECIAL)] = float("-inf")
+                best = iter(logits.argmax(dim=1).tolist())
+                for i in keep:
+                    out[i] = [words[next(best)] for _ in observation.positions[i]]
+        return out
+
     def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]], *, batch_size: int = 64) -> np.ndarray:
         """Pessimistic rank of each true word (lower-cased) at each obfuscated position (0: outside the vocabulary)."""
         import torch
