@@ -113,3 +113,12 @@ def test_the_reader_sees_lazy_imports_and_skips_annotations(tmp_path, source, ex
     path = tmp_path / "m.py"
     path.write_text(source)
     assert [m for _, m in _imports(path)] == expected
+
+
+def test_tests_mirror_the_packages():
+    """Every folder of tests/ is a package of src/veil (at the same path), so a module's tests are found beside its
+    path."""
+    tests = Path(__file__).resolve().parent
+    folders = [p.relative_to(tests) for p in tests.rglob("*") if p.is_dir() and "__pycache__" not in p.parts
+               and not any(part.startswith((".", "_")) or part in ("fixtures", "data") for part in p.parts)]
+    assert [str(f) for f in folders if not (SRC / f / "__init__.py").exists()] == []
