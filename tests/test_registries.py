@@ -16,13 +16,8 @@ import pytest
 
 import veil
 from veil.attacks.base import Attack, attack_names, attack_table, get_attack
-from veil.defenses.base import Defense, defense_names, defense_table, get_defense
+from veil.defenses.base import KIND_BASES, Defense, VectorsDefense, defense_names, defense_table, get_defense
 from veil.kinds import RELEASE_KINDS, TASKS, observable
-
-#: attacks whose one verb is not ``run(observation)`` yet: the exact audit needs the mechanism itself (white-box
-#: probabilities of every output), not a release
-RUN_PENDING = {"exact-audit"}
-
 
 def _subclasses(base: type) -> set[type]:
     for info in pkgutil.walk_packages(veil.__path__, "veil."):
@@ -70,8 +65,8 @@ def test_a_defense_declares_one_kind_and_implements_its_verb(name):
     assert cls.name == name
     assert cls.releases in RELEASE_KINDS
     assert cls.tasks and set(cls.tasks) <= set(TASKS)
-    verb = getattr(cls, cls.verb(), None)
-    assert callable(verb), f"{name} releases {cls.releases} but has no {cls.verb()}()"
+    assert issubclass(cls, KIND_BASES[cls.releases]), f"{name} must subclass {KIND_BASES[cls.releases].__name__}"
+    assert callable(getattr(cls, cls.verb(), None)) and not cls.__abstractmethods__
 
 
 @pytest.mark.parametrize("name", attack_names())
@@ -80,8 +75,21 @@ def test_an_attack_declares_one_observed_kind_and_runs(name):
     assert cls.name == name
     assert cls.observes in RELEASE_KINDS
     assert cls.citation and cls.threat.observes != "nothing"
-    has_run = cls.run is not Attack.run
-    assert has_run == (name not in RUN_PENDING), "update RUN_PENDING with the attack's run()"
+    assert not getattr(cls, "__abstractmethods__", None), f"{name} leaves {set(cls.__abstractmethods__)} abstract"
+
+
+def test_a_defense_or_attack_without_its_verb_cannot_be_built():
+    class Forgetful(VectorsDefense):  # releases vectors but never says how
+        name = "forgetful"
+
+    class Silent(Attack):
+        name = "silent"
+        observes = "vectors"
+
+    with pytest.raises(TypeError, match="protect"):
+        Forgetful()
+    with pytest.raises(TypeError, match="run"):
+        Silent()
 
 
 def test_every_attack_kind_meets_a_defense_and_every_defense_an_attack():

@@ -63,6 +63,14 @@ def test_library_negative_controls_fail(name):
         assert a.max_abs_log_ratio == pytest.approx(h.max_abs_log_ratio, rel=1e-12)
     direct = audit_document(mech, docs[0], neighbours=40, pool=pool, rng=0)
     assert not direct.passed and direct.max_abs_log_ratio > 3.0 + 1e-9
+    # the same through the registry's front door: the exact audit observes the mechanism white-box
+    from veil import run_attack
+    from veil.attacks.audit import WhiteBox
+
+    assert not run_attack("exact-audit", WhiteBox(mech, docs), neighbours_per_document=14, pool=pool, rng=0).passed
+    honest_run = run_attack("exact-audit", WhiteBox(DeepCandidate(candidates=F, epsilon=3.0, n_projections=10), docs),
+                            neighbours_per_document=14, pool=pool, rng=0)
+    assert honest_run.passed
 
 
 def test_the_doubled_sensitivity_control_releases_what_it_is_audited_as():

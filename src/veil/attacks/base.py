@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -133,7 +134,7 @@ def _not_plain(x: Any, where: str) -> str | None:
     return f"{where} is a {type(x).__name__}"
 
 
-class Attack:
+class Attack(metaclass=ABCMeta):
     """Base class of veil's attacks.
 
     Subclasses set ``name`` (registry name), ``citation`` (paper and section),
@@ -152,9 +153,10 @@ class Attack:
         """Public, JSON-ready configuration; subclasses extend it."""
         return {"attack": self.name, "citation": self.citation, "threat": self.threat.to_dict()}
 
+    @abstractmethod
     def run(self, observation: Any) -> Any:
-        """What the attacker recovers from ``observation`` (the observation only: no truth, no keys)."""
-        raise NotImplementedError(f"attack {self.name!r} does not implement run(observation)")
+        """The one verb: what the attacker recovers from ``observation`` (the observation only: no truth, no
+        keys). Scoring against the truth is separate."""
 
     @classmethod
     def build(cls, **resources: Any) -> "Attack":

@@ -36,13 +36,15 @@ The registry imports the implementing module only when asked, so
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from veil._registry import LazyRegistry
 from veil.errors import VeilError
 
-__all__ = ["Defense", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+__all__ = ["Defense", "VectorsDefense", "TrainingEncodingsDefense", "DocumentEmbeddingsDefense", "TextDefense",
+           "ObfuscatedTextDefense", "RepresentationsDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
            "register_defense", "defense_table", "make_defense"]
 
 
@@ -80,8 +82,9 @@ class Guarantee:
 NO_GUARANTEE = Guarantee("none", "heuristic (no formal guarantee)")
 
 
-class Defense:
-    """Base class of veil's defenses (see the module docstring for the contract)."""
+class Defense(metaclass=ABCMeta):
+    """Base class of veil's defenses (see the module docstring for the contract). A defense subclasses the base
+    of the kind it releases (:data:`KIND_BASES`), whose abstract method is that kind's one verb."""
 
     name: ClassVar[str] = ""
     guarantee: Guarantee = NO_GUARANTEE
@@ -126,6 +129,79 @@ class Defense:
         return {"name": cls.name, "releases": cls.releases, "verb": cls.verb(), "tasks": list(cls.tasks),
                 "guarantee": str(g), "guarantee_kind": g.kind,
                 "citation": cls.citation, "control": cls.control, "class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+class VectorsDefense(Defense):
+    """Releases one vector per text: ``protect(X) -> X~``."""
+
+    releases: ClassVar[str] = "vectors"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def protect(self, X: Any) -> Any:
+        """The protected vectors (n, d) the owner releases for ``X`` (n, d)."""
+
+
+class TrainingEncodingsDefense(Defense):
+    """Releases the encodings of a training run: ``hook(task, num_classes)`` is applied between encoder and head."""
+
+    releases: ClassVar[str] = "training-encodings"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def hook(self, task: str = "classification", num_classes: int | None = None) -> Any:
+        """A training hook: ``train(e, y)`` turns a batch into what is trained on (and observed), ``infer(e)``."""
+
+
+class DocumentEmbeddingsDefense(Defense):
+    """Releases one private embedding per document: ``release_embeddings(documents) -> (n, d)``."""
+
+    releases: ClassVar[str] = "document-embeddings"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def release_embeddings(self, documents: Any) -> Any:
+        """One embedding per document (each document: its (k, d) sentence embeddings)."""
+
+
+class TextDefense(Defense):
+    """Releases rewritten text: ``transform(texts) -> texts``."""
+
+    releases: ClassVar[str] = "text"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def transform(self, texts: Any) -> list[str]:
+        """The rewritten texts, one per input text."""
+
+
+class ObfuscatedTextDefense(Defense):
+    """Releases token-aligned substitutes: ``transform(tagged sentences) -> obfuscated sentences``."""
+
+    releases: ClassVar[str] = "obfuscated-text"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def transform(self, sentences: Any) -> list[Any]:
+        """One obfuscated sentence (same length, same tags, a key for the owner) per (words, tags) sentence."""
+
+
+class RepresentationsDefense(Defense):
+    """Releases a trained encoder's r(x): ``objective()`` is what the main model trains with (None: plainly)."""
+
+    releases: ClassVar[str] = "representations"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def objective(self) -> Any:
+        """The training objective (adversary and encoder losses), or None to train plainly."""
+
+
+#: release kind -> the base class whose abstract method is the kind's verb (``updates`` and ``model`` have no
+#: registered defense yet: federated training and DP-SGD land as their own issues)
+KIND_BASES: dict[str, type[Defense]] = {c.releases: c for c in (
+    VectorsDefense, TrainingEncodingsDefense, DocumentEmbeddingsDefense, TextDefense, ObfuscatedTextDefense,
+    RepresentationsDefense)}
 
 
 # ---------------------------------------------------------------- registry

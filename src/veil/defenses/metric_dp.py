@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
-from veil.validation import check_epsilon, check_int, check_real, seeded_rng
+from veil.defenses.base import Guarantee, TextDefense
+from veil.validation import check_epsilon, check_int, seeded_rng
 from veil.encoders.word_vectors import WordVectors, split_words
 from veil.errors import DataFormatError, InvalidTypeError
 from veil.random import RngLike, uniform
@@ -80,7 +80,7 @@ def metric_noise(rng: np.random.Generator | None, n: int, dim: int, epsilon: flo
     return direction * (radius / norms)[:, None]
 
 
-class WordMetricDP(Defense):
+class WordMetricDP(TextDefense):
     """Rewrite texts word by word with epsilon * Euclidean-distance metric DP.
 
     Parameters (keyword-only)
@@ -93,7 +93,6 @@ class WordMetricDP(Defense):
     """
 
     name = "metric-dp"
-    releases = "text"
     citation = "Feyisetan et al. 2020 (word-level metric DP), the text baseline of Meehan et al. 2022"
     guarantee = Guarantee("metric-dp", "epsilon * Euclidean-distance metric DP per word, for the epsilon it is "
                           "built with; NOT SentDP (a sentence change costs epsilon times the sum of its word distances)")

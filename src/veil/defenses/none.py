@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import Guarantee, VectorsDefense
 
 __all__ = ["NoDefense", "is_no_defense"]
 
@@ -24,14 +24,13 @@ def is_no_defense(setting: Any) -> bool:
     return not isinstance(m, (str, bool)) and not isinstance(k, (str, bool)) and m == 0 and k == 1
 
 
-class NoDefense(Defense):
+class NoDefense(VectorsDefense):
     """The identity: ``protect(X)`` returns ``X`` unchanged. No guarantee of any kind.
 
     It is the baseline of every release kind: the bench pairs it with the attacks of every corpus it serves."""
 
     name = "none"
     guarantee = Guarantee("none", "no defense: the representation is released as it is")
-    releases = "vectors"
     tasks = ("sentence-classification", "document-classification")
 
     def protect(self, X: Any) -> np.ndarray:

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import DocumentEmbeddingsDefense, Guarantee
 from veil.validation import check_epsilon, check_documents, check_int, check_real, check_sentence_embeddings, seeded_rng
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, uniform
@@ -95,7 +95,7 @@ def _check_bound(name: str, value: Any) -> np.ndarray:
     return out
 
 
-class Truncation(Defense):
+class Truncation(DocumentEmbeddingsDefense):
     """Clip sentence embeddings into a public box, average, add Laplace noise: epsilon-SentDP.
 
     Parameters (keyword-only)
@@ -108,7 +108,6 @@ class Truncation(Defense):
     """
 
     name = "truncation"
-    releases = "document-embeddings"
     citation = "Meehan et al. 2022, Sec. 5 (the truncation baseline: clipped mean + Laplace noise)"
     guarantee = Guarantee("sentdp", "epsilon-SentDP for the epsilon it is built with (Laplace mechanism on the "
                           "truncated mean)")

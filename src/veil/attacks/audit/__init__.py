@@ -17,9 +17,10 @@ scipy, torch or encoder); :mod:`.empirical` and :mod:`.pairs` are imported by na
 """
 
 from veil.attacks.audit.exact import (NEIGHBOUR_KINDS, TOLERANCE, ExactAudit, Neighbour, SentDPAudit, SentDPAuditSweep,
-                                      WorstPair, audit_document, audit_sentdp, make_neighbours)
+                                      WhiteBox, WorstPair, audit_document, audit_sentdp, make_neighbours)
 from veil.defenses.sentdp.controls import NEGATIVE_CONTROLS, DoubledEpsilon, DoubledSensitivity
 
-__all__ = ["ExactAudit", "NEIGHBOUR_KINDS", "TOLERANCE", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep",
+__all__ = ["ExactAudit", "WhiteBox", "NEIGHBOUR_KINDS", "TOLERANCE", "Neighbour", "WorstPair", "SentDPAudit",
+           "SentDPAuditSweep",
            "make_neighbours", "audit_document", "audit_sentdp", "DoubledSensitivity", "DoubledEpsilon",
            "NEGATIVE_CONTROLS"]

@@ -68,7 +68,7 @@ from veil.defenses.sentdp.depth import ProjectionSet, draw_projections, project_
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["ExactAudit", "NEIGHBOUR_KINDS", "TOLERANCE", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep",
+__all__ = ["ExactAudit", "WhiteBox", "NEIGHBOUR_KINDS", "TOLERANCE", "Neighbour", "WorstPair", "SentDPAudit", "SentDPAuditSweep",
            "make_neighbours", "audit_document", "audit_sentdp"]
 
 NEIGHBOUR_KINDS = ("random", "reflect", "tie", "deepest", "extreme", "duplicate", "mean")
@@ -363,9 +363,21 @@ def audit_document(mechanism: DeepCandidate, S: np.ndarray, projections: Project
     return tally.result(1, max_du, tolerance, 0.0)
 
 
+@dataclass(frozen=True)
+class WhiteBox:
+    """What a white-box auditor observes: the mechanism itself (its exact output probabilities) and the documents
+    (their sentence embeddings) around which it builds one-sentence neighbours."""
+
+    mechanism: DeepCandidate
+    documents: Sequence[np.ndarray]
+
+
 class ExactAudit(Attack):
     """The exact audit as an attack for the bench: white-box, it checks the SentDP bound on every candidate for a
-    document and its one-sentence neighbours (:func:`audit_sentdp`). Its success is a violated bound."""
+    document and its one-sentence neighbours (:func:`audit_sentdp`). Its success is a violated bound.
+
+    ``ExactAudit(neighbours_per_document=35, pool=public_sentences, rng=None).run(WhiteBox(mechanism, documents))``
+    returns the :class:`SentDPAuditSweep` at the mechanism's own epsilon."""
 
     name = "exact-audit"
     citation = "Meehan et al. 2022, Def. 1 (epsilon-SentDP), checked exactly over every output (veil)"
@@ -374,6 +386,18 @@ class ExactAudit(Attack):
                          needs=("public sentences to build neighbours from",))
     observes = "document-embeddings"
     bench_cell = "veil.bench.cells:audit_cell"
+
+    def __init__(self, *, neighbours_per_document: int = 35, pool: np.ndarray | None = None,
+                 rng: RngLike = None) -> None:
+        self.neighbours_per_document, self.pool, self.rng = neighbours_per_document, pool, rng
+
+    def run(self, observation: WhiteBox) -> SentDPAuditSweep:
+        """The attack's one verb: audit the mechanism exactly on the documents and their neighbours."""
+        if not isinstance(observation, WhiteBox):
+            raise InvalidTypeError(f"the exact audit observes WhiteBox(mechanism, documents), not "
+                                   f"{type(observation).__name__}")
+        return audit_sentdp(observation.mechanism, observation.documents,
+                            neighbours_per_document=self.neighbours_per_document, pool=self.pool, rng=self.rng)
 
     @classmethod
     def bench_applies(cls, defense: str, setting: Any) -> bool:

@@ -20,17 +20,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import Guarantee, RepresentationsDefense
 from veil.errors import DataFormatError, InvalidParameterError
 
 __all__ = ["LeaceErasure"]
 
 
-class LeaceErasure(Defense):
+class LeaceErasure(RepresentationsDefense):
     """Fit with :meth:`fit` (train R, private variables), then :meth:`protect` any R (vectors in, vectors out)."""
 
     name = "leace"
-    releases: ClassVar[str] = "representations"
     citation: ClassVar[str] = "Belrose et al. 2023, LEACE (a baseline beside Coavoux et al. 2018)"
     tasks: ClassVar[tuple[str, ...]] = ("private-attributes",)
     guarantee = Guarantee("linear-erasure", "no linear probe predicts the private variables better than a constant "

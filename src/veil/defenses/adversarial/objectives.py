@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from veil.defenses.base import NO_GUARANTEE, Defense
+from veil.defenses.base import NO_GUARANTEE, RepresentationsDefense
 from veil.validation import check_choice, check_int, check_real
 from veil.errors import InvalidParameterError
 
@@ -68,10 +68,9 @@ def grad_reverse(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     return _GradReverse.apply(x, scale)
 
 
-class AdversarialObjective(Defense):
+class AdversarialObjective(RepresentationsDefense):
     """Base class: a training hook that changes the main model's objective (module docstring)."""
 
-    releases: ClassVar[str] = "representations"
     tasks: ClassVar[tuple[str, ...]] = ("private-attributes",)
     abstract: ClassVar[bool] = True
     guarantee = NO_GUARANTEE

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import Guarantee, ObfuscatedTextDefense
 from veil.validation import check_choice, seeded_rng
 from veil.defenses.obfuscation.random_substitution import ObfuscationKey, Obfuscated, check_tagged_sentence
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM
@@ -260,7 +260,7 @@ def _fingerprint(weights: bytes, meta: Mapping[str, Any]) -> str:
     return sha256_text(hashlib.sha256(weights).hexdigest() + json.dumps(meta, sort_keys=True))
 
 
-class NeuralObfuscator(Defense):
+class NeuralObfuscator(ObfuscatedTextDefense):
     """Sample each hidden word's substitute from a trained network (see the module docstring).
 
     ``network``: from :func:`train_obfuscator` or :meth:`load`; ``rng``: None (OS CSPRNG, the default) or an int
@@ -271,7 +271,6 @@ class NeuralObfuscator(Defense):
     guarantee: Guarantee = Guarantee("none", "heuristic (no formal guarantee): replaced words are sampled from a "
                                              "learned distribution over public same-tag words that keeps the parse; "
                                              "the context still leaks")
-    releases = "obfuscated-text"
     citation = "Hu et al. 2020, privacy-preserving parsing: the neural obfuscator"
     tasks = ("dependency-parsing",)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import Guarantee, ObfuscatedTextDefense
 from veil.validation import check_choice, seeded_rng
 from veil.defenses.obfuscation.spectrum import DEFAULT_SPECTRUM, PosSpectrum
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
@@ -119,7 +119,7 @@ class Obfuscated:
         return m
 
 
-class RandomSubstitution(Defense):
+class RandomSubstitution(ObfuscatedTextDefense):
     """Replace every word of a hidden tag by a uniformly drawn other word of that tag (see the module docstring).
 
     ``vocabulary``: a :class:`TagVocabulary` from public (training) text; every hidden tag it knows must have at
@@ -129,7 +129,6 @@ class RandomSubstitution(Defense):
     name = "obfuscation-random"
     guarantee: Guarantee = Guarantee("none", "heuristic (no formal guarantee): replaced words are drawn "
                                              "uniformly from public same-tag words; the context still leaks")
-    releases = "obfuscated-text"
     citation = "Hu et al. 2020, privacy-preserving parsing: random same-POS substitution"
     tasks = ("dependency-parsing",)
 

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import DocumentEmbeddingsDefense, Guarantee
 from veil.validation import check_choice, check_epsilon, check_documents, check_int, check_real, seeded_rng, check_sentence_embeddings
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, candidates_digest, depth_fast, draw_projections
 from veil.defenses.sentdp.levels import default_workers, iter_depths
@@ -106,7 +106,7 @@ def check_document(S: Any, d: int) -> np.ndarray:
     return check_sentence_embeddings(S, d, against="the candidates have")
 
 
-class DeepCandidate(Defense):
+class DeepCandidate(DocumentEmbeddingsDefense):
     """The exponential mechanism over public candidates scored by approximate Tukey depth.
 
     Parameters (keyword-only)
@@ -125,7 +125,6 @@ class DeepCandidate(Defense):
     """
 
     name = "deepcandidate"
-    releases = "document-embeddings"
     citation = "Meehan, Mrini & Chaudhuri 2022, Sentence-level Privacy for Document Embeddings (ACL)"
     guarantee = Guarantee("sentdp", "epsilon-SentDP for the epsilon it is built with: replacing any one sentence "
                           "changes every output's probability by at most e^epsilon (exact sampling)")

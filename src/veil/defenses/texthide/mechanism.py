@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from veil.defenses.base import Defense, Guarantee
+from veil.defenses.base import Guarantee, TrainingEncodingsDefense
 from veil.validation import check_choice, check_int, check_real, seeded_rng
 from veil.defenses.texthide.masks import MaskPool
 from veil.defenses.texthide.mix import (TextHideDetails, draw_coefficients, draw_private_index, draw_public_index,
@@ -111,7 +111,7 @@ def _check_representations(e: Any, dim: int, what: str = "e") -> int:
     return int(e.shape[0])
 
 
-class TextHide(Defense):
+class TextHide(TrainingEncodingsDefense):
     """(m, k)-TextHide, intra- or inter-dataset (Huang et al. 2020, Alg. 1 and Sec. 3.3).
 
     Parameters (keyword-only)
@@ -139,7 +139,6 @@ class TextHide(Defense):
 
     name = "texthide"
     guarantee = TEXTHIDE_GUARANTEE
-    releases = "training-encodings"
     citation = "Huang, Song, Chen, Li & Arora 2020, TextHide (Findings of EMNLP)"
     tasks = ("sentence-classification",)
 
