@@ -373,7 +373,7 @@ class ExactAudit(Attack):
                                   "and on its one-sentence neighbours",
                          needs=("public sentences to build neighbours from",))
     observes = "document-embeddings"
-    bench_cell = "veil.bench.cells:audit_cell"
+    bench_cell = "veil.bench.cells.document_embeddings:audit_cell"
 
     @classmethod
     def bench_applies(cls, defense: str, setting: Any) -> bool:
