@@ -385,7 +385,7 @@ class ExactAudit(Attack):
                                   "and on its one-sentence neighbours",
                          needs=("public sentences to build neighbours from",))
     observes = "document-embeddings"
-    bench_cell = "veil.bench.cells:audit_cell"
+    bench_cell = "veil.bench.cells.document_embeddings:audit_cell"
 
     def __init__(self, *, neighbours_per_document: int = 35, pool: np.ndarray | None = None,
                  rng: RngLike = None) -> None:

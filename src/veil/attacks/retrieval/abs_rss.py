@@ -86,7 +86,7 @@ class AbsRSS(Attack):
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
     observes = "vectors"
-    bench_cell = "veil.bench.cells:retrieval_cell"
+    bench_cell = "veil.bench.cells.vectors:retrieval_cell"
 
     def run(self, observation: Observation) -> Any:
         """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""

@@ -60,7 +60,7 @@ class RepRecon(Attack):
                                 "(protected, original) representation pairs of the train split"),
                          trains=True)
     observes = "vectors"
-    bench_cell = "veil.bench.cells:retrieval_cell"
+    bench_cell = "veil.bench.cells.vectors:retrieval_cell"
 
     def run(self, observation: Observation) -> Any:
         """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""

@@ -116,7 +116,7 @@ class RSS(Attack):
     threat = ThreatModel(observes="protected query representations",
                          needs=("a search index of (text, original representation) pairs of the corpus",))
     observes = "vectors"
-    bench_cell = "veil.bench.cells:retrieval_cell"
+    bench_cell = "veil.bench.cells.vectors:retrieval_cell"
 
     def run(self, observation: Observation) -> Any:
         """The attack's one verb: :meth:`retrieve` (top-1) on the observation."""
@@ -148,7 +148,7 @@ class RandomGuess(Attack):
     citation = "Huang et al. 2020, TextHide, Sec. 4.4 ('Rand' column of Tables 3 and 8)"
     threat = ThreatModel(observes="nothing but the number of queries", needs=("the index's entries",))
     observes = "vectors"
-    bench_cell = "veil.bench.cells:retrieval_cell"
+    bench_cell = "veil.bench.cells.vectors:retrieval_cell"
     floor = True
 
     def run(self, observation: Observation) -> Any:

@@ -232,7 +232,7 @@ class MaskRecovery(Attack):
                          needs=("mean and covariance of original representations of a public corpus",
                                 "the public encoder's output dimension"))
     observes = "training-encodings"
-    bench_cell = "veil.bench.cells:mask_recovery_cell"
+    bench_cell = "veil.bench.cells.training_encodings:mask_recovery_cell"
 
     def run(self, observation: Observation) -> Any:
         """The attack's one verb: :meth:`recover` the secret pool from a training run's encodings."""

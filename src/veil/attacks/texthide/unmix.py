@@ -168,7 +168,7 @@ class Unmix(Attack):
                                 "(private, plus the public corpus in inter mode)",
                                 "k, the defense's public parameter"))
     observes = "training-encodings"
-    bench_cell = "veil.bench.cells:unmix_cell"
+    bench_cell = "veil.bench.cells.training_encodings:unmix_cell"
 
     def run(self, observation: Observation) -> Any:
         """The attack's one verb: :meth:`attack` (split each encoding into its k sources)."""

@@ -1,0 +1,30 @@
+"""How one bench cell is run and scored, keyed by the release kind its attack observes (and the utility of each
+task and kind).
+
+A cell function takes a :class:`~veil.bench.plan.Cell` and the corpus' :class:`~veil.bench.data.BenchData` and
+returns a :class:`~veil.results.ResultRecord` whose ``extra["bench"]`` block says what the bench needs: the
+attack's ``success`` (a named metric with its CI), whether that success is a re-identification rate comparable
+across attacks, the random rate and the test against it, or the utility of the setting.
+
+- :mod:`~veil.bench.cells.common`: defense keys, the defense, :class:`AttackResources`, query counts, the record.
+- :mod:`~veil.bench.cells.vectors`: every runnable release read as vectors; the retrieval cell.
+- :mod:`~veil.bench.cells.training_encodings`: TextHide's mask recovery and unmixing on a training run.
+- :mod:`~veil.bench.cells.document_embeddings`: the exact SentDP audit.
+- :mod:`~veil.bench.cells.utility`: utility by (corpus task, release kind).
+
+An attack names its cell in :attr:`~veil.attacks.base.Attack.bench_cell` (``"module:function"``); the names below
+are re-exported so ``veil.bench.cells:retrieval_cell`` and ``from veil.bench.cells import ...`` keep working.
+"""
+
+from __future__ import annotations
+
+from veil.bench.cells.common import AttackResources, key_rng, make_defense
+from veil.bench.cells.document_embeddings import audit_cell
+from veil.bench.cells.training_encodings import mask_recovery_cell, unmix_cell
+from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_utility_cell, sentence_utility_cell,
+                                      utility_cell)
+from veil.bench.cells.vectors import RUNNABLE_RELEASES, release_vectors, retrieval_cell
+
+__all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
+           "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
+           "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

@@ -1,0 +1,133 @@
+"""Attacks that observe ``vectors``: what each release kind looks like when read as vectors, and the retrieval cell.
+
+Every release kind the bench makes is read here as vectors (:data:`veil.kinds.CONTAINS`): a ``vectors`` defense
+through its verb ``protect``, a TextHide training run's encodings (mixed with the one-time key the scorer gets,
+apart), a sentence-DP mechanism's document embeddings. Separation of what is seen from what is scored: the release
+is made here, the attack is built with :meth:`~veil.attacks.base.Attack.for_bench` from
+:class:`~veil.bench.cells.common.AttackResources` and gets only the :class:`~veil.attacks.base.Observation`; the
+ground truth (query ids, mixing details) goes to the scorer only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from veil.bench.cells.common import ALPHA, AttackResources, bench_block, cell_queries, finish, make_defense
+from veil.errors import InvalidParameterError
+from veil.results import ResultRecord
+
+__all__ = ["AS_VECTORS", "RUNNABLE_RELEASES", "release_vectors", "known_pairs", "retrieval_cell"]
+
+
+def _protected(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    from veil.attacks.base import Observation
+
+    return Observation(defense.protect(data.X[rows]), defense=defense.config(), source="defense"), None
+
+
+def _training_encodings(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    from veil.attacks.retrieval.observe import protect_with_truth
+
+    obs, truth = protect_with_truth(data.X[rows], defense)
+    return obs, truth
+
+
+def _document_embeddings(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    from veil.attacks.base import Observation
+
+    emb = defense.release_embeddings([data.documents[i] for i in rows])
+    return Observation(emb, defense=defense.config(), source="defense"), None
+
+
+#: release kind -> how the bench makes that release of private rows and reads it as vectors:
+#: ``(defense, data, rows) -> (Observation, truth or None)``
+AS_VECTORS: dict[str, Callable[[Any, Any, np.ndarray], tuple[Any, Any]]] = {
+    "vectors": _protected,
+    "training-encodings": _training_encodings,
+    "document-embeddings": _document_embeddings,
+}
+#: the release kinds whose bench cells are built (what the defense lets out, made here, and read as vectors); the
+#: plan still lists cells of the other kinds (``veil bench --list``), and ``veil bench`` says which it cannot run
+RUNNABLE_RELEASES = tuple(AS_VECTORS)
+
+
+def release_vectors(cell: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    """What an eavesdropper sees of the private items ``rows``, read as vectors, by the defense's release kind
+    (through the kind's one verb): (Observation, mixing truth or None). The truth is for the scorer only."""
+    from veil.attacks.retrieval import observe_original
+
+    defense = make_defense(cell, data, record_details=True)
+    kind = type(defense).releases
+    if cell.defense == "none":
+        return observe_original(data.X[rows]), None
+    read = AS_VECTORS.get(kind)
+    if read is None:
+        raise InvalidParameterError(f"defense {cell.defense!r} releases {kind!r}, which the bench cannot make yet "
+                                    f"(built: {', '.join(RUNNABLE_RELEASES)})")
+    return read(defense, data, rows)
+
+
+def _protect_public(defense: Any, P: np.ndarray) -> np.ndarray:
+    return defense.protect(P)
+
+
+def _encode_public(defense: Any, P: np.ndarray) -> np.ndarray:
+    from veil.attacks.retrieval.observe import protect
+
+    return protect(P, defense).vectors
+
+
+#: release kind -> how the attacker's own public sentences come out of the same key: ``(defense, P) -> vectors``
+_PUBLIC_PAIRS: dict[str, Callable[[Any, np.ndarray], np.ndarray]] = {
+    "vectors": _protect_public,
+    "training-encodings": _encode_public,
+}
+
+
+def known_pairs(cell: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(protected, original) pairs the attacker owns: the public train documents' releases (document corpora), or
+    the corpus' public sentences protected with the cell's key (sentence corpora)."""
+    if data.documents is not None:
+        rows = data.splits["train"]
+        obs, _ = release_vectors(cell, data, rows)
+        return obs.vectors, data.X[rows]
+    P = data.public_vectors
+    defense = make_defense(cell, data)
+    if cell.defense == "none":
+        return P, P
+    kind = type(defense).releases
+    if kind not in _PUBLIC_PAIRS:
+        raise InvalidParameterError(f"no known pairs for a release of kind {kind!r}")
+    return _PUBLIC_PAIRS[kind](defense, P), P
+
+
+def retrieval_cell(cell: Any, data: Any) -> ResultRecord:
+    """Any attack that retrieves from an index: the release of ``queries`` private items, scored by Identity
+    (the query itself, and any of its mixed private sources) with exact tests against the random rate."""
+    from veil.attacks.base import get_attack
+    from veil.attacks.retrieval import evaluate_retrieval, sample_queries
+
+    start = time.perf_counter()
+    index, ids = data.index, data.private_ids
+    q = sample_queries(len(index), cell_queries(cell, len(index), "index entries"), rng=cell.config.seed)
+    obs, truth = release_vectors(cell, data, ids[q])
+    resources = AttackResources(index=index, seed=cell.config.seed, data=data, cell=cell,
+                                train_epochs=5 if cell.config.quick else 20)
+    resources._lazy["known_pairs"] = lambda: known_pairs(cell, data)
+    attacker = get_attack(cell.attack).for_bench(resources)
+    res = evaluate_retrieval(attacker, obs, q, truth=truth, tfidf=data.tfidf, text_embeddings=data.X[ids],
+                             setting=cell.id, alpha=ALPHA)
+    rec = res.to_record("bench", cell.id)
+    name = "identity_any" if "identity_any" in res.metrics else "identity"
+    verdict = res.significance[name]
+    floor = bool(getattr(attacker, "floor", False))
+    bench = bench_block(success=name, success_metric=res.metrics[name].to_dict(), comparable=not floor,
+                        floor=floor or None,
+                        random_rate=1.0 / len(index), test=verdict.to_dict(),
+                        measure="re-identification: the attacker's answer is the private text itself"
+                                + (" or one of the texts mixed into it" if name == "identity_any" else ""))
+    rec.config["significance"] = {k: v.to_dict() for k, v in res.significance.items()}
+    return finish(rec, cell, data, start, bench)
