@@ -62,16 +62,24 @@ def test_floors_match_a_slow_reference(setting):
     assert ranks.tolist() == slow
 
 
-def test_trained_attacker_runs_on_tiny_data(setting):
+@pytest.fixture(scope="module")
+def trained(setting):
+    """A trained attacker fitted on its own obfuscations of the public train split (one epoch)."""
     from veil.attacks.word_recovery import TrainedAttacker
 
-    train, vocab, obf, av = setting
+    train, vocab, _, av = setting
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         own = RandomSubstitution(vocabulary=vocab, level="P2", rng=11)
     made = [own.obfuscate(t.words, t.tags) for t in train]
     atk = TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none").fit(
         observe(made), [list(o.key.originals) for o in made], epochs=1, max_minutes=0.5)
+    return atk
+
+
+def test_trained_attacker_runs_on_tiny_data(setting, trained):
+    _, _, obf, _ = setting
+    atk = trained
     res = score_attack(atk, observe(obf), [list(o.key.originals) for o in obf], n_boot=20)
     assert 0 <= res["prv"].ci_low <= res["prv"].mean <= res["prv"].ci_high <= 100
     assert res["coverage"].mean > 0
@@ -94,9 +102,7 @@ def _agrees(guesses, ranks, text, targets):
     return sum(g == t for g, t in zip(flat, truth))
 
 
-def test_run_gives_one_guess_per_position_consistent_with_rank(setting):
-    from veil.attacks.word_recovery import TrainedAttacker
-
+def test_run_gives_one_guess_per_position_consistent_with_rank(setting, trained):
     train, vocab, obf, av = setting
     text = observe(obf)
     targets = [[w.lower() for w in o.key.originals] for o in obf]
@@ -104,10 +110,4 @@ def test_run_gives_one_guess_per_position_consistent_with_rank(setting):
     assert keep.run(text) == [[text.words[i][p].lower() for p in pos] for i, pos in enumerate(text.positions)]
     freq = TagFrequency(av, [(t.words, t.tags) for t in train])
     assert _agrees(freq.run(text), freq.rank(text, targets), text, targets) > 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)
-        own = RandomSubstitution(vocabulary=vocab, level="P2", rng=11)
-    made = [own.obfuscate(t.words, t.tags) for t in train]
-    atk = TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none").fit(
-        observe(made), [list(o.key.originals) for o in made], epochs=1, max_minutes=0.5)
-    _agrees(atk.run(text), atk.rank(text, targets), text, targets)
+    _agrees(trained.run(text), trained.rank(text, targets), text, targets)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from veil.attacks.audit.exact import (NEIGHBOUR_KINDS, ExactAudit, Neighbour, SentDPAudit, audit_document,
                                       audit_sentdp, make_neighbours)
 from veil.defenses.sentdp import DeepCandidate
+from veil.defenses.sentdp.controls import NEGATIVE_CONTROLS
 from veil.defenses.sentdp.depth import DEPTHS, ProjectionSet, depth_fast, draw_projections
 from veil.errors import InvalidParameterError, InvalidTypeError
 
@@ -277,3 +278,28 @@ def test_runner_audits_the_pipelines_own_candidates_and_recoded_sentences(news_p
     for a in direct.audits:
         assert rec.metrics[f"max_abs_log_ratio_eps{a.epsilon:g}"].mean == a.max_abs_log_ratio
     assert not np.allclose(R, S)  # the recoder is applied: the audited space is not the encoder's
+
+
+@pytest.mark.parametrize("name", ["doubled-sensitivity", "doubled-epsilon"])
+def test_library_negative_controls_fail(name):
+    F, docs, pool = _corpus(5)
+    mech = NEGATIVE_CONTROLS[name](candidates=F, epsilon=3.0, n_projections=10)
+    sweep = audit_sentdp(mech, docs, epsilons=(1, 3), neighbours_per_document=14, pool=pool, rng=0)
+    assert not sweep.passed
+    # the ratio check alone catches both controls (not only the derivation check), at every audited epsilon:
+    # each is the honest mechanism at twice the epsilon, on the very same neighbours
+    honest = audit_sentdp(DeepCandidate(candidates=F, epsilon=3.0, n_projections=10), docs, epsilons=(2, 6),
+                          neighbours_per_document=14, pool=pool, rng=0)
+    for a, h in zip(sweep.audits, honest.audits):
+        assert a.max_abs_log_ratio > a.epsilon + 1e-9
+        assert a.max_abs_log_ratio == pytest.approx(h.max_abs_log_ratio, rel=1e-12)
+    direct = audit_document(mech, docs[0], neighbours=40, pool=pool, rng=0)
+    assert not direct.passed and direct.max_abs_log_ratio > 3.0 + 1e-9
+    # the same through the registry's front door: the exact audit observes the mechanism white-box
+    from veil import run_attack
+    from veil.attacks.audit import WhiteBox
+
+    assert not run_attack("exact-audit", WhiteBox(mech, docs), neighbours_per_document=14, pool=pool, rng=0).passed
+    honest_run = run_attack("exact-audit", WhiteBox(DeepCandidate(candidates=F, epsilon=3.0, n_projections=10), docs),
+                            neighbours_per_document=14, pool=pool, rng=0)
+    assert honest_run.passed
