@@ -20,7 +20,7 @@ service receives them, since the parser takes POS input).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,34 +165,10 @@ class _NeuralAttacker(Attack):
                     break
         self.net.eval()
 
-    def run(self, observation: ObfuscatedText, *, batch_size: int = 64) -> list[list[str]]:
-        """The attack's one verb: the top guess (a vocabulary word) at every obfuscated position."""
+    def _logits(self, text: ObfuscatedText, batch_size: int) -> Iterator[tuple[list[int], Any]]:
+        """(sentence rows, logits over the vocabulary at their obfuscated positions), batch by batch, in order."""
         import torch
 
-        words = self.vocabulary.words
-        out: list[list[str]] = [[] for _ in range(len(observation))]
-        self.net.eval()
-        with torch.inference_mode():
-            for s in range(0, len(observation), batch_size):
-                keep = [i for i in range(s, min(s + batch_size, len(observation))) if observation.positions[i]]
-                if not keep:
-                    continue
-                logits = self.net(*self._tensors([observation.words[i] for i in keep],
-                                                 [observation.tags[i] for i in keep],
-                                                 [observation.positions[i] for i in keep]))
-                logits[:, :len(AttackVocabulary.SPECIAL)] = float("-inf")
-                best = iter(logits.argmax(dim=1).tolist())
-                for i in keep:
-                    out[i] = [words[next(best)] for _ in observation.positions[i]]
-        return out
-
-    def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]], *, batch_size: int = 64) -> np.ndarray:
-        """Pessimistic rank of each true word (lower-cased) at each obfuscated position (0: outside the vocabulary)."""
-        import torch
-
-        from veil.metrics.ranking import pessimistic_ranks
-
-        out = []
         self.net.eval()
         with torch.inference_mode():
             for s in range(0, len(text), batch_size):
@@ -202,8 +178,24 @@ class _NeuralAttacker(Attack):
                 logits = self.net(*self._tensors([text.words[i] for i in keep], [text.tags[i] for i in keep],
                                                  [text.positions[i] for i in keep]))
                 logits[:, :len(AttackVocabulary.SPECIAL)] = float("-inf")
-                tgt = self.vocabulary.targets([w for i in keep for w in targets[i]], self._lookup)
-                out.append(pessimistic_ranks(logits, tgt))
+                yield keep, logits
+
+    def run(self, observation: ObfuscatedText, *, batch_size: int = 64) -> list[list[str]]:
+        """The attack's one verb: the top guess (a vocabulary word) at every obfuscated position."""
+        words = self.vocabulary.words
+        out: list[list[str]] = [[] for _ in range(len(observation))]
+        for keep, logits in self._logits(observation, batch_size):
+            best = iter(logits.argmax(dim=1).tolist())
+            for i in keep:
+                out[i] = [words[next(best)] for _ in observation.positions[i]]
+        return out
+
+    def rank(self, text: ObfuscatedText, targets: Sequence[Sequence[str]], *, batch_size: int = 64) -> np.ndarray:
+        """Pessimistic rank of each true word (lower-cased) at each obfuscated position (0: outside the vocabulary)."""
+        from veil.metrics.ranking import pessimistic_ranks
+
+        out = [pessimistic_ranks(logits, self.vocabulary.targets([w for i in keep for w in targets[i]], self._lookup))
+               for keep, logits in self._logits(text, batch_size)]
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
