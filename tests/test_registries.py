@@ -115,6 +115,18 @@ def test_the_tables_are_json_and_name_kind_guarantee_and_citation():
         assert row["observes"] in RELEASE_KINDS and row["citation"] and row["threat"]["observes"]
 
 
+@pytest.mark.parametrize("kind", sorted(RELEASE_KINDS))
+def test_a_kind_names_the_type_its_attacks_observe(kind):
+    import importlib
+
+    target = RELEASE_KINDS[kind].observation
+    observed = {get_attack(a).observes for a in attack_names()}
+    assert bool(target) == (kind in observed), "an observed kind names its observation type, and only those"
+    if target:
+        module, _, name = target.partition(":")
+        assert inspect.isclass(getattr(importlib.import_module(module), name))
+
+
 def test_filters_by_kind_agree_with_the_declarations():
     assert defense_names("document-embeddings") == ["deepcandidate", "truncation"]
     assert attack_names("training-encodings") == ["mask-recovery", "unmix"]

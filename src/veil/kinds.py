@@ -9,6 +9,10 @@ turned into a vector by anyone who holds the public encoder. A view never reache
 nothing contains ``training-encodings`` but a training run, and the exact audit (which needs the mechanism's
 probabilities) observes ``document-embeddings`` itself.
 
+Two attacks read their kind through another view, and say so: the exact audit is white-box (it observes the
+DeepCandidate mechanism itself, :class:`veil.attacks.audit.WhiteBox`), and Algorithm 3's gradient matching one
+client gradient (:class:`veil.attacks.gradients.alg3.GradientObservation`) rather than a tap of every update.
+
 Ground module: imports nothing of veil.
 """
 
@@ -22,29 +26,34 @@ __all__ = ["ReleaseKind", "RELEASE_KINDS", "CONTAINS", "TASKS", "observable"]
 
 @dataclass(frozen=True)
 class ReleaseKind:
-    """One release kind: what leaves the owner, the defense's one verb, the utility task it is measured on."""
+    """One release kind: what leaves the owner, the defense's one verb, the utility task it is measured on, and
+    the type an attack of this kind observes (``"module:Class"``; empty while no attack observes the kind)."""
 
     name: str
     leaves: str
     verb: str
     utility: str
+    observation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "leaves": self.leaves, "verb": self.verb, "utility": self.utility}
+        return {"name": self.name, "leaves": self.leaves, "verb": self.verb, "utility": self.utility,
+                "observation": self.observation}
 
 
 RELEASE_KINDS: dict[str, ReleaseKind] = {k.name: k for k in (
-    ReleaseKind("vectors", "one vector per text at inference", "protect", "sentence classification"),
+    ReleaseKind("vectors", "one vector per text at inference", "protect", "sentence classification",
+                "veil.attacks.base:Observation"),
     ReleaseKind("training-encodings", "the encodings of a training run (every epoch)", "hook",
-                "sentence classification"),
+                "sentence classification", "veil.attacks.base:Observation"),
     ReleaseKind("document-embeddings", "one private embedding per document", "release_embeddings",
-                "document classification"),
-    ReleaseKind("updates", "a client's model updates per round", "hook", "federated classification"),
+                "document classification", "veil.attacks.base:Observation"),
+    ReleaseKind("updates", "a client's model updates per round", "hook", "federated classification",
+                "veil.attacks.gradients.tap:Tap"),
     ReleaseKind("text", "rewritten text", "transform", "classification on the rewritten text"),
     ReleaseKind("obfuscated-text", "token-aligned substitutes (same length, same tags)", "transform",
-                "dependency parsing (UAS/LAS)"),
+                "dependency parsing (UAS/LAS)", "veil.attacks.word_recovery.observe:ObfuscatedText"),
     ReleaseKind("representations", "a trained encoder's hidden states r(x)", "objective",
-                "the encoder's main task"),
+                "the encoder's main task", "veil.attacks.attribute:AttackerSplits"),
     ReleaseKind("model", "a trained model (its outputs or weights)", "train", "classification"),
 )}
 
