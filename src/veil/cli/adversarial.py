@@ -1,4 +1,4 @@
-"""``veil adversarial sweep | train``: thin commands over veil.experiments.attributes (``veil attack attribute``, in
+"""``veil adversarial sweep | train``: thin commands over veil.experiments.adversarial.attributes (``veil attack attribute``, in
 :mod:`veil.cli.attack`, shares the run configuration and printing defined here).
 
 Results go to ``./veil-results/attributes/`` (or ``$VEIL_RESULTS/attributes``) unless ``--results`` names another
@@ -32,7 +32,7 @@ MaxTrainOpt = Annotated[Optional[int], typer.Option(min=2, help="Use at most thi
 
 def run_config(corpus: str, defense: str, width: int, seed: int, encoder: str, epochs: int,
                max_train: Optional[int], alpha: Optional[float], reduction: str):
-    from veil.experiments.attributes import AttributeRun
+    from veil.experiments.adversarial.attributes import AttributeRun
 
     return AttributeRun(corpus=corpus, defense=defense, width=width, seed=seed, encoder=encoder, epochs=epochs,
                         max_train=max_train, alpha=alpha, reduction=reduction)
@@ -87,7 +87,7 @@ def sweep(
 ) -> None:
     """Every defense x seed on one corpus (resumable: existing records are kept unless --force)."""
     from veil.defenses.adversarial import defense_names
-    from veil.experiments.attributes import sweep as run_sweep
+    from veil.experiments.adversarial.attributes import sweep as run_sweep
 
     valid = defense_names()
     names = tuple(valid) if defenses is None else tuple(d.strip() for d in defenses.split(",") if d.strip())
@@ -120,7 +120,7 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Train the main model with a defense, then run every attacker on its r(x); one result JSON."""
-    from veil.experiments.attributes import run_or_skip
+    from veil.experiments.adversarial.attributes import run_or_skip
     from veil.results import ResultRecord
 
     cfg = run_config(corpus, defense, width, seed, encoder, epochs, max_train, alpha, reduction)

@@ -1,4 +1,4 @@
-"""``veil texthide eval | sweep``: thin commands over veil.experiments.texthide (the attacks on TextHide are in
+"""``veil texthide eval | sweep``: thin commands over veil.experiments.texthide.eval (the attacks on TextHide are in
 :mod:`veil.cli.attack`).
 
 Results go to ``./veil-results/texthide/`` (or ``$VEIL_RESULTS/texthide``) unless ``--results``/``--out``
@@ -51,7 +51,7 @@ def texthide_eval(
     """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
     import veil.corpora as vc
     from veil.outputs import check_output_file
-    from veil.experiments.texthide import TextHideEval, existing_result, result_path, run_texthide_eval
+    from veil.experiments.texthide.eval import TextHideEval, existing_result, result_path, run_texthide_eval
 
     cfg = TextHideEval(corpus=corpus, m=parse_m(m), k=k, mode=check_mode(mode), finetune=finetune,
                        seeds=parse_seeds(seeds), epochs=epochs, patience=patience, batch_size=batch_size,
@@ -95,7 +95,7 @@ def texthide_sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a whole TextHide experiment; one JSON per configuration (finished ones are skipped unless --force)."""
-    from veil.experiments.texthide import grid_configs, run_sweep, table1_configs
+    from veil.experiments.texthide.eval import grid_configs, run_sweep, table1_configs
 
     opts = {"epochs": epochs, "patience": patience, "head_warmup": head_warmup, "max_train": max_train}
     if which == "table1":

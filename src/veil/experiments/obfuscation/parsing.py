@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
         from veil.defenses.obfuscation import method_names
 
         return tuple(method_names())
-    raise AttributeError(f"module 'veil.experiments.parsing' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

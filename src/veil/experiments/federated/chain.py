@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
-from veil.experiments.federated import analytic_grid, tap_name
+from veil.experiments.federated.taps import analytic_grid, tap_name
 from veil.federated.config import FederatedConfig
 from veil.results import Metric, ResultRecord
 
@@ -48,7 +48,7 @@ def chain_resources(corpus: str) -> tuple[Any, Any]:
     """(index of the whole corpus' MiniLM vectors, public statistics of its dev and test splits)."""
     from veil.attacks.retrieval import SimilaritySearch
     from veil.attacks.texthide.observe import PublicStats
-    from veil.experiments.texthide_attacks import _corpus
+    from veil.experiments.texthide.attacks import _corpus
 
     c, X = _corpus(corpus)
     held = np.concatenate([c.indices("dev"), c.indices("test")])
@@ -137,7 +137,7 @@ def run_chain(tap_dir: str | Path, *, seed: int = 0, pool_recovery: bool = True,
     """Attack a recorded run with the whole chain and score it (needs ``DIR.truth``)."""
     from veil.attacks.gradients.chain import UpdateChain
     from veil.attacks.gradients.tap import Tap
-    from veil.experiments.gradients import torch_threads
+    from veil._threads import torch_threads
 
     tap = Tap(tap_dir)
     corpus = tap.meta.extra.get("corpus")
@@ -184,7 +184,7 @@ def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: st
     """Record each run (tap + truth under ``taps``), run the chain on it, write ``root/chain-<run>-seed0.json``.
     Resumable per cell (a finished record is reused only when made on a run of the same configuration; a damaged
     one is a typed error); the taps are data (never committed)."""
-    from veil.experiments.federated import plan_tap_cells
+    from veil.experiments.federated.taps import plan_tap_cells
     from veil.outputs import check_output_dir
     from veil.federated.run import run_federated
 

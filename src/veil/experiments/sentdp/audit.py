@@ -91,7 +91,7 @@ def _pipeline(corpus: str | Corpus, data: Corpus, encoder: TextEncoder, *, recod
     from veil.defenses.sentdp.recoder import RecoderConfig
 
     if isinstance(corpus, str) and recoder:
-        from veil.experiments.sentdp_embed import fitted_pipeline
+        from veil.experiments.sentdp.embed import fitted_pipeline
 
         return fitted_pipeline(corpus, progress=progress)
     n_train = int(sum(len(data.documents[i]) >= 1 for i in data.indices("train")))
