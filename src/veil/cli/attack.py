@@ -23,7 +23,8 @@ from typing import Annotated, Optional
 import typer
 
 from veil.cli import adversarial, parse
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_ints, parse_m, positive
+from veil.cli.common import (ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_ints, parse_m,
+                             positive)
 from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
 from veil.cli.texthide import check_mode
 
@@ -248,6 +249,8 @@ def gradmatch_table(
     baseline: Annotated[bool, typer.Option("--baseline/--no-baseline", help="Also run the no-defense row.")] = True,
     results: GradientResultsOpt = None,
     force: ForceOpt = False,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Table 2 analogue: Alg. 3 gradient matching with dummy masks, success rate over --runs attacks per (k, d)."""
@@ -261,7 +264,8 @@ def gradmatch_table(
                          runs=runs, seed=seed, placement=placement, activation=activation, max_evals=max_evals)
     root = _gradients_root(results)
     msg = console(as_json)
-    paths = run_table2(cells, root, force=force, progress=True, log=lambda line: msg.print(line, highlight=False))
+    paths = run_table2(cells, root, force=force, progress=True, log=lambda line: msg.print(line, highlight=False),
+                       workers=workers, ray_address=ray)
     if as_json:
         from veil.results import ResultRecord
 

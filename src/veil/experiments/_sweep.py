@@ -32,7 +32,7 @@ from typing import Any
 
 from veil.errors import InvalidParameterError, VeilError
 
-__all__ = ["Sweep", "SweepRun", "CellOutcome", "run_sweep", "execute", "finished", "record_exists"]
+__all__ = ["Sweep", "SweepRun", "CellOutcome", "run_sweep", "run_records", "execute", "finished", "record_exists"]
 
 
 @dataclass
@@ -300,3 +300,15 @@ def _remove_partial(sweep: Sweep, cells: list[Any]) -> None:
         for tmp in path.parent.glob(f".{path.name}.*.tmp"):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def run_records(sweep: Sweep, cells: Sequence[Any], out: str | Path, *, workers: int = 1,
+                ray_address: str | None = None, force: bool = False, progress: bool = True,
+                log: Callable[[str], None] | None = None) -> list[Path]:
+    """:func:`run_sweep` for an experiment grid: every cell runs (one failing never stops the others), then the
+    first failure is re-raised (:meth:`SweepRun.raise_failed`); returns the record paths in the order of
+    ``cells``."""
+    run = run_sweep(sweep, cells, out=out, workers=workers, ray_address=ray_address, force=force,
+                    progress=progress, log=log)
+    run.raise_failed()
+    return [sweep.path(cell) for cell in cells]

@@ -202,32 +202,36 @@ def run_table2_cell(cell: Table2Cell, *, progress: bool = False) -> ResultRecord
 
 
 def run_table2(cells: Sequence[Table2Cell], root: str | Path, *, force: bool = False, progress: bool = True,
-               log: Any = print) -> list[Path]:
-    """Run every cell not yet done (resumable); each record is written atomically as soon as it is done."""
+               log: Any = print, workers: int = 1, ray_address: str | None = None) -> list[Path]:
+    """Run every cell not yet done (resumable, :mod:`veil.experiments._sweep`); each record is written atomically
+    as soon as it is done. Cells are independent: ``workers`` > 1 or ``ray_address`` runs them as Ray tasks."""
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
     from veil.outputs import check_output_dir
 
     root = check_output_dir(root)
-    done = [_finished(result_path(cell, root), cell, force) for cell in cells]  # every record checked first
-    paths = []
-    for i, cell in enumerate(cells, 1):
-        path = result_path(cell, root)
-        if done[i - 1]:
-            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} holds its result")
-        else:
-            rec = run_table2_cell(cell, progress=progress)
-            rec.write(path)
-            log(f"[{i}/{len(cells)}] {cell.name}: success = {rec.metrics['success']}, encoding recovered = "
-                f"{rec.metrics['encoding_recovered']} ({rec.wall_time_s:.0f} s) -> {path}")
-        paths.append(path)
-    return paths
+    sequential = workers == 1 and ray_address is None
+    sweep = Sweep(name="table 2", path=partial(result_path, root=root), finished=_finished, cell_id=_cell_name,
+                  run=partial(run_table2_cell, progress=progress and sequential), summary=_summary)
+    return run_records(sweep, cells, root, workers=workers, ray_address=ray_address, force=force,
+                       progress=progress and not sequential, log=log)
 
 
-def _finished(path: Path, cell: Table2Cell, force: bool) -> bool:
+def _cell_name(cell: Table2Cell) -> str:
+    return cell.name
+
+
+def _summary(rec: ResultRecord) -> str:
+    return f"success = {rec.metrics['success']}, encoding recovered = {rec.metrics['encoding_recovered']}"
+
+
+def _finished(cell: Table2Cell, path: Path) -> bool:
     """True when ``path`` holds ``cell``'s record; a damaged one or one of another cell is a typed error naming it
     (never counted as done)."""
     from veil.results import ResultRecord, check_same_config
 
-    if force or not path.exists():
+    if not path.exists():
         return False
     rec = ResultRecord.read(path)
     stored = rec.config.get("cell")
