@@ -198,6 +198,8 @@ def texthide_attacks_sweep(
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide-attacks).")]
     = None,
     force: Annotated[bool, typer.Option("--force", help="Re-run cells whose result file exists.")] = False,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run many adaptive-attack cells; finished cells are skipped (resumable), each written when done."""
@@ -219,7 +221,8 @@ def texthide_attacks_sweep(
         cells = [c for c in cells if c.attack in wanted]
     msg = console(as_json)
     paths = run_cells(cells, results if results is not None else default_results_dir("texthide-attacks"),
-                      force=force, log=lambda line: msg.print(line, highlight=False))
+                      force=force, log=lambda line: msg.print(line, highlight=False), workers=workers,
+                      ray_address=ray)
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 
