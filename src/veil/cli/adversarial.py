@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, RayOpt, console, echo_json, parse_seeds
 
 __all__ = ["register", "adversarial_app", "run_config", "result_folder", "summary", "print_result"]
 
@@ -81,8 +81,10 @@ def sweep(
     max_train: MaxTrainOpt = None,
     results: ResultsOpt = None,
     force: ForceOpt = False,
-    jobs: Annotated[int, typer.Option(min=1, help="Runs at once, each in its own process with one torch thread "
-                                                  "(2 on a 2-core machine).")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Runs at once, as Ray tasks on a local cluster, each with one "
+                                                     "torch thread (2 on a 2-core machine; 1: sequential, in this "
+                                                     "process).")] = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every defense x seed on one corpus (resumable: existing records are kept unless --force)."""
@@ -97,7 +99,7 @@ def sweep(
     root = result_folder(results)
     out = console(as_json)
     paths = run_sweep(corpus, root, defenses=names, seeds=parse_seeds(seeds), width=width, force=force,
-                      encoder=encoder, epochs=epochs, max_train=max_train, jobs=jobs,
+                      encoder=encoder, epochs=epochs, max_train=max_train, workers=workers, ray_address=ray,
                       log=lambda line: out.print(line, highlight=False, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
