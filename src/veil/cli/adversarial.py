@@ -1,5 +1,5 @@
-"""``veil adversarial sweep | train``: thin commands over veil.experiments.adversarial.attributes (``veil attack attribute``, in
-:mod:`veil.cli.attack`, shares the run configuration and printing defined here).
+"""``veil adversarial sweep | train``: thin commands over veil.experiments.adversarial.attributes (``veil attack
+attribute``, in :mod:`veil.cli.attack`, shares the run configuration and printing defined here).
 
 Results go to ``./veil-results/attributes/`` (or ``$VEIL_RESULTS/attributes``) unless ``--results`` names another
 folder; values and the output folder are checked before any work starts, and an existing record is kept unless

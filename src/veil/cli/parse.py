@@ -1,6 +1,6 @@
 """``veil parse treebank | train | eval | sweep | serve | client`` and ``veil parse obfuscator train``: thin commands
-over veil.parsing, veil.defenses.obfuscation and veil.experiments.obfuscation.parsing (Hu et al. 2020); ``serve`` and ``client``
-are defined in :mod:`veil.cli.parse_service`.
+over veil.parsing, veil.defenses.obfuscation and veil.experiments.obfuscation.parsing (Hu et al. 2020); ``serve``
+and ``client`` are defined in :mod:`veil.cli.parse_service`.
 
 Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
 folder; every value and output location is checked before any work starts.

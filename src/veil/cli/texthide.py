@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_m, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_m, parse_seeds
 
 __all__ = ["register", "texthide_app", "check_mode"]
 
@@ -92,6 +92,8 @@ def texthide_sweep(
     max_train: Annotated[Optional[int], typer.Option(min=1, help="Use at most this many training examples.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-run configurations whose result file exists.")] = False,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide).")] = None,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a whole TextHide experiment; one JSON per configuration (finished ones are skipped unless --force)."""
@@ -107,7 +109,8 @@ def texthide_sweep(
     else:
         raise typer.BadParameter(f"unknown sweep {which!r}; use table1 or grid")
     msg = console(as_json)
-    paths = run_sweep(configs, results, skip_existing=not force, log=lambda line: msg.print(line, highlight=False))
+    paths = run_sweep(configs, results, skip_existing=not force, log=lambda line: msg.print(line, highlight=False),
+                      workers=workers, ray_address=ray)
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 

@@ -1,5 +1,5 @@
-"""The gradient-attack runners (veil.experiments.federated.table2 and .taps) and commands (veil.cli.attack): resumable Table 2
-cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
+"""The gradient-attack runners (veil.experiments.federated.table2 and .taps) and commands (veil.cli.attack):
+resumable Table 2 cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
 and the rendered page. The commands are exercised through ``register`` on a fresh Typer app (how veil.cli.root
 mounts them)."""
 
