@@ -24,7 +24,7 @@ from veil.federated.config import FederatedConfig
 from veil.results import Metric, ResultRecord
 
 __all__ = ["TAP_ATTACKS", "tap_result_path", "run_tap_attack", "analytic_grid", "tap_name", "tap_run_config",
-           "reusable_tap_record", "plan_tap_cells", "run_analytic_cells"]
+           "reusable_tap_record", "plan_tap_cells", "run_analytic_cells", "run_tap_sweep"]
 
 METHOD = "gradients"
 TAP_ATTACKS = ("analytic", "gradmatch")
@@ -179,21 +179,49 @@ def run_analytic_cells(cells: Sequence[FederatedConfig], root: str | Path, taps:
                        engine: str = "flower", force: bool = False, log: Any = print) -> list[Path]:
     """Record each run on Flower (tap + client-side truth under ``taps``), attack it with the analytic inversion,
     write ``root/analytic-<run>-seed0.json``. Resumable per cell (a finished record is reused only when it was
-    made on a run of the same configuration); the taps are data (never committed)."""
+    made on a run of the same configuration); the taps are data (never committed). The runner is
+    :mod:`veil.experiments._sweep`, sequential only (Flower's simulation starts a Ray cluster of its own)."""
+    from functools import partial
+
     from veil.outputs import check_output_dir
-    from veil.federated.run import run_federated
 
     root = check_output_dir(root)
     taps = check_output_dir(taps, option="--taps")
-    plan = plan_tap_cells(cells, root, taps, lambda cfg, r: tap_result_path(taps / tap_name(cfg), "analytic", r),
-                          force=force)
-    for i, (cfg, tap, path, done) in enumerate(plan, 1):
-        if done:
-            log(f"[{i}/{len(cells)}] skip {tap.name}: {path} holds its result")
-            continue
-        run_federated(cfg, engine=engine, record=tap, truth=True, force=True)  # replaces veil's own tap only
-        rec = run_tap_attack(tap, "analytic")
-        rec.write(path)
-        got = rec.metrics.get("rows_recovered")
-        log(f"[{i}/{len(cells)}] {tap.name}: rows recovered {got} -> {path}")
-    return [path for _, _, path, _ in plan]
+    path = partial(_analytic_path, taps=taps)
+    return run_tap_sweep(cells, root, taps, path, partial(_analytic_cell, taps=taps, engine=engine),
+                         name="analytic sweep", summary=_analytic_summary, force=force, log=log)
+
+
+def run_tap_sweep(cells: Sequence[FederatedConfig], root: Path, taps: Path, result_path: Any, run: Any, *,
+                  name: str, summary: Any, force: bool = False, log: Any = print) -> list[Path]:
+    """The sweep over recorded runs (analytic and chain): every cell checked first (:func:`plan_tap_cells`), then
+    each cell not done run (``run(cell)`` records its tap and returns the attack's record) and written."""
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
+
+    plan = plan_tap_cells(cells, root, taps, result_path, force=force)
+    done = frozenset(str(path) for _, _, path, is_done in plan if is_done)
+    sweep = Sweep(name=name, path=partial(result_path, root=root), finished=partial(_planned_done, done=done),
+                  cell_id=tap_name, run=run, summary=summary)
+    return run_records(sweep, cells, root, force=force, progress=False, log=log)
+
+
+def _planned_done(cfg: FederatedConfig, path: Path, *, done: frozenset[str]) -> bool:
+    return str(path) in done
+
+
+def _analytic_path(cfg: FederatedConfig, root: Path, *, taps: Path) -> Path:
+    return tap_result_path(taps / tap_name(cfg), "analytic", root)
+
+
+def _analytic_cell(cfg: FederatedConfig, *, taps: Path, engine: str) -> ResultRecord:
+    from veil.federated.run import run_federated
+
+    tap = taps / tap_name(cfg)
+    run_federated(cfg, engine=engine, record=tap, truth=True, force=True)  # replaces veil's own tap only
+    return run_tap_attack(tap, "analytic")
+
+
+def _analytic_summary(rec: ResultRecord) -> str:
+    return f"rows recovered {rec.metrics.get('rows_recovered')}"

@@ -57,28 +57,48 @@ def run_cells(cells: Sequence[FederatedConfig], root: str | Path, *, engine: str
     Before any cell runs, every record already on disk is read and compared with its cell's configuration: a
     damaged record (:class:`~veil.errors.DataFormatError`) or one made under another configuration
     (:class:`~veil.errors.StaleResultError`) stops the sweep with its path and the fix, never counted as done.
+    The runner is :mod:`veil.experiments._sweep`, sequential only: Flower's simulation engine starts a Ray
+    cluster of its own for each run.
     """
-    from veil._io import atomic_write_json
-    from veil.errors import InvalidParameterError
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
+    from veil.federated.run import result_path
     from veil.outputs import check_output_dir
-    from veil.federated.data import client_data
-    from veil.federated.run import result_path, run_federated, stored_result
 
     root = check_output_dir(root)
-    paths = [result_path(cfg, root) for cfg in cells]
-    done = [stored_result(path, cfg, force=force) is not None for cfg, path in zip(cells, paths)]
-    for i, (cfg, path) in enumerate(zip(cells, paths), 1):
-        if done[i - 1]:
-            log(f"[{i}/{len(cells)}] skip {cfg.run_name}: {path} holds its result")
-            continue
-        try:
-            client_data(cfg, 0)  # partitions are checked before any engine starts
-        except InvalidParameterError as exc:
-            atomic_write_json(path, _infeasible(cfg, str(exc)).to_dict())
-            log(f"[{i}/{len(cells)}] {cfg.run_name}: infeasible ({exc})")
-            continue
-        rec, _ = run_federated(cfg, engine=engine)
-        atomic_write_json(path, rec.to_dict())
-        acc = rec.metrics.get("test_accuracy")
-        log(f"[{i}/{len(cells)}] {cfg.run_name}: test accuracy {acc.mean:.3f} ({rec.wall_time_s:.0f} s) -> {path}")
-    return paths
+    sweep = Sweep(name="federated utility", path=partial(result_path, results=root), finished=_finished,
+                  cell_id=_run_name, run=partial(_run_cell, engine=engine), summary=_summary)
+    return run_records(sweep, cells, root, force=force, progress=False, log=log)
+
+
+def _run_name(cfg: FederatedConfig) -> str:
+    return cfg.run_name
+
+
+def _finished(cfg: FederatedConfig, path: Path) -> bool:
+    from veil.federated.run import stored_result
+
+    return stored_result(path, cfg) is not None
+
+
+def _run_cell(cfg: FederatedConfig, *, engine: str) -> Any:
+    """One run; a partition that cannot give every client a batch is recorded as infeasible, with the reason
+    (checked before any engine starts)."""
+    from veil.errors import InvalidParameterError
+    from veil.federated.data import client_data
+    from veil.federated.run import run_federated
+
+    try:
+        client_data(cfg, 0)
+    except InvalidParameterError as exc:
+        return _infeasible(cfg, str(exc))
+    rec, _ = run_federated(cfg, engine=engine)
+    return rec
+
+
+def _summary(rec: Any) -> str:
+    if "infeasible" in rec.extra:
+        return f"infeasible ({rec.extra['infeasible']})"
+    acc = rec.metrics.get("test_accuracy")
+    return f"test accuracy {acc.mean:.3f}" if acc is not None else ""
