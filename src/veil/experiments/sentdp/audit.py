@@ -538,7 +538,6 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     (default: loaded by name; given, its DeepCandidate pipeline is fitted here, not taken from
     the cache of ``veil sentdp embed``).
     """
-    from veil.attacks.audit.empirical import DistinguishingGame
     from veil.attacks.audit.pairs import NEIGHBOUR_KINDS
     from veil.outputs import check_output_dir, default_results_dir, existing_record
 
@@ -562,28 +561,49 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
         log(f"veil: metric DP then encodes the noisy sentences its games draw: at most "
             f"{mdp_encodes_per_cell(cfg):,} per game ({mdp_cells} games, --mdp-trials {cfg.mdp_trials}); the "
             f"line of each game gives its time")
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
+
+    # sequential only: the games share the encoded corpus and the metric-DP embedding cache, whose hits and misses
+    # each record counts
+    sweep = Sweep(name="empirical audit", path=paths.__getitem__, cell_id=_cell_id,
+                  finished=partial(_planned_done, done=frozenset(done)),
+                  run=partial(_run_game, cfg=cfg, data=data), summary=partial(_game_summary, cfg=cfg))
+    run_records(sweep, plan, results_dir, force=force, progress=False, log=log)
+    return [done[key] if key in done else ResultRecord.read(paths[key]) for key in plan]
+
+
+def _cell_id(key: tuple[str, float, str]) -> str:
+    mechanism, epsilon, kind = key
+    return f"{mechanism} eps={epsilon:g} {kind}"
+
+
+def _planned_done(key: tuple[str, float, str], path: Path, *, done: frozenset[tuple[str, float, str]]) -> bool:
+    return key in done
+
+
+def _run_game(key: tuple[str, float, str], *, cfg: EmpiricalAuditConfig, data: _EmpiricalData) -> ResultRecord:
+    """One distinguishing game: (mechanism, epsilon, neighbour kind)."""
+    from veil.attacks.audit.empirical import DistinguishingGame
+
+    mechanism, epsilon, kind = key
     alpha = 1.0 - cfg.confidence
-    out = dict(done)
-    for key in plan:
-        if key in done:
-            continue
-        mechanism, epsilon, kind = key
-        start = time.perf_counter()
-        mdp = mechanism == "metric-dp"
-        trials = cfg.mdp_trials if mdp else cfg.trials
-        before = (data.embedder.hits, data.embedder.misses) if data.embedder is not None else (0, 0)
-        mech, pairs, setting = _game_pairs(data, mechanism, epsilon, kind, trials, alpha)
-        game = DistinguishingGame(pairs, trials=trials, selection_trials=cfg.mdp_trials if mdp else
-                                  cfg.selection_trials, alpha=alpha)
-        result = game.run()
-        cache = None if not mdp else {"hits": data.embedder.hits - before[0],
-                                      "misses": data.embedder.misses - before[1]}
-        rec = _empirical_record(cfg, data, mechanism, epsilon, kind, mech, pairs, setting, result, start, cache)
-        rec.write(paths[key])
-        out[key] = rec
-        formal = rec.metrics["formal_epsilon"].mean
-        log(f"  {mechanism} eps={epsilon:g} {kind}: epsilon_lb {result.epsilon_lower_bound:.3f} "
-            f"({100 * cfg.confidence:g}% confidence, {result.trials} runs per input, test {result.statistic}) "
-            f"vs formal {formal:.3g}{'  ** VIOLATION **' if result.epsilon_lower_bound > formal else ''} "
-            f"[{rec.wall_time_s:.0f} s]")
-    return [out[key] for key in plan]
+    start = time.perf_counter()
+    mdp = mechanism == "metric-dp"
+    trials = cfg.mdp_trials if mdp else cfg.trials
+    before = (data.embedder.hits, data.embedder.misses) if data.embedder is not None else (0, 0)
+    mech, pairs, setting = _game_pairs(data, mechanism, epsilon, kind, trials, alpha)
+    game = DistinguishingGame(pairs, trials=trials, selection_trials=cfg.mdp_trials if mdp else
+                              cfg.selection_trials, alpha=alpha)
+    result = game.run()
+    cache = None if not mdp else {"hits": data.embedder.hits - before[0],
+                                  "misses": data.embedder.misses - before[1]}
+    return _empirical_record(cfg, data, mechanism, epsilon, kind, mech, pairs, setting, result, start, cache)
+
+
+def _game_summary(rec: ResultRecord, *, cfg: EmpiricalAuditConfig) -> str:
+    game = rec.extra["game"]
+    lb, formal = rec.metrics["epsilon_lower_bound"].mean, rec.metrics["formal_epsilon"].mean
+    return (f"epsilon_lb {lb:.3f} ({100 * cfg.confidence:g}% confidence, {game['trials']} runs per input, test "
+            f"{game['statistic']}) vs formal {formal:.3g}{'  ** VIOLATION **' if lb > formal else ''}")
