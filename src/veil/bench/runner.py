@@ -97,7 +97,7 @@ def _sweep(out: Path) -> Sweep:
     from functools import partial
 
     return Sweep(name="bench", path=partial(cell_path, out), run=run_cell, finished=partial(_finished, out),
-                 summary=_summary, keep_warnings=True, log_each_skip=False)
+                 summary=_summary, keep_warnings=True, skip_log="count")
 
 
 def finished_cells(cells: list[Any], out: str | Path, *, force: bool = False) -> set[str]:

@@ -130,8 +130,12 @@ class Sweep:
     write: Callable[[Any, Path], None] = _write
     #: True: warnings a cell raises are kept in its record (``extra["warnings"]``) and the log, never fatal to it
     keep_warnings: bool = False
-    #: True: one log line per skipped cell; False: one line that counts them
-    log_each_skip: bool = True
+    #: how skipped cells are logged: ``"each"`` (a line per cell), ``"count"`` (one line) or ``"none"``
+    skip_log: str = "each"
+
+    def __post_init__(self) -> None:
+        if self.skip_log not in ("each", "count", "none"):
+            raise InvalidParameterError(f"skip_log must be each, count or none, got {self.skip_log!r}")
 
 
 def execute(sweep: Sweep, cell: Any) -> CellOutcome:
@@ -192,11 +196,11 @@ def run_sweep(sweep: Sweep, cells: Sequence[Any], *, out: str | Path, workers: i
         if cell_id in done:
             path = sweep.path(cell)
             run.outcomes.append(CellOutcome(cell_id, "skipped", str(path)))
-            if sweep.log_each_skip:
+            if sweep.skip_log == "each":
                 log(f"skip {cell_id}: {path} holds its result (same configuration; --force re-runs it)")
         else:
             todo.append(cell)
-    if len(todo) < len(cells) and not sweep.log_each_skip:
+    if len(todo) < len(cells) and sweep.skip_log == "count":
         folder = Path(run.outcomes[0].path or out).parent
         log(f"{len(cells) - len(todo)} of {len(cells)} cells already done in {folder} (made for the same cells; "
             f"skipped; --force reruns them)")
