@@ -39,7 +39,7 @@ _DAMAGE = {"empty": r"empty", "truncated": r"not valid JSON", "latin1": r"not UT
 
 # --------------------------------------------------------------------------- audit empirical: stale and damaged
 def _empirical(cli, **changes):
-    from veil.experiments.sentdp.audit import empirical_config, empirical_file_name
+    from veil.experiments.sentdp.empirical import empirical_config, empirical_file_name
 
     # the command's own default (the quick run), so the file is where `veil audit empirical` looks
     cfg = empirical_config(corpus="news-articles", mechanisms=("truncation",), epsilons=(1.0,))

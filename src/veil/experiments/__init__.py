@@ -4,7 +4,7 @@ write.
 * :mod:`.texthide`: TextHide (Huang et al. 2020): utility (:mod:`.texthide.eval`), representation leakage
   (:mod:`.texthide.retrieval`), adaptive attacks (:mod:`.texthide.attacks`);
 * :mod:`.sentdp`: SentDP (Meehan et al. 2022): embeddings (:mod:`.sentdp.embed`), utility (:mod:`.sentdp.eval`),
-  privacy audits (:mod:`.sentdp.audit`);
+  privacy audits (:mod:`.sentdp.audit`, :mod:`.sentdp.empirical`);
 * :mod:`.adversarial`: Coavoux et al. (2018), attribute inference under adversarial training;
 * :mod:`.obfuscation`: Hu et al. (2020), obfuscated parsing and word recovery;
 * :mod:`.federated`: federated TextHide: utility, the gradients paper's Table 2, attacks on recorded runs and the

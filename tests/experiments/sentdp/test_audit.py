@@ -76,7 +76,7 @@ def test_audit_runner_rejects_bad_arguments(news_slice, encoder):
 
 
 def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encoder, tmp_path, monkeypatch):
-    from veil.experiments.sentdp.audit import EmpiricalAuditConfig, run_empirical_audit
+    from veil.experiments.sentdp.empirical import EmpiricalAuditConfig, run_empirical_audit
 
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # the subsample's embeddings are cached here
@@ -110,7 +110,7 @@ def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encode
     from dataclasses import replace
 
     from veil.errors import StaleResultError
-    from veil.experiments.sentdp.audit import empirical_file_name
+    from veil.experiments.sentdp.empirical import empirical_file_name
 
     first = tmp_path / "res" / empirical_file_name(cfg, "deepcandidate", "reflect", 3.0)
     data = json.loads(first.read_text())
