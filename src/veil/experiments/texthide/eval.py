@@ -349,7 +349,8 @@ def run_sweep(configs: Sequence[TextHideEval], root: str | Path | None = None, *
     root = check_output_dir(root if root is not None else default_results_dir("texthide"))
     sequential = workers == 1 and ray_address is None
     sweep = Sweep(name="texthide sweep", path=partial(result_path, root=root), finished=_finished,
-                  cell_id=_cell_id, run=partial(run_texthide_eval, progress=False, log=log if sequential else None))
+                  cell_id=_cell_id, run=partial(run_texthide_eval, progress=False, log=log if sequential else None),
+                  summary=_summary)
     return run_records(sweep, configs, root, workers=workers, ray_address=ray_address, force=not skip_existing,
                        progress=not sequential, log=log)
 
@@ -360,3 +361,7 @@ def _cell_id(cfg: TextHideEval) -> str:
 
 def _finished(cfg: TextHideEval, path: Path) -> bool:
     return existing_result(cfg, path) is not None
+
+
+def _summary(rec: ResultRecord) -> str:
+    return ", ".join(f"{k}={rec.metrics[k]}" for k in ("test_accuracy", "test_macro_f1", "test_pearson") if k in rec.metrics)
