@@ -15,7 +15,7 @@ from veil.attacks.gradients.alg3 import (Alg3Recovery, Alg3Truth, GradientObserv
                                          simulate_step)
 from veil.attacks.gradients.tap import ModelSpec
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.gradients import torch_threads
+from veil._threads import torch_threads
 from veil.models.heads import MLPHead
 
 ALPHA = 0.05
@@ -36,7 +36,7 @@ def _attack(X, y, k, d, run, *, placement="hidden", evals=300, width=16):
     idx = rng.choice(len(X), size=max(k, 1), replace=False)
     x = X[idx]
     if placement == "input":
-        from veil.experiments.gradients import projection
+        from veil.experiments.federated.table2 import projection
 
         x = X[idx] / math.sqrt(X.shape[1]) @ projection(d, X.shape[1]).T * math.sqrt(d)
         spec = ModelSpec(d, 2, (width,), 0.0)

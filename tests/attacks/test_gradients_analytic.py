@@ -122,7 +122,7 @@ def test_adamw_local_training_breaks_the_ratio_structure(tmp_path):
 
 def test_gradient_matching_fills_in_rows_the_ratios_miss(tmp_path):
     from veil.attacks.gradients.matching import EncodingMatch
-    from veil.experiments.gradients import torch_threads
+    from veil._threads import torch_threads
 
     X = unit_vectors(64, 16, 7)
     y = np.arange(64) % 2

@@ -113,8 +113,8 @@ def test_output_under_a_file(cli):
 def test_existing_results_need_force(cli):
     (cli.work / "old.npy").write_bytes(b"keep me")
     cli("encode", "rt-polarity", "--out", "old.npy", match=r"old\.npy exists; pass --force")
-    from veil.experiments.retrieval import planned_paths
-    from veil.experiments.texthide import TextHideEval, result_path
+    from veil.experiments.texthide.retrieval import planned_paths
+    from veil.experiments.texthide.eval import TextHideEval, result_path
 
     target = result_path(TextHideEval(), cli.work / "veil-results" / "texthide")
     target.parent.mkdir(parents=True)
@@ -212,7 +212,7 @@ def test_api_cases(tmp_path):
     from veil.encoders._inputs import check_texts
     from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning, ResourceMissingError
     from veil.results import Metric, ResultRecord
-    from veil.experiments.texthide import TextHideEval
+    from veil.experiments.texthide.eval import TextHideEval
 
     with pytest.raises(ResourceMissingError, match="does not exist; check the path"):
         MaskPool.load(tmp_path / "missing.key")

@@ -81,7 +81,7 @@ def test_a_users_folder_given_to_record_with_force_is_refused_and_kept(cli):
 
 
 def test_a_users_folder_in_place_of_a_sweep_tap_is_refused_and_kept(cli):
-    from veil.experiments.federated import analytic_grid, tap_name
+    from veil.experiments.federated.taps import analytic_grid, tap_name
 
     folder = Path("taps") / tap_name(analytic_grid(batch_sizes=[2])[0])
     folder.mkdir(parents=True)
@@ -120,7 +120,7 @@ def test_a_damaged_record_is_reported_with_its_path(cli):
 
 
 def test_a_sweep_counts_no_damaged_record_as_done(cli):
-    from veil.experiments.federated import utility_grid
+    from veil.experiments.federated.utility import utility_grid
     from veil.federated.run import result_path
 
     res = Path("res")

@@ -238,7 +238,7 @@ def test_obfuscate_on_a_fresh_home_names_the_command_and_its_duration(run, monke
 
 # --------------------------------------------------------------------------- records of another configuration
 def _records(root: Path, treebank: Path, attack_train: int) -> Path:
-    from veil.experiments.parsing import ParsingSetup, cell_path
+    from veil.experiments.obfuscation.parsing import ParsingSetup, cell_path
     from veil.results import Metric, ResultRecord
 
     setup = ParsingSetup(treebank=str(treebank), n_test=2, attack_train=attack_train, seed=0)

@@ -39,7 +39,7 @@ _DAMAGE = {"empty": r"empty", "truncated": r"not valid JSON", "latin1": r"not UT
 
 # --------------------------------------------------------------------------- audit empirical: stale and damaged
 def _empirical(cli, **changes):
-    from veil.experiments.audit import empirical_config, empirical_file_name
+    from veil.experiments.sentdp.empirical import empirical_config, empirical_file_name
 
     # the command's own default (the quick run), so the file is where `veil audit empirical` looks
     cfg = empirical_config(corpus="news-articles", mechanisms=("truncation",), epsilons=(1.0,))
@@ -66,7 +66,7 @@ def test_audit_empirical_reports_a_damaged_record(cli, how):
 
 
 def test_audit_sentdp_refuses_a_record_of_other_epsilons(cli):
-    from veil.experiments.audit import audit_file_name
+    from veil.experiments.sentdp.audit import audit_file_name
 
     path = cli.work / "veil-results" / "sentdp" / audit_file_name(
         "news-articles", depth="tukey-min", n_documents=3, neighbours=35, n_projections=50, seed=0)
@@ -79,7 +79,7 @@ def test_audit_sentdp_refuses_a_record_of_other_epsilons(cli):
 
 # --------------------------------------------------------------------------- texthide eval and sweep
 def _texthide_config(**changes):
-    from veil.experiments.texthide import TextHideEval
+    from veil.experiments.texthide.eval import TextHideEval
 
     cfg = TextHideEval(**changes)
     return {**cfg.to_dict(), "train": cfg.train_config(0).to_dict()}
@@ -103,7 +103,7 @@ def test_texthide_eval_reports_a_non_utf8_record(cli):
 
 
 def test_texthide_sweep_stops_before_work_at_a_stale_record(cli):
-    from veil.experiments.texthide import grid_configs, result_path
+    from veil.experiments.texthide.eval import grid_configs, result_path
 
     cfg = grid_configs()[3]
     path = result_path(cfg, cli.work / "veil-results" / "texthide")
@@ -113,7 +113,7 @@ def test_texthide_sweep_stops_before_work_at_a_stale_record(cli):
 
 
 def test_texthide_sweep_stops_before_work_at_a_damaged_record(cli):
-    from veil.experiments.texthide import table1_configs, result_path
+    from veil.experiments.texthide.eval import table1_configs, result_path
 
     path = _damage(result_path(table1_configs()[-1], cli.work / "veil-results" / "texthide"), "truncated")
     line = cli("texthide", "sweep", "table1", match=r"damaged result record .*not valid JSON")
@@ -122,7 +122,7 @@ def test_texthide_sweep_stops_before_work_at_a_damaged_record(cli):
 
 # --------------------------------------------------------------------------- attacks
 def test_attack_rss_refuses_a_record_of_another_configuration(cli):
-    from veil.experiments.retrieval import planned_paths
+    from veil.experiments.texthide.retrieval import planned_paths
 
     path = planned_paths("rt-polarity", "rss", defense="none", m=256, k=4, queries=50, seed=0,
                          root=cli.work / "veil-results" / "retrieval")[0]
@@ -132,7 +132,7 @@ def test_attack_rss_refuses_a_record_of_another_configuration(cli):
 
 
 def test_abs_rss_refuses_a_record_of_another_public_size(cli):
-    from veil.experiments.texthide_attacks import AttackCell, result_path
+    from veil.experiments.texthide.attacks import AttackCell, result_path
 
     cell = AttackCell(queries=50)
     path = result_path(cell, cli.work / "veil-results" / "texthide-attacks")
@@ -142,7 +142,7 @@ def test_abs_rss_refuses_a_record_of_another_public_size(cli):
 
 
 def test_attack_sweep_stops_before_work_at_a_damaged_cell(cli):
-    from veil.experiments.texthide_attacks import headline_cells, result_path
+    from veil.experiments.texthide.attacks import headline_cells, result_path
 
     cell = [c for c in headline_cells(queries=20) if c.attack == "rss"][2]
     path = _damage(result_path(cell, cli.work / "veil-results" / "texthide-attacks"), "empty")
@@ -152,7 +152,7 @@ def test_attack_sweep_stops_before_work_at_a_damaged_cell(cli):
 
 
 def test_attack_attribute_refuses_a_record_of_other_attacker_epochs(cli):
-    from veil.experiments.attributes import AttributeRun, result_path
+    from veil.experiments.adversarial.attributes import AttributeRun, result_path
 
     cfg = AttributeRun(encoder="minilm", max_train=50)
     path = result_path(cfg, cli.work / "veil-results" / "attributes")
@@ -239,7 +239,7 @@ def test_the_attribute_attack_defaults_to_the_setting_that_shows_the_leak(capsys
 
 
 def test_sentdp_eval_refuses_a_record_of_other_classifier_epochs(cli):
-    from veil.experiments.sentdp import SentDPEval, planned_paths
+    from veil.experiments.sentdp.eval import SentDPEval, planned_paths
 
     cfg = SentDPEval(corpus="news-articles", epsilons=(1.0,), methods=("truncation",))
     path = planned_paths(cfg, cli.work / "veil-results" / "sentdp")[-1]
@@ -249,7 +249,7 @@ def test_sentdp_eval_refuses_a_record_of_other_classifier_epochs(cli):
 
 
 def test_sentdp_eval_reuses_the_reference_record_across_trials(tmp_path):
-    from veil.experiments.sentdp import SentDPEval, _kept_record, planned_paths
+    from veil.experiments.sentdp.eval import SentDPEval, _kept_record, planned_paths
 
     three = SentDPEval(corpus="news-articles", epsilons=(1.0,), methods=("truncation",), trials=3)
     reference, cell = planned_paths(three, tmp_path)
@@ -261,7 +261,7 @@ def test_sentdp_eval_reuses_the_reference_record_across_trials(tmp_path):
 
 
 def test_adversarial_sweep_stops_before_work_at_a_stale_record(cli):
-    from veil.experiments.attributes import AttributeRun, result_path
+    from veil.experiments.adversarial.attributes import AttributeRun, result_path
 
     cfg = AttributeRun(defense="grl", seed=1, encoder="minilm", max_train=40)
     path = result_path(cfg, cli.work / "veil-results" / "attributes")

@@ -167,7 +167,7 @@ def test_fitted_pipeline_cache_refits_a_damaged_file(builtin, tmp_path, monkeypa
 
     from veil.corpora.registry import get_spec
     from veil.encoders import CacheWarning
-    from veil.experiments.sentdp_embed import fitted_pipeline
+    from veil.experiments.sentdp.embed import fitted_pipeline
 
     full = builtin("news-articles")
     long = {s: [i for i in full.indices(s) if len(full.documents[i]) >= 8] for s in ("train", "dev")}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from veil.corpora.attributes import AttributeCorpus, entity_variables
-from veil.experiments.attributes import AttributeRun, result_path, run_attribute, run_or_skip
+from veil.experiments.adversarial.attributes import AttributeRun, result_path, run_attribute, run_or_skip
 from veil.results import ResultRecord
 
 NAMES = ("Trump", "Obama", "Putin", "Merkel", "Spicer")

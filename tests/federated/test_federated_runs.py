@@ -166,7 +166,7 @@ def test_a_deployed_client_refuses_the_servers_experiment_switches():
 def test_finetuned_flower_equals_reference_and_trains_the_encoder(tmp_path):
     """Fine-tuned encoder: clients send encoder + head; Flower's averaged weights equal the reference loop's
     (same keys, seeded mixing, the transformer's dropout seeded per client and round)."""
-    from veil.experiments.gradients import torch_threads
+    from veil._threads import torch_threads
     from veil.federated.client import ENCODER_PREFIX, _encoder
     from veil.federated.run import run_federated
 

@@ -59,8 +59,8 @@ def test_abort_removes_the_partial_tap_and_refuses_later_writes(tmp_path):
 
 
 def test_the_sweeps_refuse_a_users_folder_in_place_of_a_tap(tmp_path):
-    from veil.experiments.federated import analytic_grid, plan_tap_cells, tap_name
-    from veil.experiments.gradient_chain import chain_result_path
+    from veil.experiments.federated.taps import analytic_grid, plan_tap_cells, tap_name
+    from veil.experiments.federated.chain import chain_result_path
 
     cells = analytic_grid(batch_sizes=[2])
     mine = tmp_path / "taps" / tap_name(cells[0])

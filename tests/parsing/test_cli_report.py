@@ -181,7 +181,7 @@ def test_no_neural_records_is_said_not_failed(tmp_path):
 def test_privacy_knob_rows_are_kept_out_of_table_2_and_compared_with_lambda_0(tmp_path):
     """A lambda > 0 obfuscator gets cells of its own and a section of its own, beside lambda = 0 at its seed."""
     from veil.defenses.obfuscation.neural import NeuralTraining
-    from veil.experiments.parsing import neural_suffix
+    from veil.experiments.obfuscation.parsing import neural_suffix
 
     assert neural_suffix(1) == neural_suffix(1, NeuralTraining()) == "-neural-s1"
     assert neural_suffix(1, NeuralTraining(privacy_weight=0.5)) == "-neural-pw0.5-s1"

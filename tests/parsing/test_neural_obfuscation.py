@@ -217,7 +217,7 @@ def test_privacy_weight_raises_the_entropy(parser, data):
 
 
 def test_the_sweep_writes_neural_cells_and_resumes(parser, tiny_treebank, tmp_path, monkeypatch):
-    from veil.experiments.parsing import ParsingSetup, run_parsing
+    from veil.experiments.obfuscation.parsing import ParsingSetup, run_parsing
     from veil.report.parsing import parsing_page
     from veil.results import ResultRecord
 

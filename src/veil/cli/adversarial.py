@@ -1,5 +1,5 @@
-"""``veil adversarial sweep | train``: thin commands over veil.experiments.attributes (``veil attack attribute``, in
-:mod:`veil.cli.attack`, shares the run configuration and printing defined here).
+"""``veil adversarial sweep | train``: thin commands over veil.experiments.adversarial.attributes (``veil attack
+attribute``, in :mod:`veil.cli.attack`, shares the run configuration and printing defined here).
 
 Results go to ``./veil-results/attributes/`` (or ``$VEIL_RESULTS/attributes``) unless ``--results`` names another
 folder; values and the output folder are checked before any work starts, and an existing record is kept unless
@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, RayOpt, console, echo_json, parse_seeds
 
 __all__ = ["register", "adversarial_app", "run_config", "result_folder", "summary", "print_result"]
 
@@ -32,7 +32,7 @@ MaxTrainOpt = Annotated[Optional[int], typer.Option(min=2, help="Use at most thi
 
 def run_config(corpus: str, defense: str, width: int, seed: int, encoder: str, epochs: int,
                max_train: Optional[int], alpha: Optional[float], reduction: str):
-    from veil.experiments.attributes import AttributeRun
+    from veil.experiments.adversarial.attributes import AttributeRun
 
     return AttributeRun(corpus=corpus, defense=defense, width=width, seed=seed, encoder=encoder, epochs=epochs,
                         max_train=max_train, alpha=alpha, reduction=reduction)
@@ -81,13 +81,15 @@ def sweep(
     max_train: MaxTrainOpt = None,
     results: ResultsOpt = None,
     force: ForceOpt = False,
-    jobs: Annotated[int, typer.Option(min=1, help="Runs at once, each in its own process with one torch thread "
-                                                  "(2 on a 2-core machine).")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Runs at once, as Ray tasks on a local cluster, each with one "
+                                                     "torch thread (2 on a 2-core machine; 1: sequential, in this "
+                                                     "process).")] = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every defense x seed on one corpus (resumable: existing records are kept unless --force)."""
     from veil.defenses.adversarial import defense_names
-    from veil.experiments.attributes import sweep as run_sweep
+    from veil.experiments.adversarial.attributes import sweep as run_sweep
 
     valid = defense_names()
     names = tuple(valid) if defenses is None else tuple(d.strip() for d in defenses.split(",") if d.strip())
@@ -97,7 +99,7 @@ def sweep(
     root = result_folder(results)
     out = console(as_json)
     paths = run_sweep(corpus, root, defenses=names, seeds=parse_seeds(seeds), width=width, force=force,
-                      encoder=encoder, epochs=epochs, max_train=max_train, jobs=jobs,
+                      encoder=encoder, epochs=epochs, max_train=max_train, workers=workers, ray_address=ray,
                       log=lambda line: out.print(line, highlight=False, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
@@ -120,7 +122,7 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Train the main model with a defense, then run every attacker on its r(x); one result JSON."""
-    from veil.experiments.attributes import run_or_skip
+    from veil.experiments.adversarial.attributes import run_or_skip
     from veil.results import ResultRecord
 
     cfg = run_config(corpus, defense, width, seed, encoder, epochs, max_train, alpha, reduction)

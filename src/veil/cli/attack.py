@@ -1,15 +1,15 @@
 """``veil attack ...``: every attack command, thin over the experiment runners that measure what a defense's output
 leaks.
 
-- TextHide (Huang et al. 2020), veil.experiments.retrieval and texthide_attacks: ``rss``, ``reprecon``, ``abs-rss``,
+- TextHide (Huang et al. 2020), veil.experiments.texthide (retrieval, attacks): ``rss``, ``reprecon``, ``abs-rss``,
   ``mask-recovery``, ``unmix``, ``texthide-sweep``; results in ``./veil-results/retrieval/`` and
   ``./veil-results/texthide-attacks/``.
-- Gradients of federated TextHide, veil.experiments.gradients and gradient_chain: ``gradmatch-table``, ``analytic``,
+- Gradients of federated TextHide, veil.experiments.federated (table2, taps, chain): ``gradmatch-table``, ``analytic``,
   ``gradmatch``, ``chain``; results in ``./veil-results/gradients/``.
-- Attribute inference (Coavoux et al. 2018), veil.experiments.attributes: ``attribute``; results in
+- Attribute inference (Coavoux et al. 2018), veil.experiments.adversarial.attributes: ``attribute``; results in
   ``./veil-results/attributes/``.
-- Word recovery from obfuscated sentences (Hu et al. 2020), veil.experiments.parsing: ``word-recovery``; results in
-  ``./veil-results/parsing/``.
+- Word recovery from obfuscated sentences (Hu et al. 2020), veil.experiments.obfuscation.parsing: ``word-recovery``;
+  results in ``./veil-results/parsing/``.
 
 Results go under ``$VEIL_RESULTS`` instead when it is set, or to ``--results``; every value and output location is
 checked before any work starts.
@@ -23,7 +23,8 @@ from typing import Annotated, Optional
 import typer
 
 from veil.cli import adversarial, parse
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_ints, parse_m, positive
+from veil.cli.common import (ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_ints, parse_m,
+                             positive)
 from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
 from veil.cli.texthide import check_mode
 
@@ -56,7 +57,7 @@ def _attack(attack: str, corpus: str, defense: str, m: str, k: int, queries: Opt
     import veil.corpora as vc
     from veil.errors import UnknownNameError
     from veil.outputs import check_output_dir, default_results_dir
-    from veil.experiments.retrieval import check_planned, run_retrieval, write_records
+    from veil.experiments.texthide.retrieval import check_planned, run_retrieval, write_records
 
     if defense not in _DEFENSES:
         raise typer.BadParameter(f"--defense must be one of {', '.join(_DEFENSES)}, got {defense!r}")
@@ -126,7 +127,7 @@ def _adaptive(attack: str, corpus: str, defense: str, m: str, k: int, mode: str,
     import veil.corpora as vc
     from veil.errors import UnknownNameError
     from veil.outputs import check_output_dir, default_results_dir
-    from veil.experiments.texthide_attacks import AttackCell, existing_cell, result_path, run_cell
+    from veil.experiments.texthide.attacks import AttackCell, existing_cell, result_path, run_cell
 
     if defense != "texthide":
         raise typer.BadParameter(f"--defense must be texthide for {attack} (the only defense it applies to), "
@@ -197,11 +198,13 @@ def texthide_attacks_sweep(
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide-attacks).")]
     = None,
     force: Annotated[bool, typer.Option("--force", help="Re-run cells whose result file exists.")] = False,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run many adaptive-attack cells; finished cells are skipped (resumable), each written when done."""
     from veil.outputs import default_results_dir
-    from veil.experiments.texthide_attacks import ATTACKS, grid_cells, headline_cells, run_cells
+    from veil.experiments.texthide.attacks import ATTACKS, grid_cells, headline_cells, run_cells
 
     if which == "headline":
         cells = headline_cells(queries=queries)
@@ -218,7 +221,8 @@ def texthide_attacks_sweep(
         cells = [c for c in cells if c.attack in wanted]
     msg = console(as_json)
     paths = run_cells(cells, results if results is not None else default_results_dir("texthide-attacks"),
-                      force=force, log=lambda line: msg.print(line, highlight=False))
+                      force=force, log=lambda line: msg.print(line, highlight=False), workers=workers,
+                      ray_address=ray)
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 
@@ -248,10 +252,12 @@ def gradmatch_table(
     baseline: Annotated[bool, typer.Option("--baseline/--no-baseline", help="Also run the no-defense row.")] = True,
     results: GradientResultsOpt = None,
     force: ForceOpt = False,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Table 2 analogue: Alg. 3 gradient matching with dummy masks, success rate over --runs attacks per (k, d)."""
-    from veil.experiments.gradients import run_table2, table2_cells
+    from veil.experiments.federated.table2 import run_table2, table2_cells
 
     if placement not in ("hidden", "input"):
         raise typer.BadParameter(f"--placement must be hidden or input, got {placement!r}")
@@ -261,7 +267,8 @@ def gradmatch_table(
                          runs=runs, seed=seed, placement=placement, activation=activation, max_evals=max_evals)
     root = _gradients_root(results)
     msg = console(as_json)
-    paths = run_table2(cells, root, force=force, progress=True, log=lambda line: msg.print(line, highlight=False))
+    paths = run_table2(cells, root, force=force, progress=True, log=lambda line: msg.print(line, highlight=False),
+                       workers=workers, ray_address=ray)
     if as_json:
         from veil.results import ResultRecord
 
@@ -296,7 +303,7 @@ def _print_table(cells, paths, msg) -> None:
 def _tap(attack: str, record: Path, results: Optional[Path], seed: int, match: bool, max_evals: int, restarts: int,
          force: bool, as_json: bool) -> None:
     from veil.attacks.gradients.tap import Tap
-    from veil.experiments.gradients import run_tap_attack, tap_result_path
+    from veil.experiments.federated.taps import run_tap_attack, tap_result_path
     from veil.outputs import refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
@@ -373,7 +380,7 @@ def attack_chain(
     """End to end: encodings off the updates, then each client's masks and the sentences mixed into them."""
     from veil.attacks.gradients.tap import Tap
     from veil.attacks.gradients.truth import truth_dir
-    from veil.experiments.gradient_chain import run_chain
+    from veil.experiments.federated.chain import run_chain
     from veil.outputs import refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
@@ -426,7 +433,7 @@ def attack_attribute(
     trains the model first and writes that record. The default encoder is minilm, the setting that demonstrates
     the leak (the paper's LSTM, --encoder lstm, leaves news passages at the floor; see docs/results/attributes.md).
     """
-    from veil.experiments.attributes import run_or_skip
+    from veil.experiments.adversarial.attributes import run_or_skip
     from veil.results import ResultRecord
 
     cfg = adversarial.run_config(corpus, defense, width, seed, encoder, epochs, max_train, None, "sum")
@@ -455,7 +462,7 @@ def attack_word_recovery(
     as_json: JsonOpt = False,
 ) -> None:
     """Recover the original words at the obfuscated positions: MRR, prv = 100 - 100 MRR, top-1 (Hu et al.)."""
-    from veil.experiments.parsing import ATTACKERS, ParsingSetup
+    from veil.experiments.obfuscation.parsing import ATTACKERS, ParsingSetup
 
     if method not in ATTACKERS:
         raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")

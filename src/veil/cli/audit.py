@@ -1,5 +1,5 @@
-"""``veil audit sentdp | empirical``: thin commands over veil.experiments.audit (exact and empirical privacy
-audits)."""
+"""``veil audit sentdp | empirical``: thin commands over veil.experiments.sentdp.audit (the exact privacy audit) and
+veil.experiments.sentdp.empirical (the empirical lower bounds)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def audit_sentdp(
 
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.audit import run_sentdp_audit
+    from veil.experiments.sentdp.audit import run_sentdp_audit
     from veil.outputs import default_results_dir
 
     if corpus not in vc.names():
@@ -110,7 +110,7 @@ def audit_empirical(
     """
     import veil.corpora as vc
     from veil.errors import UnknownNameError
-    from veil.experiments.audit import empirical_config, run_empirical_audit
+    from veil.experiments.sentdp.empirical import empirical_config, run_empirical_audit
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())

@@ -17,10 +17,14 @@ import typer
 
 __all__ = ["JsonOpt", "ForceOpt", "console", "echo_json", "finite", "positive", "parse_m", "parse_seeds",
            "parse_ints", "parse_floats", "file_options", "warn_line", "EncodingOpt", "LabelOpt", "FormatOpt",
-           "DropEmptyOpt", "TextOpt"]
+           "DropEmptyOpt", "TextOpt", "WorkersOpt", "RayOpt"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (messages go to stderr).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace result files that already exist.")]
+WorkersOpt = Annotated[int, typer.Option(min=1, help="Run cells in parallel on a local Ray cluster of this many CPUs "
+                                                     "(1: sequential, in this process).")]
+RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Address of an existing Ray cluster to run the cells on "
+                                                            "(e.g. ray://host:10001).")]
 TextOpt = Annotated[str, typer.Option(help="Text column (files only).")]
 LabelOpt = Annotated[Optional[str], typer.Option(help="Label column (files only).")]
 EncodingOpt = Annotated[Optional[str], typer.Option(help="File encoding, e.g. latin-1 or cp1252 (files only; default "

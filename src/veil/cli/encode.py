@@ -1,5 +1,5 @@
-"""``veil encode`` and ``veil demo``: a corpus or a file encoded into vectors (veil.experiments.encode), and the
-end-to-end check that encodes a corpus and searches it (veil.experiments.demo)."""
+"""``veil encode`` and ``veil demo``: a corpus or a file encoded into vectors (veil.encoders.jobs), and the
+end-to-end check that encodes a corpus and searches it (veil.encoders.demo)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def encode(
     as_json: JsonOpt = False,
 ) -> None:
     """Encode a corpus split into a float32 .npy matrix (one row per text)."""
-    from veil.experiments.encode import EncodeJob, run_encode
+    from veil.encoders.jobs import EncodeJob, run_encode
     from veil.outputs import check_output_file
 
     if split is not None and split not in _SPLITS:
@@ -61,7 +61,7 @@ def demo(
     as_json: JsonOpt = False,
 ) -> None:
     """End-to-end sanity check: encode a corpus and run nearest-neighbour retrieval on it."""
-    from veil.experiments.demo import print_demo, run_demo
+    from veil.encoders.demo import print_demo, run_demo
 
     if split not in _SPLITS:
         raise typer.BadParameter(f"--split must be one of {', '.join(_SPLITS)}, got {split!r}")

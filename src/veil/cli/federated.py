@@ -158,7 +158,7 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """The utility grid: centralised vs federated, plain vs TextHide (256,4), IID and non-IID; resumable."""
-    from veil.experiments.federated import run_cells, utility_grid
+    from veil.experiments.federated.utility import run_cells, utility_grid
     from veil.outputs import check_output_dir, default_results_dir
 
     check_engine(engine)
@@ -195,7 +195,7 @@ def analytic_sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Record small TextHide (256,4) runs on Flower and read their encodings off the updates, by batch size."""
-    from veil.experiments.federated import analytic_grid, run_analytic_cells
+    from veil.experiments.federated.taps import analytic_grid, run_analytic_cells
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)
@@ -219,7 +219,7 @@ def chain_sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Record TextHide (256,4) runs on Flower and attack them end to end: updates -> encodings -> sentences."""
-    from veil.experiments.gradient_chain import chain_grid, run_chain_cells
+    from veil.experiments.federated.chain import chain_grid, run_chain_cells
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
     con = console(as_json)

@@ -23,7 +23,7 @@ NeuralModelOpt = Annotated[Optional[Path], typer.Option(help="The neural obfusca
 
 
 def check_level(level: str, allow_none: bool = False) -> str:
-    from veil.experiments.parsing import LEVELS
+    from veil.experiments.obfuscation.parsing import LEVELS
 
     valid = LEVELS if allow_none else LEVELS[1:]
     if level not in valid:

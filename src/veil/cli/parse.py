@@ -1,6 +1,6 @@
 """``veil parse treebank | train | eval | sweep | serve | client`` and ``veil parse obfuscator train``: thin commands
-over veil.parsing, veil.defenses.obfuscation and veil.experiments.parsing (Hu et al. 2020); ``serve`` and ``client``
-are defined in :mod:`veil.cli.parse_service`.
+over veil.parsing, veil.defenses.obfuscation and veil.experiments.obfuscation.parsing (Hu et al. 2020); ``serve``
+and ``client`` are defined in :mod:`veil.cli.parse_service`.
 
 Results go to ``./veil-results/parsing/`` (or ``$VEIL_RESULTS/parsing``) unless ``--results`` names another
 folder; every value and output location is checked before any work starts.
@@ -53,7 +53,7 @@ def _names(value: str, option: str, valid: Any) -> list[str]:
 def run_one_cell(experiment: str, setup: Any, results: Optional[Path], force: bool, as_json: bool,
                  **grid: Any) -> None:
     """Run (or keep) the one sweep cell ``experiment`` and print its record (JSON, or one metric per line)."""
-    from veil.experiments.parsing import cell_path, run_parsing
+    from veil.experiments.obfuscation.parsing import cell_path, run_parsing
     from veil.results import ResultRecord
 
     root = _root(results)
@@ -140,7 +140,7 @@ def parse_eval(
     as_json: JsonOpt = False,
 ) -> None:
     """UAS/LAS of a parser on (obfuscated) test sentences, against the silver trees of the originals."""
-    from veil.experiments.parsing import ParsingSetup
+    from veil.experiments.obfuscation.parsing import ParsingSetup
     from veil.parsing.evaluate import PARSER_NAMES
 
     if parser not in PARSER_NAMES:
@@ -170,7 +170,7 @@ def obfuscator_train(
 ) -> None:
     """Train (or load from VEIL_HOME/parsing/models) the neural obfuscator of one level and training seed."""
     from veil.defenses.obfuscation.neural import NeuralTraining, ObfuscatorConfig
-    from veil.experiments.parsing import ParsingSetup, train_neural
+    from veil.experiments.obfuscation.parsing import ParsingSetup, train_neural
 
     if model is not None and not model.is_file():
         raise typer.BadParameter(f"--model {model} is not a file")
@@ -217,7 +217,7 @@ def parse_sweep(
     Resumable: cells already in --results are kept (an interrupted sweep goes on where it stopped).
     """
     from veil.defenses.obfuscation.neural import NeuralTraining
-    from veil.experiments.parsing import ATTACKERS, DEFENSES, LEVELS, ParsingSetup, run_parsing
+    from veil.experiments.obfuscation.parsing import ATTACKERS, DEFENSES, LEVELS, ParsingSetup, run_parsing
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.results import ResultRecord
 

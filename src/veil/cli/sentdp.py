@@ -1,4 +1,4 @@
-"""``veil sentdp embed | eval``: thin commands over veil.experiments.sentdp_embed and veil.experiments.sentdp."""
+"""``veil sentdp embed | eval``: thin commands over veil.experiments.sentdp.embed and veil.experiments.sentdp.eval."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def sentdp_embed(
     import veil.corpora as vc
     from veil.validation import check_epsilon
     from veil.outputs import check_output_file
-    from veil.experiments.sentdp_embed import EmbedJob, run_embed
+    from veil.experiments.sentdp.embed import EmbedJob, run_embed
 
     check_epsilon(finite("--epsilon", epsilon, low=0.0))  # warns above the meaningful range, before any work
     if split not in _SPLITS:
@@ -90,7 +90,7 @@ def sentdp_eval(
     import veil.corpora as vc
     from veil.validation import check_epsilon
     from veil.errors import UnknownNameError
-    from veil.experiments.sentdp import SentDPEval, run_sentdp_eval
+    from veil.experiments.sentdp.eval import SentDPEval, run_sentdp_eval
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())

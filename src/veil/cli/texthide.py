@@ -1,4 +1,4 @@
-"""``veil texthide eval | sweep``: thin commands over veil.experiments.texthide (the attacks on TextHide are in
+"""``veil texthide eval | sweep``: thin commands over veil.experiments.texthide.eval (the attacks on TextHide are in
 :mod:`veil.cli.attack`).
 
 Results go to ``./veil-results/texthide/`` (or ``$VEIL_RESULTS/texthide``) unless ``--results``/``--out``
@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_m, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_m, parse_seeds
 
 __all__ = ["register", "texthide_app", "check_mode"]
 
@@ -51,7 +51,7 @@ def texthide_eval(
     """Train with (m,k)-TextHide and report test metrics, mean +- std over seeds (JSON saved)."""
     import veil.corpora as vc
     from veil.outputs import check_output_file
-    from veil.experiments.texthide import TextHideEval, existing_result, result_path, run_texthide_eval
+    from veil.experiments.texthide.eval import TextHideEval, existing_result, result_path, run_texthide_eval
 
     cfg = TextHideEval(corpus=corpus, m=parse_m(m), k=k, mode=check_mode(mode), finetune=finetune,
                        seeds=parse_seeds(seeds), epochs=epochs, patience=patience, batch_size=batch_size,
@@ -92,10 +92,12 @@ def texthide_sweep(
     max_train: Annotated[Optional[int], typer.Option(min=1, help="Use at most this many training examples.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-run configurations whose result file exists.")] = False,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/texthide).")] = None,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a whole TextHide experiment; one JSON per configuration (finished ones are skipped unless --force)."""
-    from veil.experiments.texthide import grid_configs, run_sweep, table1_configs
+    from veil.experiments.texthide.eval import grid_configs, run_sweep, table1_configs
 
     opts = {"epochs": epochs, "patience": patience, "head_warmup": head_warmup, "max_train": max_train}
     if which == "table1":
@@ -107,7 +109,8 @@ def texthide_sweep(
     else:
         raise typer.BadParameter(f"unknown sweep {which!r}; use table1 or grid")
     msg = console(as_json)
-    paths = run_sweep(configs, results, skip_existing=not force, log=lambda line: msg.print(line, highlight=False))
+    paths = run_sweep(configs, results, skip_existing=not force, log=lambda line: msg.print(line, highlight=False),
+                      workers=workers, ray_address=ray)
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 

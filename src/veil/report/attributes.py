@@ -1,7 +1,7 @@
 """``docs/results/attributes.md``: private attributes in hidden representations (Coavoux et al. 2018, Tables 2-5).
 
 Rendered from ``results/attributes/*.json`` (one record per corpus, encoder, defense, width and seed, written by
-:mod:`veil.experiments.attributes`). Renders a "no results yet" page when there are no records.
+:mod:`veil.experiments.adversarial.attributes`). Renders a "no results yet" page when there are no records.
 """
 
 from __future__ import annotations

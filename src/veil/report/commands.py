@@ -229,7 +229,7 @@ def texthide_attack_commands(records: list[tuple[Path, ResultRecord]]) -> list[s
         return []
     from dataclasses import asdict
 
-    from veil.experiments.texthide_attacks import grid_cells, headline_cells
+    from veil.experiments.texthide.attacks import grid_cells, headline_cells
 
     out, results = [], folder_of(records)
     cells = {_cell_key(r.config["cell"]): r.config["cell"] for _, r in records if "cell" in r.config}

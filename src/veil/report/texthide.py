@@ -241,7 +241,7 @@ def _stalls(index, corpora, setting) -> list[str]:
 
 
 def _grid(all_index, out_dir: Path) -> list[str]:
-    from veil.experiments.texthide import GRID_K, GRID_M, m_label
+    from veil.experiments.texthide.eval import GRID_K, GRID_M, m_label
 
     budget = _grid_budget(all_index)
     index = {key: r for key, r in _at(all_index, budget).items() if key[0] == "rt-polarity" and key[2] == "frozen"}
@@ -390,7 +390,7 @@ def _eval_command(rec: ResultRecord, results: str) -> str:
 
 def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
     """The sweeps whose every planned file is here, then one `veil texthide eval` per remaining record."""
-    from veil.experiments.texthide import grid_configs, result_path, table1_configs
+    from veil.experiments.texthide.eval import grid_configs, result_path, table1_configs
 
     if not records:
         return []

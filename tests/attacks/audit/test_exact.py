@@ -236,7 +236,7 @@ def news_pipeline(builtin, tmp_path_factory):
 
 
 def test_real_corpus_negative_control_fails_and_the_pipeline_passes(news_pipeline):
-    from veil.experiments.audit import run_sentdp_audit
+    from veil.experiments.sentdp.audit import run_sentdp_audit
 
     part, enc, pipe, S, offsets = news_pipeline
     common = dict(epsilons=(1, 3), neighbours_per_document=14, n_projections=10, seed=1, encoder=enc, pipeline=pipe,
@@ -264,7 +264,7 @@ def test_real_corpus_negative_control_fails_and_the_pipeline_passes(news_pipelin
 
 def test_runner_audits_the_pipelines_own_candidates_and_recoded_sentences(news_pipeline):
     """Oracle: the runner's numbers equal audit_sentdp on pipe.mechanism() over H-recoded sentences."""
-    from veil.experiments.audit import run_sentdp_audit
+    from veil.experiments.sentdp.audit import run_sentdp_audit
 
     part, enc, pipe, S, offsets = news_pipeline
     rec = run_sentdp_audit(part, epsilons=(1, 10), neighbours_per_document=7, n_projections=10, seed=2, encoder=enc,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from veil.errors import InvalidParameterError
-from veil.experiments.retrieval import planned_paths, run_retrieval, write_records
+from veil.experiments.texthide.retrieval import planned_paths, run_retrieval, write_records
 from veil.report import render_all
 
 

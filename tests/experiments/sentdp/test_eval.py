@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from veil.errors import InvalidParameterError, StaleResultError
-from veil.experiments.sentdp import SentDPEval, planned_paths, run_sentdp_eval
+from veil.experiments.sentdp.eval import SentDPEval, planned_paths, run_sentdp_eval
 
 
 def test_config_validation():
@@ -66,7 +66,7 @@ def test_runner_writes_one_record_per_method_and_epsilon(builtin, tmp_path):
 
 def test_rewrite_encoder_encodes_each_distinct_text_once():
     from veil.encoders import TextEncoder
-    from veil.experiments.sentdp import _RewriteEncoder
+    from veil.experiments.sentdp.eval import _RewriteEncoder
 
     encoder = TextEncoder("minilm")
     encode = _RewriteEncoder(encoder)

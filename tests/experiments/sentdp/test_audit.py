@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.audit import run_sentdp_audit
+from veil.experiments.sentdp.audit import run_sentdp_audit
 from veil.results import ResultRecord
 
 
@@ -76,7 +76,7 @@ def test_audit_runner_rejects_bad_arguments(news_slice, encoder):
 
 
 def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encoder, tmp_path, monkeypatch):
-    from veil.experiments.audit import EmpiricalAuditConfig, run_empirical_audit
+    from veil.experiments.sentdp.empirical import EmpiricalAuditConfig, run_empirical_audit
 
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # the subsample's embeddings are cached here
@@ -110,7 +110,7 @@ def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encode
     from dataclasses import replace
 
     from veil.errors import StaleResultError
-    from veil.experiments.audit import empirical_file_name
+    from veil.experiments.sentdp.empirical import empirical_file_name
 
     first = tmp_path / "res" / empirical_file_name(cfg, "deepcandidate", "reflect", 3.0)
     data = json.loads(first.read_text())
@@ -124,8 +124,8 @@ def test_empirical_runner_writes_one_record_per_cell_and_resumes(builtin, encode
 
 def test_a_registered_corpus_is_audited_through_the_cached_release_pipeline(news_slice, monkeypatch):
     """By name (and with H), both audits use the pipeline `veil sentdp embed` releases with (its on-disk cache)."""
-    import veil.experiments.sentdp_embed as embed
-    from veil.experiments.audit import _pipeline
+    import veil.experiments.sentdp.embed as embed
+    from veil.experiments.sentdp.audit import _pipeline
 
     used = []
     monkeypatch.setattr(embed, "fitted_pipeline", lambda name, progress=True: used.append(name) or "cached")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from veil.errors import InvalidParameterError
-from veil.experiments.texthide import TextHideEval, grid_configs, result_path, run_texthide_eval, table1_configs
+from veil.experiments.texthide.eval import TextHideEval, grid_configs, result_path, run_texthide_eval, table1_configs
 
 
 def test_names_and_sweeps():

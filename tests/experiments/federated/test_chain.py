@@ -17,7 +17,7 @@ SMALL = dict(corpus="rt-polarity", clients=3, rounds=2, max_train=240, max_test=
 
 @pytest.fixture(scope="module")
 def resources():
-    from veil.experiments.gradient_chain import chain_resources
+    from veil.experiments.federated.chain import chain_resources
 
     return chain_resources("rt-polarity")
 
@@ -31,7 +31,7 @@ def _record(tmp_path, **kw):
 
 
 def test_without_a_defense_every_recovered_row_is_its_own_sentence(tmp_path, resources):
-    from veil.experiments.gradient_chain import run_chain
+    from veil.experiments.federated.chain import run_chain
 
     rec = run_chain(_record(tmp_path, m=0, k=1, batch_size=4), resources=resources)
     m = rec.metrics
@@ -45,7 +45,7 @@ def test_without_a_defense_every_recovered_row_is_its_own_sentence(tmp_path, res
 def test_texthide_k2_batch4_rows_are_unmixed_without_the_key(tmp_path, resources):
     from veil.attacks.gradients.chain import ChainRecovery, UpdateChain
     from veil.attacks.gradients.tap import Tap
-    from veil.experiments.gradient_chain import score_chain
+    from veil.experiments.federated.chain import score_chain
 
     tap = _record(tmp_path, m=16, k=2, batch_size=4)
     index, stats = resources

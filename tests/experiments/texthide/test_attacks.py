@@ -8,7 +8,7 @@ import pytest
 
 from veil.cli import main
 from veil.errors import InvalidParameterError
-from veil.experiments.texthide_attacks import AttackCell, headline_cells, grid_cells, result_path, run_cell, run_cells
+from veil.experiments.texthide.attacks import AttackCell, headline_cells, grid_cells, result_path, run_cell, run_cells
 
 pytestmark = pytest.mark.usefixtures("builtin")
 

@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
         from veil.defenses.obfuscation import method_names
 
         return tuple(method_names())
-    raise AttributeError(f"module 'veil.experiments.parsing' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -225,6 +225,7 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
          training_seeds: Sequence[int] = (), obfuscator: Any = None, training: Any = None) -> list[Path]:
     from veil.defenses.obfuscation import DEFAULT_SPECTRUM, TagVocabulary
     from veil.attacks.word_recovery import attacker_names
+    from veil.experiments._sweep import Sweep, run_records
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.parsing.treebank import load_treebank
     from veil.results import Metric, Timer
@@ -273,34 +274,31 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                                                                                 make))]
             return cache[level]
 
-        for parser in parsers:
-            for level in lvls:
-                exp = f"eval-{parser}-{level}{suffix}"
-                path = cell_path(root, exp, setup)
-                paths.append(path)
-                if _kept(path, setup, force, _EVAL_FIELDS, key):
-                    continue
+        def run_cell(spec: tuple[str, str, str]) -> Any:
+            kind, who, level = spec
+            if kind == "eval":
                 from veil.parsing.evaluate import attachment_scores, parse_with
 
                 with Timer() as timer:
-                    pred = parse_with(parser, sentences(level), model=setup.model)
+                    pred = parse_with(who, sentences(level), model=setup.model)
                     metrics = attachment_scores(test, pred, seed=setup.seed)
-                _record(exp, {**base, "parser": parser, "level": level, **extra}, metrics, timer.seconds).write(path)
-                log(f"{parser} {level}{suffix}: UAS {metrics['uas'].mean:.2f} LAS {metrics['las'].mean:.2f} "
-                    f"({timer.seconds:.0f} s)")
-        for attacker in attackers:
-            for level in [lv for lv in lvls if lv != "none"]:
-                exp = f"attack-{attacker}-{level}{suffix}"
-                path = cell_path(root, exp, setup)
-                paths.append(path)
-                if _kept(path, setup, force, _ATTACK_FIELDS, key):
-                    continue
-                with Timer() as timer:
-                    metrics, config = _attack(attacker, level, train, test, vocab, setup, make)
-                _record(exp, {**base, "attacker": attacker, "level": level, "attack": config, **extra}, metrics,
-                        timer.seconds).write(path)
-                log(f"{attacker} {level}{suffix}: prv {metrics['prv'].mean:.2f} top-1 {metrics['top1'].mean:.2f} "
-                    f"({timer.seconds:.0f} s)")
+                return _record(_experiment(spec, suffix), {**base, "parser": who, "level": level, **extra}, metrics,
+                               timer.seconds)
+            with Timer() as timer:
+                metrics, config = _attack(who, level, train, test, vocab, setup, make)
+            return _record(_experiment(spec, suffix), {**base, "attacker": who, "level": level, "attack": config,
+                                                        **extra}, metrics, timer.seconds)
+
+        def finished(spec: tuple[str, str, str], path: Path) -> bool:
+            return _kept(path, setup, False, _EVAL_FIELDS if spec[0] == "eval" else _ATTACK_FIELDS, key)
+
+        # sequential: the cells share the obfuscated test sentences of each level (and a neural obfuscator)
+        specs = [("eval", p, lv) for p in parsers for lv in lvls] + [
+            ("attack", a, lv) for a in attackers for lv in lvls if lv != "none"]
+        sweep = Sweep(name=f"parsing{suffix}", path=lambda spec: cell_path(root, _experiment(spec, suffix), setup),
+                      cell_id=lambda spec: _experiment(spec, suffix), finished=finished, run=run_cell,
+                      summary=_summary, skip_log="none")
+        paths.extend(run_records(sweep, specs, root, force=force, progress=False, log=log))
 
     if "random" in defenses:
         cells("", levels, None, {})
@@ -320,6 +318,19 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                          "obfuscator": ob.config()}
                 cells(suffix, [level], lambda sd, net=ob.network: _seeded_neural(net, sd), extra, key)
     return paths
+
+
+def _experiment(spec: tuple[str, str, str], suffix: str) -> str:
+    """``eval-<parser>-<level><suffix>`` or ``attack-<attacker>-<level><suffix>``."""
+    kind, who, level = spec
+    return f"{kind}-{who}-{level}{suffix}"
+
+
+def _summary(rec: Any) -> str:
+    m = rec.metrics
+    if "uas" in m:
+        return f"UAS {m['uas'].mean:.2f} LAS {m['las'].mean:.2f}"
+    return f"prv {m['prv'].mean:.2f} top-1 {m['top1'].mean:.2f}"
 
 
 def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab: Any, setup: ParsingSetup,

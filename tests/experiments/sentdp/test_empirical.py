@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from veil.experiments.audit import FULL, QUICK, EmpiricalAuditConfig, empirical_config, empirical_file_name
+from veil.experiments.sentdp.empirical import FULL, QUICK, EmpiricalAuditConfig, empirical_config, empirical_file_name
 
-RESULTS = Path(__file__).resolve().parents[2] / "results" / "sentdp"
+RESULTS = Path(__file__).resolve().parents[3] / "results" / "sentdp"
 
 
 class Calls(list):
@@ -37,7 +37,7 @@ def encoder():
 
 
 def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp_path, monkeypatch):
-    from veil.experiments.audit import run_empirical_audit
+    from veil.experiments.sentdp.empirical import run_empirical_audit
 
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # a cold embedding cache
@@ -73,7 +73,7 @@ def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp
 
 
 def test_metric_dp_announces_its_vocabulary_and_its_bound(builtin, encoder, tmp_path, monkeypatch):
-    from veil.experiments.audit import mdp_encodes_per_cell, run_empirical_audit
+    from veil.experiments.sentdp.empirical import mdp_encodes_per_cell, run_empirical_audit
 
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))

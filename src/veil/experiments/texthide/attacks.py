@@ -319,28 +319,36 @@ def run_cell(cell: AttackCell, *, progress: bool = True) -> ResultRecord:
     return rec
 
 
-def run_cells(cells: list[AttackCell], root: str | Path, *, force: bool = False, log: Any = print) -> list[Path]:
-    """Run every cell not yet done (resumable); each record is written atomically as soon as it is done."""
+def run_cells(cells: list[AttackCell], root: str | Path, *, force: bool = False, log: Any = print,
+              workers: int = 1, ray_address: str | None = None) -> list[Path]:
+    """Run every cell not yet done (resumable, :mod:`veil.experiments._sweep`); each record is written atomically
+    as soon as it is done. Every existing record is checked before the first cell runs: damaged or made under
+    another configuration stops the sweep there, never "skip". Cells are independent: ``workers`` > 1 or
+    ``ray_address`` runs them as Ray tasks (each worker caches a corpus' vectors once)."""
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
     from veil.outputs import check_output_dir
 
     root = check_output_dir(root)
-    # every existing record is checked before the first cell runs: damaged or made under another configuration
-    # stops the sweep here, never "skip"
-    kept = {cell.name for cell in cells if existing_cell(cell, root, force=force) is not None}
-    paths = []
-    for i, cell in enumerate(cells, 1):
-        path = result_path(cell, root)
-        if cell.name in kept:
-            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} exists (same configuration; --force re-runs it)")
-        else:
-            rec = run_cell(cell, progress=False)
-            rec.write(path)
-            shown = {k: v for k, v in rec.metrics.items() if k in ("identity", "identity_any", "mask_bits", "all_sources",
-                                                                     "source_recall", "sbert_cosine")}
-            log(f"[{i}/{len(cells)}] {cell.name}: " + ", ".join(f"{k}={v}" for k, v in shown.items())
-                + f" ({rec.wall_time_s:.0f} s) -> {path}")
-        paths.append(path)
-    return paths
+    sweep = Sweep(name="texthide attacks", path=partial(result_path, root=root), finished=_finished,
+                  cell_id=_cell_name, run=partial(run_cell, progress=False), summary=_summary)
+    return run_records(sweep, cells, root, workers=workers, ray_address=ray_address, force=force,
+                       progress=workers > 1 or ray_address is not None, log=log)
+
+
+def _cell_name(cell: AttackCell) -> str:
+    return cell.name
+
+
+def _finished(cell: AttackCell, path: Path) -> bool:
+    return existing_cell(cell, path.parent) is not None
+
+
+def _summary(rec: ResultRecord) -> str:
+    shown = {k: v for k, v in rec.metrics.items() if k in ("identity", "identity_any", "mask_bits", "all_sources",
+                                                             "source_recall", "sbert_cosine")}
+    return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 def headline_cells(*, queries: int = 1000, seed: int = 0) -> list[AttackCell]:

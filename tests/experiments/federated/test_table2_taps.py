@@ -1,5 +1,5 @@
-"""The gradient-attack runners (veil.experiments.gradients) and commands (veil.cli.attack): resumable Table 2
-cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
+"""The gradient-attack runners (veil.experiments.federated.table2 and .taps) and commands (veil.cli.attack):
+resumable Table 2 cells with Wilson intervals, attacks on a recorded run with and without ground truth, JSON output, typed errors,
 and the rendered page. The commands are exercised through ``register`` on a fresh Typer app (how veil.cli.root
 mounts them)."""
 
@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from veil.attacks.gradients.tap import write_tap_meta, write_tap_round
 from veil.attacks.gradients.truth import write_tap_truth
 from veil.errors import InvalidParameterError, ResourceMissingError
-from veil.experiments.gradients import (Table2Cell, result_path, run_table2, run_tap_attack, table2_cells,
-                                        tap_result_path)
+from veil.experiments.federated.table2 import Table2Cell, result_path, run_table2, table2_cells
+from veil.experiments.federated.taps import run_tap_attack, tap_result_path
 from veil.results import ResultRecord
 
 pytestmark = pytest.mark.usefixtures("builtin")
@@ -150,7 +150,7 @@ def test_run_table2_counts_no_damaged_or_stale_record_as_done(tmp_path):
     import dataclasses
 
     from veil.errors import DataFormatError, StaleResultError
-    from veil.experiments.gradients import Table2Cell, result_path, run_table2
+    from veil.experiments.federated.table2 import Table2Cell, result_path, run_table2
     from veil.results import ResultRecord
 
     cell = Table2Cell(k=1, d=4, runs=1, max_evals=5)

@@ -1,4 +1,5 @@
-"""Gradient attacks on federated TextHide: the paper's Table 2 analogue and the attacks on a recorded run.
+"""Gradient attacks on federated TextHide: the paper's Table 2 analogue (the attacks on a recorded run are in
+:mod:`veil.experiments.federated.taps`).
 
 * :func:`run_table2_cell` / :func:`run_table2`: Algorithm 3 (:class:`~veil.attacks.gradients.alg3.GradMatch`),
   ``runs`` independent attacks per cell (k, d), plus the no-defense row (k = 0 here). One run draws k distinct
@@ -8,10 +9,6 @@
   Success rates carry Wilson 95% intervals over the runs. Inputs: MiniLM vectors times sqrt(384) (veil's
   rep_scale); ``placement="input"`` first maps them to d dimensions with a FIXED public Gaussian projection
   (entries N(0, 1/d), seed :data:`PROJECTION_SEED`) times sqrt(d), for every d (1024 included).
-* :func:`run_tap_attack`: :class:`~veil.attacks.gradients.analytic.AnalyticInversion` (``"analytic"``) or
-  :class:`~veil.attacks.gradients.matching.EncodingMatch` (``"gradmatch"``) on every update of a recorded run
-  (``veil federated run --record DIR [--truth]``), with label leakage; scored against ``DIR.truth`` when it
-  exists (rows recovered with Wilson CIs over rows, per batch size), else recovery counts only.
 
 Records go to ``<results>/<name>.json`` (method ``gradients``), one per cell, written atomically; finished cells
 are skipped unless ``force``. Gradient matching is many small torch operations, which run several times
@@ -34,8 +31,8 @@ from veil._threads import torch_threads
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["Table2Cell", "table2_cells", "run_table2_cell", "run_table2", "result_path", "run_tap_attack",
-           "tap_result_path", "PROJECTION_SEED", "TABLE2_K", "TABLE2_D", "torch_threads"]
+__all__ = ["Table2Cell", "table2_cells", "run_table2_cell", "run_table2", "result_path", "PROJECTION_SEED",
+           "TABLE2_K", "TABLE2_D"]
 
 METHOD = "gradients"
 PROJECTION_SEED = 20201105  # public: the projection is part of the (public) model, not a secret
@@ -205,115 +202,38 @@ def run_table2_cell(cell: Table2Cell, *, progress: bool = False) -> ResultRecord
 
 
 def run_table2(cells: Sequence[Table2Cell], root: str | Path, *, force: bool = False, progress: bool = True,
-               log: Any = print) -> list[Path]:
-    """Run every cell not yet done (resumable); each record is written atomically as soon as it is done."""
+               log: Any = print, workers: int = 1, ray_address: str | None = None) -> list[Path]:
+    """Run every cell not yet done (resumable, :mod:`veil.experiments._sweep`); each record is written atomically
+    as soon as it is done. Cells are independent: ``workers`` > 1 or ``ray_address`` runs them as Ray tasks."""
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
     from veil.outputs import check_output_dir
 
     root = check_output_dir(root)
-    done = [_finished(result_path(cell, root), cell, force) for cell in cells]  # every record checked first
-    paths = []
-    for i, cell in enumerate(cells, 1):
-        path = result_path(cell, root)
-        if done[i - 1]:
-            log(f"[{i}/{len(cells)}] skip {cell.name}: {path} holds its result")
-        else:
-            rec = run_table2_cell(cell, progress=progress)
-            rec.write(path)
-            log(f"[{i}/{len(cells)}] {cell.name}: success = {rec.metrics['success']}, encoding recovered = "
-                f"{rec.metrics['encoding_recovered']} ({rec.wall_time_s:.0f} s) -> {path}")
-        paths.append(path)
-    return paths
+    sequential = workers == 1 and ray_address is None
+    sweep = Sweep(name="table 2", path=partial(result_path, root=root), finished=_finished, cell_id=_cell_name,
+                  run=partial(run_table2_cell, progress=progress and sequential), summary=_summary)
+    return run_records(sweep, cells, root, workers=workers, ray_address=ray_address, force=force,
+                       progress=progress and not sequential, log=log)
 
 
-def _finished(path: Path, cell: Table2Cell, force: bool) -> bool:
+def _cell_name(cell: Table2Cell) -> str:
+    return cell.name
+
+
+def _summary(rec: ResultRecord) -> str:
+    return f"success = {rec.metrics['success']}, encoding recovered = {rec.metrics['encoding_recovered']}"
+
+
+def _finished(cell: Table2Cell, path: Path) -> bool:
     """True when ``path`` holds ``cell``'s record; a damaged one or one of another cell is a typed error naming it
     (never counted as done)."""
     from veil.results import ResultRecord, check_same_config
 
-    if force or not path.exists():
+    if not path.exists():
         return False
     rec = ResultRecord.read(path)
     stored = rec.config.get("cell")
     check_same_config(stored if isinstance(stored, dict) else {}, cell.to_dict(), path)
     return True
-
-
-# ---------------------------------------------------------------- attacks on a recorded run
-TAP_ATTACKS = ("analytic", "gradmatch")
-
-
-def tap_result_path(tap_dir: str | Path, attack: str, root: str | Path, seed: int = 0) -> Path:
-    return Path(root) / f"{attack}-{Path(tap_dir).name}-seed{seed}.json"
-
-
-def run_tap_attack(tap_dir: str | Path, attack: str = "analytic", *, seed: int = 0, match: bool = True,
-                   max_evals: int = 400, restarts: int = 2, progress: bool = False) -> ResultRecord:
-    """Attack every update of a recorded run; scored against ``DIR.truth`` when it exists."""
-    from veil.attacks.gradients.analytic import AnalyticInversion, score_inputs
-    from veil.attacks.gradients.labels import leak_labels, score_labels
-    from veil.attacks.gradients.matching import EncodingMatch
-    from veil.attacks.gradients.tap import Tap
-    from veil.attacks.gradients.truth import read_truth, truth_dir
-    from veil.progress import progress_bar
-
-    if attack not in TAP_ATTACKS:
-        raise InvalidParameterError(f"attack must be one of {', '.join(TAP_ATTACKS)}, got {attack!r}")
-    start = time.perf_counter()
-    tap = Tap(tap_dir)
-    meta = tap.meta
-    if attack == "analytic":
-        attacker: Any = AnalyticInversion(match=match, match_evals=max_evals, restarts=restarts, rng=seed)
-    else:
-        attacker = EncodingMatch(max_evals=max_evals, restarts=restarts, rng=seed)
-    scored = truth_dir(tap.path).is_dir()
-    pairs = list(tap.updates())
-    if not pairs:
-        raise InvalidParameterError(f"the tap {tap.path} holds no client update; record at least one round")
-    rows_out: list[dict[str, Any]] = []
-    with torch_threads(1), progress_bar(len(pairs), f"{attack} on {tap.path.name}", progress) as advance:
-        for r, c in pairs:
-            update = tap.update(r, c)
-            rec = attacker.recover_update(update, meta)
-            complete = len(rec) == rec.expected_rows
-            labels = leak_labels(update, meta, inputs=rec.vectors if complete else None)
-            row: dict[str, Any] = {"round": r, "client": c, "rows": rec.expected_rows, "vectors": len(rec),
-                                   "by_method": {m: rec.count(m) for m in sorted(set(rec.methods))},
-                                   "matching_loss": rec.matching_loss, "seconds": rec.wall_time_s,
-                                   "classes_leaked": list(labels.classes), "labels_exact": labels.exact}
-            if scored:
-                truth = read_truth(tap.path, r, c)
-                row["scores"] = score_inputs(rec, truth)
-                row["label_scores"] = score_labels(labels, truth, inputs=rec.vectors)
-            rows_out.append(row)
-            advance(1)
-    metrics: dict[str, Metric] = {}
-    if scored:
-        metrics = _tap_metrics(rows_out)
-    config = {"tap": str(tap.path), "attack": attacker.config(), "scored": scored,
-              "run": {k: v for k, v in meta.to_dict().items() if k != "format"},
-              "defense": dict(meta.defense), "batch_size": meta.batch_size, "client_mode": meta.client_mode}
-    return ResultRecord(method=METHOD, experiment=f"tap-{attack}", config=config, metrics=metrics,
-                        wall_time_s=time.perf_counter() - start, extra={"updates": rows_out})
-
-
-def _tap_metrics(rows: list[dict[str, Any]]) -> dict[str, Metric]:
-    from veil.metrics.leakage import wilson_interval
-
-    def rate(num: int, den: int) -> Metric:
-        lo, hi = wilson_interval(num, den) if den else (None, None)
-        return Metric(mean=num / den if den else 0.0, n=den, ci_low=lo, ci_high=hi, ci_level=0.95 if den else None)
-
-    total = sum(r["scores"]["rows"] for r in rows)
-    got = sum(r["scores"]["recovered"] for r in rows)
-    cos = sum(r["scores"]["recovered_cosine"] for r in rows)
-    vec = sum(r["scores"]["vectors"] for r in rows)
-    ok = sum(r["scores"]["correct_vectors"] for r in rows)
-    out = {"rows_recovered": rate(got, total), "rows_recovered_cosine": rate(cos, total)}
-    if vec:  # undefined when nothing was claimed
-        out["precision"] = rate(ok, vec)
-    errs = [r["label_scores"]["mean_label_error"] for r in rows]
-    out["mean_label_error"] = Metric.from_values(errs, keep_values=False)
-    per_row = [r["label_scores"]["per_row_error"] for r in rows if r["label_scores"]["per_row_error"] is not None]
-    if per_row:
-        out["per_row_label_error"] = Metric.from_values(per_row, keep_values=False)
-    return out

@@ -15,7 +15,7 @@ seeds vary the models, not the data.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -247,59 +247,56 @@ def run_or_skip(cfg: AttributeRun, root: str | Path, *, force: bool = False, dat
     return path, True
 
 
-def _sweep_one(cfg: AttributeRun, root: str, force: bool) -> tuple[str, bool, float]:
-    """One sweep job in a worker process (one torch thread: the sweep's parallelism is across processes)."""
-    import torch
+def _cell_name(cfg: AttributeRun) -> str:
+    return cfg.name
 
-    torch.set_num_threads(1)
-    t = time.perf_counter()
-    path, ran = run_or_skip(cfg, root, force=force)
-    return str(path), ran, time.perf_counter() - t
+
+def _finished(cfg: AttributeRun, path: Path) -> bool:
+    return existing_result(cfg, path.parent) is not None
+
+
+def _run_cell(cfg: AttributeRun, *, data: Any = None) -> ResultRecord:
+    """One sweep cell: in this process with the corpus already loaded (``data``), or in a worker (``data`` None:
+    loaded from its cache) with one torch thread, the sweep's parallelism being across processes."""
+    if data is None:
+        import torch
+
+        torch.set_num_threads(1)
+    return run_attribute(cfg, data=data)
+
+
+def _summary(rec: ResultRecord) -> str:
+    shown = {k: v for k, v in rec.metrics.items() if k in ("test_accuracy", "privacy[mlp]")}
+    return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 def sweep(corpus: str, root: str | Path, *, defenses: tuple[str, ...] | None = None, seeds: tuple[int, ...] = (0, 1, 2),
-          width: int = 64, force: bool = False, progress: bool = True, log: Any = None, jobs: int = 1,
-          **options: Any) -> list[Path]:
-    """Every defense x seed on one corpus at width ``width`` (resumable: existing records are kept); ``defenses``
-    None: ``none`` and every registered representations defense.
+          width: int = 64, force: bool = False, progress: bool = True, log: Any = None, workers: int = 1,
+          ray_address: str | None = None, **options: Any) -> list[Path]:
+    """Every defense x seed on one corpus at width ``width`` (resumable, :mod:`veil.experiments._sweep`: existing
+    records made under the same configuration are kept); ``defenses`` None: ``none`` and every registered
+    representations defense.
 
-    ``jobs`` > 1 runs that many configurations at once in worker processes (each with one torch thread; on a
-    2-core machine ``jobs=2`` halves the wall time). Records are written per run, so the result does not depend
-    on ``jobs``.
+    The runs are independent: ``workers`` > 1 runs that many at once as Ray tasks on a local cluster (each with one
+    torch thread; on a 2-core machine ``workers=2`` halves the wall time), ``ray_address`` on an existing cluster.
+    Records are written per run, so the result does not depend on ``workers``.
     """
-    from veil.corpora.attributes import load_attributes
-    from veil.validation import check_int
-    from veil.progress import progress_bar
+    from functools import partial
 
-    check_int("jobs", jobs, minimum=1)
+    from veil.corpora.attributes import load_attributes
+    from veil.experiments._sweep import Sweep, finished, run_records
+
     if defenses is None:
         from veil.defenses.adversarial import defense_names
 
         defenses = tuple(defense_names())
     cfgs = [AttributeRun(corpus=corpus, defense=d, width=width, seed=s, **options) for d in defenses for s in seeds]
-    for cfg in cfgs:  # a damaged or stale record stops the sweep here, before any work
-        existing_result(cfg, root, force=force)
-    data = load_attributes(corpus, top_k=options.get("top_k"))  # built (and cached) once, before any worker
-    paths = []
-    with progress_bar(len(cfgs), f"attributes sweep on {corpus}", progress) as advance:
-        if jobs == 1:
-            for cfg in cfgs:
-                t = time.perf_counter()
-                path, ran = run_or_skip(cfg, root, force=force, data=data)
-                if log is not None:
-                    log(f"{cfg.name}: {'ran in %.0f s' % (time.perf_counter() - t) if ran else 'kept (exists)'}")
-                paths.append(path)
-                advance(1)
-            return paths
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(_sweep_one, cfg, str(root), force) for cfg in cfgs]
-            for cfg, fut in zip(cfgs, futures):
-                path, ran, seconds = fut.result()
-                if log is not None:
-                    log(f"{cfg.name}: {'ran in %.0f s' % seconds if ran else 'kept (exists)'}")
-                paths.append(Path(path))
-                advance(1)
-    return paths
+    sequential = workers == 1 and ray_address is None
+    plan = Sweep(name=f"attributes sweep on {corpus}", path=partial(result_path, root=root), finished=_finished,
+                 cell_id=_cell_name, run=_run_cell, summary=_summary)
+    todo = len(cfgs) - len(finished(plan, cfgs, force=force))  # a damaged or stale record stops the sweep here
+    data = load_attributes(corpus, top_k=options.get("top_k")) if todo else None  # built (and cached) once
+    if sequential:
+        plan = replace(plan, run=partial(_run_cell, data=data))
+    return run_records(plan, cfgs, root, workers=workers, ray_address=ray_address, force=force,
+                       progress=progress, log=log)

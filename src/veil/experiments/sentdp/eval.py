@@ -196,168 +196,210 @@ def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord | None:
 
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:
     """Every file :func:`run_sentdp_eval` writes for ``cfg`` (known before the run)."""
-    names = ["reference"] + [f"{m}-eps{eps_label(e)}" for m in METHODS if m in cfg.methods for e in cfg.epsilons]
-    return [Path(results_dir) / _file_name(cfg, n) for n in names]
+    return [Path(results_dir) / _file_name(cfg, n) for n in _cell_names(cfg)]
 
 
 def run_sentdp_eval(cfg: SentDPEval, *, results_dir: str | Path | None = None, progress: bool = True,
                     log: Any = print, force: bool = False) -> list[ResultRecord]:
-    """Run the whole evaluation of one corpus; writes and returns the records (kept ones read back).
+    """Run the whole evaluation of one corpus; writes and returns the records (kept ones read back), in the order
+    of :func:`planned_paths`.
 
     ``results_dir`` defaults to ``./veil-results/sentdp``; it is checked before any work. Resumable: a
     (method, epsilon) record whose file exists is kept and its cell skipped, unless ``force=True`` (then it is
     recomputed and replaced); a kept record made under other settings is an error, never passed off as this
     run's. The reference record is kept the same way, but its classifiers and pipeline are refitted (seeded)
-    whenever a cell still has to run.
+    whenever a cell still has to run. The cells run on :mod:`veil.experiments._sweep`, sequentially: they share
+    the encoded corpus, the fitted pipeline and the classifiers.
     """
-    from veil.defenses.sentdp.pipeline import SentDPPipeline
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
     from veil.outputs import check_output_dir, default_results_dir
 
     results_dir = check_output_dir(results_dir if results_dir is not None else default_results_dir("sentdp"))
-    kept = {} if force else {p.name: rec for p in planned_paths(cfg, results_dir)
-                             if (rec := _kept_record(p, cfg)) is not None}
+    planned = planned_paths(cfg, results_dir)
+    kept = {} if force else {p.name: rec for p in planned if (rec := _kept_record(p, cfg)) is not None}
     if kept:
-        log(f"{cfg.corpus}: {len(kept)} of {len(planned_paths(cfg, results_dir))} records exist and are kept "
-            f"(--force recomputes)")
-    if len(kept) == len(planned_paths(cfg, results_dir)):
-        return list(kept.values())
-
-    def todo(name: str) -> bool:
-        return _file_name(cfg, name) not in kept
-
+        log(f"{cfg.corpus}: {len(kept)} of {len(planned)} records exist and are kept (--force recomputes)")
+    if len(kept) == len(planned):
+        return [kept[p.name] for p in planned]
     t0 = time.perf_counter()
-    data = _Data(cfg, progress, log)
-    tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
-    y = data.y
-    log(f"{cfg.corpus}: {len(tr)}/{len(dv)}/{len(te)} train/dev/test documents with >= 2 sentences "
-        f"({data.dropped_short} shorter ones left out)")
-    records: list[ResultRecord] = list(kept.values())
+    cells = _Cells(cfg, progress, log)
+    sweep = Sweep(name=f"sentdp eval on {cfg.corpus}", path=lambda name: results_dir / _file_name(cfg, name),
+                  cell_id=partial(_cell_id, cfg), finished=lambda name, path: path.name in kept, run=cells.run,
+                  summary=_summary, skip_log="none")
+    run_records(sweep, _cell_names(cfg), results_dir, force=force, progress=False, log=log)
+    log(f"{cfg.corpus}: done in {time.perf_counter() - t0:.0f} s")
+    return [kept[p.name] if p.name in kept else ResultRecord.read(p) for p in planned]
 
-    def write(rec: ResultRecord) -> None:
-        name = rec.experiment.removeprefix(f"{cfg.corpus}-")
-        if not todo(name):
-            return
-        rec.write(results_dir / _file_name(cfg, name))
-        records.append(rec)
-        mean = rec.metrics.get("test_macro_f1") or rec.metrics.get("non_private_test_macro_f1")
-        log(f"  {rec.experiment}: test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else "")
+
+def _cell_names(cfg: SentDPEval) -> list[str]:
+    """The cells of :func:`planned_paths`, in its order: ``reference``, then ``<method>-eps<e>``."""
+    return ["reference"] + [f"{m}-eps{eps_label(e)}" for m in METHODS if m in cfg.methods for e in cfg.epsilons]
+
+
+def _cell_id(cfg: SentDPEval, name: str) -> str:
+    return f"{cfg.corpus}-{name}"
+
+
+def _summary(rec: ResultRecord) -> str:
+    mean = rec.metrics.get("test_macro_f1") or rec.metrics.get("non_private_test_macro_f1")
+    return (f"test macro-F1 {mean.mean:.3f}" + (f" +- {mean.std:.3f}" if mean.std else "")
             + (f" ({rec.extra['collapsed_trials']} trial(s) predicted a single class)"
                if rec.extra.get("collapsed_trials") else ""))
 
-    # ---------------------------------------------------------- reference: non-private and random guess
-    start = time.perf_counter()
-    nonpriv = [_classifier(data.means[tr], y[tr], data.means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
+
+class _Cells:
+    """The cells of one evaluation and what they share, each part built on the first cell that needs it: the
+    encoded corpus, then the reference (the non-private classifiers, the fitted pipeline and C_dc), then each
+    method's own public parts (truncation's box and classifier, metric DP's word vectors)."""
+
+    def __init__(self, cfg: SentDPEval, progress: bool, log: Any) -> None:
+        self.cfg, self.progress, self.log = cfg, progress, log
+        self._data: _Data | None = None
+        self._reference: dict[str, Any] | None = None
+        self._parts: dict[str, Any] = {}
+
+    def run(self, name: str) -> ResultRecord:
+        if name == "reference":
+            return self.reference()["record"]
+        method, _, label = name.rpartition("-eps")
+        eps = next(e for e in self.cfg.epsilons if eps_label(e) == label)
+        return {"deepcandidate": self._deepcandidate, "truncation": self._truncation,
+                "metric-dp": self._metric_dp}[method](eps)
+
+    @property
+    def data(self) -> _Data:
+        if self._data is None:
+            data = self._data = _Data(self.cfg, self.progress, self.log)
+            tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
+            self.log(f"{self.cfg.corpus}: {len(tr)}/{len(dv)}/{len(te)} train/dev/test documents with >= 2 sentences "
+                     f"({data.dropped_short} shorter ones left out)")
+        return self._data
+
+    def reference(self) -> dict[str, Any]:
+        """Reference: non-private and random guess; the pipeline and C_dc every DeepCandidate cell uses."""
+        if self._reference is not None:
+            return self._reference
+        from veil.defenses.sentdp.pipeline import SentDPPipeline
+        from veil.defenses.sentdp.recoder import RecoderConfig, document_means
+
+        cfg, data = self.cfg, self.data
+        tr, dv, te = data.split["train"], data.split["dev"], data.split["test"]
+        y = data.y
+        start = time.perf_counter()
+        nonpriv = [_classifier(data.means[tr], y[tr], data.means[dv], y[dv], data.num_classes, s,
+                               cfg.classifier_epochs) for s in cfg.classifier_seeds]
+        np_preds = [c(data.means[te]) for c in nonpriv]
+        np_f1 = [_macro_f1(y[te], p) for p in np_preds]
+        pipe = SentDPPipeline.fit_vectors(data.S, data.offsets, tr, dv, n_candidates=cfg.n_candidates,
+                                          min_sentences=cfg.min_sentences, seed=cfg.seed, progress=self.progress,
+                                          recoder=RecoderConfig(n_clusters=cfg.n_clusters, epochs=cfg.recoder_epochs,
+                                                                seed=cfg.seed))
+        R = pipe.recode(data.S)
+        rec_means = document_means(R, data.offsets)
+        dcs = [_classifier(rec_means[tr], y[tr], rec_means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
                for s in cfg.classifier_seeds]
-    c_nonpriv = nonpriv[0]
-    np_preds = [c(data.means[te]) for c in nonpriv]
-    np_f1 = [_macro_f1(y[te], p) for p in np_preds]
-    from veil.defenses.sentdp.recoder import RecoderConfig
+        q = np.bincount(y[tr], minlength=data.num_classes) / len(tr)
+        record = _record(cfg, "reference", {
+            "task": "classification", "label_names": list(data.corpus.label_names), "n_train": len(tr),
+            "n_dev": len(dv), "n_test": len(te), "dropped_short_documents": data.dropped_short,
+            "encoder": f"minilm ({data.encoder.model_id}), mean pooling, L2-normalised sentence vectors",
+            "document_embedding": "mean of sentence embeddings", "classifier": "MLP, 4 linear layers (3 hidden of d)",
+            "pipeline": pipe.config()},
+            {"non_private_test_macro_f1": Metric.from_values(np_f1),
+             "non_private_recoded_test_macro_f1": Metric.from_values([_macro_f1(y[te], c(rec_means[te]))
+                                                                      for c in dcs]),
+             "random_guess": Metric(mean=float((q ** 2).sum()))}, start,
+            extra={"recoder_history": pipe.recoder.history if pipe.recoder else [],
+                   "non_private": _per_document(y[te], np_preds)})
+        self._reference = {"record": record, "c_nonpriv": nonpriv[0], "c_dc": dcs[0], "pipe": pipe, "R": R}
+        return self._reference
 
-    pipe = SentDPPipeline.fit_vectors(data.S, data.offsets, tr, dv, n_candidates=cfg.n_candidates,
-                                      min_sentences=cfg.min_sentences, seed=cfg.seed, progress=progress,
-                                      recoder=RecoderConfig(n_clusters=cfg.n_clusters, epochs=cfg.recoder_epochs,
-                                                            seed=cfg.seed))
-    R = pipe.recode(data.S)
-    from veil.defenses.sentdp.recoder import document_means
+    def _deepcandidate(self, eps: float) -> ResultRecord:
+        cfg, data, ref = self.cfg, self.data, self.reference()
+        dv, te, y = data.split["dev"], data.split["test"], data.y
+        if "deepcandidate" not in self._parts:
+            self._parts["deepcandidate"] = (data.blocks(ref["R"], dv), data.blocks(ref["R"], te))
+        dev_blocks, test_blocks = self._parts["deepcandidate"]
+        pipe, c_dc = ref["pipe"], ref["c_dc"]
+        start = time.perf_counter()
+        p_sel = {}
+        for p in cfg.p_grid:
+            mech = pipe.mechanism(epsilon=eps, n_projections=p, depth=cfg.depth)
+            p_sel[str(p)] = float(np.mean([_macro_f1(y[dv], c_dc(mech.release(dev_blocks).embeddings))
+                                           for _ in range(cfg.p_trials)]))
+        best_p = int(max(cfg.p_grid, key=lambda p: (p_sel[str(p)], -p)))
+        mech = pipe.mechanism(epsilon=eps, n_projections=best_p, depth=cfg.depth)
+        preds = [c_dc(mech.release(test_blocks).embeddings) for _ in range(cfg.trials)]
+        return _record(cfg, f"deepcandidate-eps{eps_label(eps)}", {
+            "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
+            "n_projections": best_p,
+            "depth": cfg.depth, "m": int(len(pipe.candidates)), "sampler": mech.config()["sampler"],
+            "classifier": "C_dc on recoded means",
+            "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
+            {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
+             "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
+            extra={"p_selection": p_sel, "k_bins": _k_bins(data.counts[te], y[te], preds),
+                   "collapsed_trials": _collapsed(preds), **_per_document(y[te], preds)})
 
-    rec_means = document_means(R, data.offsets)
-    dcs = [_classifier(rec_means[tr], y[tr], rec_means[dv], y[dv], data.num_classes, s, cfg.classifier_epochs)
-           for s in cfg.classifier_seeds]
-    c_dc = dcs[0]
-    q = np.bincount(y[tr], minlength=data.num_classes) / len(tr)
-    write(_record(cfg, "reference", {
-        "task": "classification", "label_names": list(data.corpus.label_names), "n_train": len(tr),
-        "n_dev": len(dv), "n_test": len(te), "dropped_short_documents": data.dropped_short,
-        "encoder": f"minilm ({data.encoder.model_id}), mean pooling, L2-normalised sentence vectors",
-        "document_embedding": "mean of sentence embeddings", "classifier": "MLP, 4 linear layers (3 hidden of d)",
-        "pipeline": pipe.config()},
-        {"non_private_test_macro_f1": Metric.from_values(np_f1),
-         "non_private_recoded_test_macro_f1": Metric.from_values([_macro_f1(y[te], c(rec_means[te])) for c in dcs]),
-         "random_guess": Metric(mean=float((q ** 2).sum()))}, start,
-        extra={"recoder_history": pipe.recoder.history if pipe.recoder else [],
-               "non_private": _per_document(y[te], np_preds)}))
-    test_counts = data.counts[te]
-
-    # ---------------------------------------------------------- DeepCandidate
-    if "deepcandidate" in cfg.methods:
-        dev_blocks, test_blocks = data.blocks(R, dv), data.blocks(R, te)
-        for eps in cfg.epsilons:
-            if not todo(f"deepcandidate-eps{eps_label(eps)}"):
-                continue
-            start = time.perf_counter()
-            p_sel = {}
-            for p in cfg.p_grid:
-                mech = pipe.mechanism(epsilon=eps, n_projections=p, depth=cfg.depth)
-                p_sel[str(p)] = float(np.mean([_macro_f1(y[dv], c_dc(mech.release(dev_blocks).embeddings))
-                                               for _ in range(cfg.p_trials)]))
-            best_p = int(max(cfg.p_grid, key=lambda p: (p_sel[str(p)], -p)))
-            mech = pipe.mechanism(epsilon=eps, n_projections=best_p, depth=cfg.depth)
-            preds = [c_dc(mech.release(test_blocks).embeddings) for _ in range(cfg.trials)]
-            write(_record(cfg, f"deepcandidate-eps{eps_label(eps)}", {
-                "method": "deepcandidate", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
-                "n_projections": best_p,
-                "depth": cfg.depth, "m": int(len(pipe.candidates)), "sampler": mech.config()["sampler"],
-                "classifier": "C_dc on recoded means",
-                "randomness": "OS CSPRNG (projections and sampling), fresh per trial"},
-                {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
-                 "dev_macro_f1": Metric(mean=p_sel[str(best_p)])}, start,
-                extra={"p_selection": p_sel, "k_bins": _k_bins(test_counts, y[te], preds),
-                       "collapsed_trials": _collapsed(preds), **_per_document(y[te], preds)}))
-
-    # ---------------------------------------------------------- truncation (Li & Clifton 2021)
-    if "truncation" in cfg.methods:
+    def _truncation(self, eps: float) -> ResultRecord:
+        """Truncation (Li & Clifton 2021)."""
         from veil.defenses.truncation import Truncation
 
-        box = Truncation.fit(data.means[tr], epsilon=1.0)
-        trunc_train = box.truncated_means(data.blocks(data.S, tr))
-        trunc_dev = box.truncated_means(data.blocks(data.S, dv))
-        c_trunc = _classifier(trunc_train, y[tr], trunc_dev, y[dv], data.num_classes, cfg.seed, cfg.classifier_epochs)
-        test_blocks = data.blocks(data.S, te)
-        for eps in cfg.epsilons:
-            if not todo(f"truncation-eps{eps_label(eps)}"):
-                continue
-            start = time.perf_counter()
-            mech = Truncation.fit(data.means[tr], epsilon=eps)
-            preds = [c_trunc(mech.privatize_many(test_blocks)) for _ in range(cfg.trials)]
-            dev_pred = c_trunc(mech.privatize_many(data.blocks(data.S, dv)))
-            write(_record(cfg, f"truncation-eps{eps_label(eps)}", {
-                "method": "truncation", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
-                "coverage": 0.75,
-                "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
-                {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
-                 "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
-                extra={"k_bins": _k_bins(test_counts, y[te], preds), "collapsed_trials": _collapsed(preds),
-                       **_per_document(y[te], preds)}))
+        cfg, data = self.cfg, self.data
+        self.reference()  # as every cell: the reference's classifiers are fitted first
+        tr, dv, te, y = data.split["train"], data.split["dev"], data.split["test"], data.y
+        if "truncation" not in self._parts:
+            box = Truncation.fit(data.means[tr], epsilon=1.0)
+            trunc_train = box.truncated_means(data.blocks(data.S, tr))
+            trunc_dev = box.truncated_means(data.blocks(data.S, dv))
+            c_trunc = _classifier(trunc_train, y[tr], trunc_dev, y[dv], data.num_classes, cfg.seed,
+                                  cfg.classifier_epochs)
+            self._parts["truncation"] = (c_trunc, data.blocks(data.S, te))
+        c_trunc, test_blocks = self._parts["truncation"]
+        start = time.perf_counter()
+        mech = Truncation.fit(data.means[tr], epsilon=eps)
+        preds = [c_trunc(mech.privatize_many(test_blocks)) for _ in range(cfg.trials)]
+        dev_pred = c_trunc(mech.privatize_many(data.blocks(data.S, dv)))
+        return _record(cfg, f"truncation-eps{eps_label(eps)}", {
+            "method": "truncation", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
+            "coverage": 0.75,
+            "classifier": "C_trunc on truncated means", "randomness": "Laplace noise, OS CSPRNG"},
+            {"test_macro_f1": Metric.from_values([_macro_f1(y[te], p) for p in preds]),
+             "dev_macro_f1": Metric(mean=_macro_f1(y[dv], dev_pred))}, start,
+            extra={"k_bins": _k_bins(data.counts[te], y[te], preds), "collapsed_trials": _collapsed(preds),
+                   **_per_document(y[te], preds)})
 
-    # ---------------------------------------------------------- word-level metric DP (Feyisetan et al. 2019)
-    if "metric-dp" in cfg.methods and any(todo(f"metric-dp-eps{eps_label(e)}") for e in cfg.epsilons):
-        _run_metric_dp(cfg, data, c_nonpriv, write, log, todo)
-    log(f"{cfg.corpus}: done in {time.perf_counter() - t0:.0f} s")
-    return records
+    def _metric_dp_parts(self) -> dict[str, Any]:
+        if "metric-dp" not in self._parts:
+            from veil.encoders.plan import announce_encoding
+            from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
+            cfg, data, log = self.cfg, self.data, self.log
+            docs = [data.corpus.documents[i] for i in data.split["test"]]
+            flat = [s for d in docs for s in d]
+            offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+            train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
+            words = build_vocabulary(train_texts, max_size=cfg.mdp_vocab)
+            announce_encoding(data.encoder, words, what=f"vocabulary words of {cfg.corpus}'s train documents (metric "
+                              "DP's word vectors)", cache_as=(f"{cfg.corpus}-vocabulary", "words"), log=log)
+            vectors = WordVectors.from_encoder(data.encoder, words, name=f"{cfg.corpus}-vocabulary")
+            log(f"veil: metric DP then encodes its rewritten test sentences: at most {len(flat) * cfg.trials:,} per "
+                f"epsilon ({len(flat):,} sentences x {cfg.trials} trials; repeats are encoded once)")
+            self._parts["metric-dp"] = {"flat": flat, "offsets": offsets, "vectors": vectors}
+        return self._parts["metric-dp"]
 
-def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, todo: Any) -> None:
-    from veil.defenses.metric_dp import WordMetricDP
-    from veil.defenses.sentdp.recoder import document_means
-    from veil.encoders.word_vectors import WordVectors, build_vocabulary
+    def _metric_dp(self, eps: float) -> ResultRecord:
+        """Word-level metric DP (Feyisetan et al. 2019)."""
+        from veil.defenses.metric_dp import WordMetricDP
+        from veil.defenses.sentdp.recoder import document_means
 
-    te = data.split["test"]
-    docs = [data.corpus.documents[i] for i in te]
-    flat = [s for d in docs for s in d]
-    offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
-    from veil.encoders.plan import announce_encoding
-
-    train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
-    words = build_vocabulary(train_texts, max_size=cfg.mdp_vocab)
-    announce_encoding(data.encoder, words, what=f"vocabulary words of {cfg.corpus}'s train documents (metric DP's "
-                      "word vectors)", cache_as=(f"{cfg.corpus}-vocabulary", "words"), log=log)
-    vectors = WordVectors.from_encoder(data.encoder, words, name=f"{cfg.corpus}-vocabulary")
-    log(f"veil: metric DP then encodes its rewritten test sentences: at most {len(flat) * cfg.trials:,} per epsilon "
-        f"({len(flat):,} sentences x {cfg.trials} trials; repeats are encoded once)")
-    y = data.y[te]
-    for eps in cfg.epsilons:
-        if not todo(f"metric-dp-eps{eps_label(eps)}"):
-            continue
+        cfg, data, c_nonpriv = self.cfg, self.data, self.reference()["c_nonpriv"]
+        parts = self._metric_dp_parts()
+        flat, offsets, vectors = parts["flat"], parts["offsets"], parts["vectors"]
+        te = data.split["test"]
+        y = data.y[te]
         start = time.perf_counter()
         mech = WordMetricDP(vectors=vectors, epsilon=eps)
         encode = _RewriteEncoder(data.encoder)
@@ -365,9 +407,9 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, tod
         for trial in range(cfg.trials):
             X = encode(mech.rewrite_many(flat))
             preds.append(c_nonpriv(document_means(X, offsets)))
-            log(f"  metric-dp eps={eps_label(eps)}: trial {trial + 1}/{cfg.trials} "
-                f"({encode.encoded:,} of {encode.requested:,} rewritten sentences encoded so far)")
-        write(_record(cfg, f"metric-dp-eps{eps_label(eps)}", {
+            self.log(f"  metric-dp eps={eps_label(eps)}: trial {trial + 1}/{cfg.trials} "
+                     f"({encode.encoded:,} of {encode.requested:,} rewritten sentences encoded so far)")
+        return _record(cfg, f"metric-dp-eps{eps_label(eps)}", {
             "method": "metric-dp", "epsilon": eps, "trials": cfg.trials, "test_docs": int(len(te)),
             "vocabulary": int(len(vectors.words)), "word_vectors": "MiniLM static (each word encoded alone, raw)",
             "classifier": "C_nonpriv on the rewritten documents' mean embeddings",
@@ -375,7 +417,7 @@ def _run_metric_dp(cfg: SentDPEval, data: _Data, c_nonpriv, write, log: Any, tod
             {"test_macro_f1": Metric.from_values([_macro_f1(y, p) for p in preds])}, start,
             extra={"k_bins": _k_bins(data.counts[te], y, preds), "collapsed_trials": _collapsed(preds),
                    "encodings": {"requested": encode.requested, "encoded": encode.encoded},
-                   **_per_document(y, preds)}))
+                   **_per_document(y, preds)})
 
 
 class _RewriteEncoder:

@@ -332,27 +332,36 @@ def grid_configs(*, corpus: str = "rt-polarity", seeds: Sequence[int] = (0, 1), 
 
 
 def run_sweep(configs: Sequence[TextHideEval], root: str | Path | None = None, *, skip_existing: bool = True,
-              log: Any = print) -> list[Path]:
-    """Run and write every configuration (each result file written atomically as soon as it is done).
+              log: Any = print, workers: int = 1, ray_address: str | None = None) -> list[Path]:
+    """Run and write every configuration (each result file written atomically as soon as it is done; the runner
+    is :mod:`veil.experiments._sweep`).
 
     Resumable: a configuration whose record exists (made under the same configuration) is skipped unless
     ``skip_existing=False``; a damaged record or one made under another configuration stops the sweep before the
-    first run. ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run.
+    first run. ``root`` defaults to ``./veil-results/texthide``; it is checked before the first run. The
+    configurations are independent: ``workers`` > 1 or ``ray_address`` runs them as Ray tasks.
     """
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
     from veil.outputs import check_output_dir, default_results_dir
 
     root = check_output_dir(root if root is not None else default_results_dir("texthide"))
-    # every existing result is checked before the first run: a damaged one, or one made under another
-    # configuration, stops the sweep here (never "kept")
-    kept = {result_path(cfg, root) for cfg in configs
-            if existing_result(cfg, result_path(cfg, root), force=not skip_existing) is not None}
-    paths = []
-    for cfg in configs:
-        path = result_path(cfg, root)
-        if path in kept:
-            log(f"skip {cfg.name}: {path} exists (same configuration; --force re-runs it)")
-        else:
-            run_texthide_eval(cfg, progress=False, log=log).write(path)
-            log(f"wrote {path}")
-        paths.append(path)
-    return paths
+    sequential = workers == 1 and ray_address is None
+    sweep = Sweep(name="texthide sweep", path=partial(result_path, root=root), finished=_finished,
+                  cell_id=_cell_id, run=partial(run_texthide_eval, progress=False, log=log if sequential else None),
+                  summary=_summary)
+    return run_records(sweep, configs, root, workers=workers, ray_address=ray_address, force=not skip_existing,
+                       progress=not sequential, log=log)
+
+
+def _cell_id(cfg: TextHideEval) -> str:
+    return f"{cfg.name}-{run_tag(cfg)}"
+
+
+def _finished(cfg: TextHideEval, path: Path) -> bool:
+    return existing_result(cfg, path) is not None
+
+
+def _summary(rec: ResultRecord) -> str:
+    return ", ".join(f"{k}={rec.metrics[k]}" for k in ("test_accuracy", "test_macro_f1", "test_pearson") if k in rec.metrics)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError
-from veil.experiments.federated import analytic_grid, tap_name
+from veil.experiments.federated.taps import analytic_grid, tap_name
 from veil.federated.config import FederatedConfig
 from veil.results import Metric, ResultRecord
 
@@ -48,7 +48,7 @@ def chain_resources(corpus: str) -> tuple[Any, Any]:
     """(index of the whole corpus' MiniLM vectors, public statistics of its dev and test splits)."""
     from veil.attacks.retrieval import SimilaritySearch
     from veil.attacks.texthide.observe import PublicStats
-    from veil.experiments.texthide_attacks import _corpus
+    from veil.experiments.texthide.attacks import _corpus
 
     c, X = _corpus(corpus)
     held = np.concatenate([c.indices("dev"), c.indices("test")])
@@ -137,7 +137,7 @@ def run_chain(tap_dir: str | Path, *, seed: int = 0, pool_recovery: bool = True,
     """Attack a recorded run with the whole chain and score it (needs ``DIR.truth``)."""
     from veil.attacks.gradients.chain import UpdateChain
     from veil.attacks.gradients.tap import Tap
-    from veil.experiments.gradients import torch_threads
+    from veil._threads import torch_threads
 
     tap = Tap(tap_dir)
     corpus = tap.meta.extra.get("corpus")
@@ -183,25 +183,30 @@ def run_chain_cells(cells: Sequence[FederatedConfig], root: str | Path, taps: st
                     force: bool = False, log: Any = print) -> list[Path]:
     """Record each run (tap + truth under ``taps``), run the chain on it, write ``root/chain-<run>-seed0.json``.
     Resumable per cell (a finished record is reused only when made on a run of the same configuration; a damaged
-    one is a typed error); the taps are data (never committed)."""
-    from veil.experiments.federated import plan_tap_cells
+    one is a typed error); the taps are data (never committed). The runner is :mod:`veil.experiments._sweep`,
+    sequential only (Flower's simulation starts a Ray cluster of its own; the corpus index is built once)."""
+    from functools import partial
+
+    from veil.experiments.federated.taps import run_tap_sweep
     from veil.outputs import check_output_dir
-    from veil.federated.run import run_federated
 
     root = check_output_dir(root)
     taps = check_output_dir(taps, option="--taps")
-    plan = plan_tap_cells(cells, root, taps, chain_result_path, force=force)
-    resources: dict[str, Any] = {}
-    for i, (cfg, tap, path, done) in enumerate(plan, 1):
-        if done:
-            log(f"[{i}/{len(cells)}] skip {tap.name}: {path} holds its result")
-            continue
-        run_federated(cfg, engine=engine, record=tap, truth=True, force=True)  # replaces veil's own tap only
-        if cfg.corpus not in resources:
-            resources[cfg.corpus] = chain_resources(cfg.corpus)
-        rec = run_chain(tap, resources=resources[cfg.corpus])
-        rec.write(path)
-        log(f"[{i}/{len(cells)}] {tap.name}: encodings recovered {rec.metrics['encodings_recovered'].mean:.3f}, "
-            f"sentences recovered {rec.metrics['sentences_recovered'].mean:.3f} "
-            f"(precision {rec.metrics['sentence_precision'].mean:.3f}) -> {path}")
-    return [path for _, _, path, _ in plan]
+    run = partial(_chain_cell, taps=taps, engine=engine, resources={})
+    return run_tap_sweep(cells, root, taps, chain_result_path, run, name="chain sweep", summary=_summary,
+                         force=force, log=log)
+
+
+def _chain_cell(cfg: FederatedConfig, *, taps: Path, engine: str, resources: dict[str, Any]) -> ResultRecord:
+    from veil.federated.run import run_federated
+
+    tap = taps / tap_name(cfg)
+    run_federated(cfg, engine=engine, record=tap, truth=True, force=True)  # replaces veil's own tap only
+    if cfg.corpus not in resources:
+        resources[cfg.corpus] = chain_resources(cfg.corpus)
+    return run_chain(tap, resources=resources[cfg.corpus])
+
+
+def _summary(rec: ResultRecord) -> str:
+    return (f"encodings recovered {rec.metrics['encodings_recovered'].mean:.3f}, sentences recovered "
+            f"{rec.metrics['sentences_recovered'].mean:.3f} (precision {rec.metrics['sentence_precision'].mean:.3f})")

@@ -1,281 +1,39 @@
-"""SentDP privacy audits on a real document corpus: the exact audit and the empirical lower bounds.
-
-Exact audit (:func:`run_sentdp_audit`, :mod:`veil.attacks.audit.exact`). The mechanism audited is the
-pipeline's own (Meehan et al. 2022, App. B): :class:`~veil.defenses.sentdp.SentDPPipeline`,
-fitted on the corpus' public train/dev split (for a registered corpus, the cached pipeline that
-``veil sentdp embed`` releases with), supplies the candidates (recoded means of train documents
-with at least 8 sentences) and the recoder H; the audited private documents are TEST documents
-with at least 2 sentences, their sentence embeddings recoded by H, and ``random`` neighbours are
-recoded train sentences. The other neighbour kinds are arbitrary vectors in the recoded space,
-i.e. more than an adversary choosing real sentences can reach. ``recoder=False`` audits the
-ablation without H. Every test document gets its own projection set, drawn from ``seed`` (an
-audit, not a release: a release draws them from the OS CSPRNG), and ``neighbours_per_document``
-neighbours, the kinds of :data:`~veil.attacks.audit.exact.NEIGHBOUR_KINDS` in turn. ``control=`` audits a
-deliberately broken mechanism (:data:`~veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`) over the same
-candidates instead: that audit must FAIL.
+"""SentDP privacy audits on a real document corpus: the empirical lower bounds.
 
 Empirical lower bounds (:func:`run_empirical_audit`, :mod:`veil.attacks.audit.empirical`): for
 DeepCandidate (the same pipeline), truncation and word-level metric DP at each epsilon and
 neighbour kind (:data:`~veil.attacks.audit.pairs.NEIGHBOUR_KINDS`), a distinguishing game on
-test documents gives epsilon_lb at a stated confidence, beside the formal sentence-level epsilon.
+test documents gives epsilon_lb at a stated confidence, beside the formal sentence-level epsilon. The exact audit and
+the helpers both share (the corpus, the pipeline, the encoder's description) are in
+:mod:`veil.experiments.sentdp.audit`.
 """
 
 from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.validation import check_int, check_real
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.experiments.sentdp.audit import (MIN_AUDIT_SENTENCES, _announce_sentences, _encoder_text, _eps_key,
+                                           _load_corpus, _pipeline, _warn_capped)
 from veil.results import Metric, ResultRecord
+from veil.validation import check_int, check_real
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.defenses.sentdp.pipeline import SentDPPipeline
     from veil.encoders.text import TextEncoder
 
-__all__ = ["run_sentdp_audit", "audit_file_name", "MIN_CANDIDATE_SENTENCES", "MIN_AUDIT_SENTENCES",
-           "EmpiricalAuditConfig", "run_empirical_audit", "empirical_file_name", "MECHANISMS", "QUICK", "FULL",
+__all__ = ["EmpiricalAuditConfig", "run_empirical_audit", "empirical_file_name", "MECHANISMS", "QUICK", "FULL",
            "empirical_config", "mdp_encodes_per_cell"]
 
-MIN_CANDIDATE_SENTENCES = 8  # App. B: candidates from training documents with at least 8 sentences
-MIN_AUDIT_SENTENCES = 2      # a document with one sentence has only trivial neighbours
 MECHANISMS = ("deepcandidate", "truncation", "metric-dp")
 
-
-def _eps_key(e: float) -> str:
-    return f"{e:g}"
-
-
-def audit_file_name(corpus: str, *, depth: str, n_documents: int | None, neighbours: int, n_projections: int,
-                    seed: int, recoder: bool = True, control: str | None = None) -> str:
-    """``audit-<corpus>[-<depth>][-control-<name>]-<documents, neighbours, projections, [rec0,] seed>.json``."""
-    from veil.outputs import tag
-
-    return (f"{_audit_experiment(corpus, depth, control)}-"
-            f"{tag(docs=n_documents or 'all', nb=neighbours, p=n_projections, rec=None if recoder else 0, seed=seed)}"
-            f".json")
-
-
-def _audit_experiment(corpus: str, depth: str, control: str | None) -> str:
-    return (f"audit-{corpus}" + ("" if depth == "tukey-min" else f"-{depth}")
-            + ("" if control is None else f"-control-{control}"))
-
-
-def _load_corpus(corpus: str | Corpus) -> Corpus:
-    import veil.corpora as vc
-    from veil.corpora.base import Corpus
-
-    if isinstance(corpus, str):
-        data = vc.load(corpus)
-    elif isinstance(corpus, Corpus):
-        data = corpus
-    else:
-        raise InvalidTypeError(f"corpus must be a corpus name or a veil Corpus, not {type(corpus).__name__}")
-    if data.documents is None:
-        raise DataFormatError(f"corpus {data.name!r} has no sentence lists; use a document corpus "
-                              f"(news-articles, spam-assassin)")
-    return data
-
-
-def _pipeline(corpus: str | Corpus, data: Corpus, encoder: TextEncoder, *, recoder: bool, progress: bool
-              ) -> SentDPPipeline:
-    """The cached pipeline of ``veil sentdp embed`` for a registered corpus; otherwise one fitted on ``data``."""
-    from veil.defenses.sentdp.pipeline import SentDPPipeline
-    from veil.defenses.sentdp.recoder import RecoderConfig
-
-    if isinstance(corpus, str) and recoder:
-        from veil.experiments.sentdp_embed import fitted_pipeline
-
-        return fitted_pipeline(corpus, progress=progress)
-    n_train = int(sum(len(data.documents[i]) >= 1 for i in data.indices("train")))
-    config = None
-    if recoder:  # the paper's 50 clusters, fewer on a small (quick) corpus; recorded in the pipeline's config
-        config = RecoderConfig() if n_train >= 100 else RecoderConfig(n_clusters=max(2, n_train // 2))
-    return SentDPPipeline.fit(data, encoder=encoder, recoder=config, progress=progress)
-
-
-def _warn_capped(message: str) -> None:
-    """One line: a value larger than the data was capped (never silently)."""
-    import warnings
-
-    from veil.errors import DataWarning
-
-    warnings.warn(message, DataWarning, stacklevel=3)
-
-
-def _announce_sentences(encoder: TextEncoder, data: Corpus, what: str, log: Any = None) -> None:
-    """One line before ``encode_sentences(encoder, data)``: how many sentences, how many cached, how long."""
-    from veil.encoders.plan import announce_sentences
-
-    announce_sentences(encoder, data, what=what, log=log)
-
-
-def _encoder_text(encoder: TextEncoder) -> str:
-    return (f"{getattr(encoder, 'model_name', type(encoder).__name__)} ({encoder.model_id}), "
-            f"pooling={encoder.pooling}, max_length={encoder.max_length}, normalize={encoder.normalize}")
-
-
-def run_sentdp_audit(corpus: str | Corpus, *, epsilons: Sequence[float] = (1, 3, 10, 30),
-                     n_documents: int | None = None, neighbours_per_document: int = 35, n_projections: int = 50,
-                     depth: str = "tukey-min", seed: int = 0, results_dir: str | Path | None = None,
-                     encoder: TextEncoder | None = None, progress: bool = True, force: bool = False,
-                     pipeline: SentDPPipeline | None = None, recoder: bool = True,
-                     control: str | None = None) -> ResultRecord:
-    """Audit DeepCandidate on ``corpus`` (a registered name, or a loaded document :class:`Corpus`).
-
-    ``n_documents``: how many eligible test documents to audit (None: all of
-    them; otherwise a sample drawn with ``seed``). ``encoder`` defaults to
-    ``TextEncoder("minilm")``. ``pipeline``: the fitted pipeline to audit (default: see the
-    module docstring; ``recoder=False`` fits one without H). ``control``: a name from
-    :data:`~veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`, audited instead of the real mechanism
-    (it must fail). The record (experiment ``audit-<corpus>[-<depth>][-control-<name>]``) is written
-    atomically to ``results_dir/`` (:func:`audit_file_name`; ``results_dir=None``: not written; the
-    CLI defaults to ``./veil-results/sentdp``) and returned; a summary is printed. The output
-    location is checked before any work, and an existing file is replaced only with ``force=True``.
-    """
-    from veil.attacks.audit.exact import NEIGHBOUR_KINDS, audit_sentdp
-    from veil.defenses.sentdp.controls import NEGATIVE_CONTROLS
-    from veil.encoders import TextEncoder, encode_sentences
-
-    start = time.perf_counter()
-    seed = check_int("seed", seed, minimum=0)
-    if isinstance(epsilons, (str, bytes)) or not isinstance(epsilons, Sequence) or not epsilons:
-        raise InvalidTypeError("epsilons must be a non-empty sequence of numbers, e.g. (1, 3, 10, 30)")
-    epsilons = tuple(check_real("epsilon", e, low=0.0, high=np.inf, low_open=True, high_open=True,
-                                hint="; SentDP needs a finite epsilon > 0") for e in epsilons)
-    if n_documents is not None:
-        n_documents = check_int("n_documents", n_documents, minimum=1)
-    if control is not None and control not in NEGATIVE_CONTROLS:
-        raise InvalidParameterError(f"unknown negative control {control!r}; valid: {', '.join(NEGATIVE_CONTROLS)}")
-    if pipeline is not None:
-        recoder = pipeline.recoder is not None
-    out_path = None
-    if results_dir is not None:
-        from veil.outputs import check_output_dir, existing_record
-
-        name = corpus if isinstance(corpus, str) else getattr(corpus, "name", "corpus")
-        out_path = check_output_dir(results_dir) / audit_file_name(
-            name, depth=depth, n_documents=n_documents, neighbours=neighbours_per_document,
-            n_projections=n_projections, seed=seed, recoder=recoder, control=control)
-        # the file name holds everything but the epsilons: another epsilon list is named as the difference
-        existing_record(out_path, {"corpus": name, "epsilons": list(epsilons), "n_documents_requested": n_documents,
-                                   "neighbours_per_document": neighbours_per_document,
-                                   "n_projections": n_projections, "depth": depth, "seed": seed,
-                                   "recoder": recoder, "control": control}, force=force, keep=False)
-    data = _load_corpus(corpus)
-    counts = np.asarray([len(doc) for doc in data.documents], dtype=np.int64)
-    if not any(counts[i] >= MIN_CANDIDATE_SENTENCES for i in data.indices("train")):
-        raise DataFormatError(f"corpus {data.name!r} has no train document with >= {MIN_CANDIDATE_SENTENCES} "
-                              f"sentences to build public candidates from")
-    eligible = [int(i) for i in data.indices("test") if counts[i] >= MIN_AUDIT_SENTENCES]
-    if not eligible:
-        raise DataFormatError(f"corpus {data.name!r} has no test document with >= {MIN_AUDIT_SENTENCES} sentences")
-
-    if encoder is None:
-        encoder = TextEncoder("minilm")
-    _announce_sentences(encoder, data, f"sentences of {data.name} (every split: the pipeline is fitted on "
-                                       f"train/dev, random neighbours are train sentences)")
-    S_flat, offsets = encode_sentences(encoder, data, progress=progress)
-    pipe = pipeline if pipeline is not None else _pipeline(corpus, data, encoder, recoder=recoder, progress=progress)
-    if pipe.dim != S_flat.shape[1]:
-        raise DataFormatError(f"the pipeline's candidates have {pipe.dim} dimensions but the encoder gives "
-                              f"{S_flat.shape[1]}; fit the pipeline with the same encoder")
-    R = pipe.recode(S_flat)  # the sentence embeddings DeepCandidate sees (H applied; identity without H)
-    gen = np.random.default_rng(seed)
-    if n_documents is not None and n_documents > len(eligible):
-        _warn_capped(f"{n_documents} documents asked but {data.name} has only {len(eligible)} test documents with "
-                     f">= {MIN_AUDIT_SENTENCES} sentences; auditing all {len(eligible)} (the record says "
-                     "n_documents)")
-    if n_documents is not None and n_documents < len(eligible):
-        eligible = sorted(int(i) for i in gen.choice(eligible, size=n_documents, replace=False))
-    pool_idx = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in data.indices("train")])
-    pool = R[pool_idx]
-    documents = [R[offsets[i]:offsets[i + 1]] for i in eligible]
-
-    # utilities do not depend on epsilon; rng=None keeps the mechanism's own sampling unseeded (it is not used)
-    if control is None:
-        mechanism = pipe.mechanism(epsilon=max(epsilons), n_projections=n_projections, depth=depth)
-    else:
-        mechanism = NEGATIVE_CONTROLS[control](candidates=pipe.candidates, epsilon=max(epsilons),
-                                               n_projections=n_projections, depth=depth)
-    sweep = audit_sentdp(mechanism, documents, epsilons=epsilons,
-                         neighbours_per_document=neighbours_per_document, pool=pool, document_ids=eligible,
-                         rng=gen, progress=progress)
-
-    config: dict[str, Any] = {
-        "corpus": data.name, "epsilons": list(epsilons), "n_documents": len(documents),
-        "n_documents_requested": n_documents, "neighbours_per_document": neighbours_per_document,
-        "neighbour_kinds": list(NEIGHBOUR_KINDS), "n_projections": n_projections, "depth": depth, "seed": seed,
-        "encoder": _encoder_text(encoder), "recoder": pipe.recoder is not None,
-        "control": control, "expected": "pass" if control is None else "fail (a deliberately broken mechanism)",
-        "candidates": "the SentDPPipeline's own: recoded mean sentence embeddings of train documents with >= "
-                      f"{MIN_CANDIDATE_SENTENCES} sentences" + ("" if pipe.recoder is not None else " (no recoder)"),
-        "m": int(pipe.candidates.shape[0]), "dim": int(pipe.candidates.shape[1]), "pipeline": pipe.config(),
-        "documents": f"test documents with >= {MIN_AUDIT_SENTENCES} sentences, recoded by the pipeline"
-                     + ("" if n_documents is None else f", a sample of {n_documents} drawn with the seed"),
-        "pool": f"sentences of all train documents, recoded by the pipeline ({len(pool)})",
-        "projections": "seeded: one fixed projection set per audited document drawn from numpy "
-                       "default_rng(seed) (sequentially with the document sample and the neighbours); this is an "
-                       "audit, not a release, where projections come from the OS CSPRNG",
-        "tolerance": sweep.audits[0].tolerance,
-    }
-    metrics: dict[str, Metric] = {
-        "max_abs_log_ratio": Metric(mean=max(a.max_abs_log_ratio for a in sweep.audits), n=sweep.n_pairs),
-        "max_ratio_over_epsilon": Metric(mean=max(a.max_abs_log_ratio / a.epsilon for a in sweep.audits),
-                                         n=sweep.n_pairs),
-        "pairs": Metric(mean=float(sweep.n_pairs)),
-        "slack": Metric(mean=min(a.slack for a in sweep.audits), n=sweep.n_pairs),
-        "passed": Metric(mean=float(sweep.passed)),
-        "max_utility_change": Metric(mean=sweep.audits[0].max_utility_change, n=sweep.n_pairs),
-        "pairs_per_second": Metric(mean=sweep.pairs_per_second),
-    }
-    if control is not None:
-        metrics["control_caught"] = Metric(mean=float(not sweep.passed))
-    for a in sweep.audits:
-        metrics[f"max_abs_log_ratio_eps{_eps_key(a.epsilon)}"] = Metric(mean=a.max_abs_log_ratio, n=a.n_pairs)
-        metrics[f"slack_eps{_eps_key(a.epsilon)}"] = Metric(mean=a.slack, n=a.n_pairs)
-    extra = {
-        "max_by_kind": {_eps_key(a.epsilon): dict(a.max_by_kind) for a in sweep.audits},
-        "pairs_by_kind": dict(sweep.audits[0].pairs_by_kind),
-        "worst": {_eps_key(a.epsilon): a.worst.to_dict() if a.worst else None for a in sweep.audits},
-        "derivation_error": sweep.audits[0].derivation_error,
-        "audit_wall_time_s": sweep.wall_time_s,
-        "utility_stats": dict(sweep.utility_stats),
-        "mechanism": mechanism.config(),
-    }
-    record = ResultRecord(method="sentdp", experiment=_audit_experiment(data.name, depth, control), config=config,
-                          metrics=metrics, wall_time_s=time.perf_counter() - start, extra=extra)
-    if out_path is not None:
-        record.write(out_path)
-    _print_summary(data.name, sweep, control)
-    return record
-
-
-def _print_summary(name: str, sweep: Any, control: str | None = None) -> None:
-    verdict = "PASSED" if sweep.passed else "FAILED"
-    if control is not None:
-        verdict += f" (negative control {control}: {'caught, as it must be' if not sweep.passed else 'NOT CAUGHT'})"
-    print(f"SentDP audit of DeepCandidate on {name}: {verdict}, {sweep.n_pairs} neighbour pairs over "
-          f"{sweep.n_documents} documents ({sweep.pairs_per_second:.0f} pairs/s)")
-    for a in sweep.audits:
-        print(f"  epsilon={a.epsilon:g}: largest |log P(f|S) - log P(f|S')| = {a.max_abs_log_ratio:.6g} "
-              f"(slack {a.slack:.3g}, max utility change {a.max_utility_change:g})")
-    st = sweep.utility_stats
-    print(f"  utilities: mean top depth {st['mean_top_utility']:.3g}, attained by {st['mean_candidates_at_top']:.3g} "
-          f"candidates on average; {100 * st['mean_fraction_zero_utility']:.3g}% of candidates at depth 0")
-    worst = max(sweep.audits, key=lambda a: a.max_abs_log_ratio / a.epsilon)
-    if worst.worst is not None:
-        print(f"  closest to the bound (epsilon={worst.epsilon:g}): {worst.worst.describe()}")
-
-
-# ---------------------------------------------------------------- empirical lower bounds
 @dataclass(frozen=True)
 class EmpiricalAuditConfig:
     """One corpus' empirical audit: every (mechanism, epsilon, neighbour kind) gets one game and one record.
@@ -538,7 +296,6 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     (default: loaded by name; given, its DeepCandidate pipeline is fitted here, not taken from
     the cache of ``veil sentdp embed``).
     """
-    from veil.attacks.audit.empirical import DistinguishingGame
     from veil.attacks.audit.pairs import NEIGHBOUR_KINDS
     from veil.outputs import check_output_dir, default_results_dir, existing_record
 
@@ -562,28 +319,49 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
         log(f"veil: metric DP then encodes the noisy sentences its games draw: at most "
             f"{mdp_encodes_per_cell(cfg):,} per game ({mdp_cells} games, --mdp-trials {cfg.mdp_trials}); the "
             f"line of each game gives its time")
+    from functools import partial
+
+    from veil.experiments._sweep import Sweep, run_records
+
+    # sequential only: the games share the encoded corpus and the metric-DP embedding cache, whose hits and misses
+    # each record counts
+    sweep = Sweep(name="empirical audit", path=paths.__getitem__, cell_id=_cell_id,
+                  finished=partial(_planned_done, done=frozenset(done)),
+                  run=partial(_run_game, cfg=cfg, data=data), summary=partial(_game_summary, cfg=cfg))
+    run_records(sweep, plan, results_dir, force=force, progress=False, log=log)
+    return [done[key] if key in done else ResultRecord.read(paths[key]) for key in plan]
+
+
+def _cell_id(key: tuple[str, float, str]) -> str:
+    mechanism, epsilon, kind = key
+    return f"{mechanism} eps={epsilon:g} {kind}"
+
+
+def _planned_done(key: tuple[str, float, str], path: Path, *, done: frozenset[tuple[str, float, str]]) -> bool:
+    return key in done
+
+
+def _run_game(key: tuple[str, float, str], *, cfg: EmpiricalAuditConfig, data: _EmpiricalData) -> ResultRecord:
+    """One distinguishing game: (mechanism, epsilon, neighbour kind)."""
+    from veil.attacks.audit.empirical import DistinguishingGame
+
+    mechanism, epsilon, kind = key
     alpha = 1.0 - cfg.confidence
-    out = dict(done)
-    for key in plan:
-        if key in done:
-            continue
-        mechanism, epsilon, kind = key
-        start = time.perf_counter()
-        mdp = mechanism == "metric-dp"
-        trials = cfg.mdp_trials if mdp else cfg.trials
-        before = (data.embedder.hits, data.embedder.misses) if data.embedder is not None else (0, 0)
-        mech, pairs, setting = _game_pairs(data, mechanism, epsilon, kind, trials, alpha)
-        game = DistinguishingGame(pairs, trials=trials, selection_trials=cfg.mdp_trials if mdp else
-                                  cfg.selection_trials, alpha=alpha)
-        result = game.run()
-        cache = None if not mdp else {"hits": data.embedder.hits - before[0],
-                                      "misses": data.embedder.misses - before[1]}
-        rec = _empirical_record(cfg, data, mechanism, epsilon, kind, mech, pairs, setting, result, start, cache)
-        rec.write(paths[key])
-        out[key] = rec
-        formal = rec.metrics["formal_epsilon"].mean
-        log(f"  {mechanism} eps={epsilon:g} {kind}: epsilon_lb {result.epsilon_lower_bound:.3f} "
-            f"({100 * cfg.confidence:g}% confidence, {result.trials} runs per input, test {result.statistic}) "
-            f"vs formal {formal:.3g}{'  ** VIOLATION **' if result.epsilon_lower_bound > formal else ''} "
-            f"[{rec.wall_time_s:.0f} s]")
-    return [out[key] for key in plan]
+    start = time.perf_counter()
+    mdp = mechanism == "metric-dp"
+    trials = cfg.mdp_trials if mdp else cfg.trials
+    before = (data.embedder.hits, data.embedder.misses) if data.embedder is not None else (0, 0)
+    mech, pairs, setting = _game_pairs(data, mechanism, epsilon, kind, trials, alpha)
+    game = DistinguishingGame(pairs, trials=trials, selection_trials=cfg.mdp_trials if mdp else
+                              cfg.selection_trials, alpha=alpha)
+    result = game.run()
+    cache = None if not mdp else {"hits": data.embedder.hits - before[0],
+                                  "misses": data.embedder.misses - before[1]}
+    return _empirical_record(cfg, data, mechanism, epsilon, kind, mech, pairs, setting, result, start, cache)
+
+
+def _game_summary(rec: ResultRecord, *, cfg: EmpiricalAuditConfig) -> str:
+    game = rec.extra["game"]
+    lb, formal = rec.metrics["epsilon_lower_bound"].mean, rec.metrics["formal_epsilon"].mean
+    return (f"epsilon_lb {lb:.3f} ({100 * cfg.confidence:g}% confidence, {game['trials']} runs per input, test "
+            f"{game['statistic']}) vs formal {formal:.3g}{'  ** VIOLATION **' if lb > formal else ''}")
