@@ -31,7 +31,7 @@ Negative controls (:data:`veil.defenses.sentdp.controls.NEGATIVE_CONTROLS`):
 :class:`~veil.defenses.sentdp.controls.DoubledSensitivity` (utilities doubled) and
 :class:`~veil.defenses.sentdp.controls.DoubledEpsilon` (releases at twice the stated epsilon) must
 fail the audit; the tests check that they do on synthetic and on real documents
-(``veil.experiments.audit.run_sentdp_audit(..., control=...)``). The empirical counterpart, which
+(``veil.experiments.sentdp.audit.run_sentdp_audit(..., control=...)``). The empirical counterpart, which
 runs the mechanism instead of reading its distribution, is :mod:`veil.attacks.audit.empirical`.
 
 Two entry points:

@@ -349,7 +349,7 @@ class GradMatch(Attack):
 
 
 def score_gradmatch(recovery: Alg3Recovery, truth: Alg3Truth, *, threshold: float = SUCCESS_MSE) -> dict[str, Any]:
-    """One attack's scores (plain data; :mod:`veil.experiments.gradients` aggregates them with Wilson CIs).
+    """One attack's scores (plain data; :mod:`veil.experiments.federated.table2` aggregates them with Wilson CIs).
 
     * ``mse`` / ``mse_raw``: the largest MSE over the k Hungarian-matched (dummy, source) pairs, with and without
       the sign correction (min of MSE against x' and -x');

@@ -22,7 +22,7 @@ Without a defense (``m = 0``, ``k = 1``) step 2 is skipped and the one "mask" is
 
 The attacker sees the tap (:class:`~veil.attacks.gradients.tap.Tap`), its index of candidate texts' original
 representations and public statistics; never the clients' keys, mixing or the tap's ground truth (scoring,
-in :mod:`veil.experiments.gradient_chain`, reads those).
+in :mod:`veil.experiments.federated.chain`, reads those).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ them as controls, apart from the real defenses).
   claiming epsilon.
 
 :data:`NEGATIVE_CONTROLS` maps the short names used by ``veil audit sentdp --control`` and
-``veil.experiments.audit.run_sentdp_audit(..., control=...)`` to the classes. The exact audit
+``veil.experiments.sentdp.audit.run_sentdp_audit(..., control=...)`` to the classes. The exact audit
 (:mod:`veil.attacks.audit.exact`) must fail both, on synthetic and on real documents.
 """
 
