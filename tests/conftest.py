@@ -176,3 +176,14 @@ def cli(capsys, tmp_path, monkeypatch, real_home):
     return run
 
 
+
+
+@pytest.fixture
+def ray_leftovers():
+    """For tests that start a local Ray cluster: Ray leaves /dev/null handles to its own reaper after
+    ``ray.shutdown()``; collect them before this test ends, where its ``filterwarnings`` mark applies, rather than
+    in whichever later test the garbage collector happens to run."""
+    import gc
+
+    yield
+    gc.collect()

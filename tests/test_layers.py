@@ -1,4 +1,4 @@
-"""Imports point down (ARCHITECTURE.md): no module of src/veil imports a higher layer, lazy imports included, and
+"""Imports point down (ARCHITECTURE.md; docs/extending.md, "Where code goes"): no module of src/veil imports a higher layer, lazy imports included, and
 no package-level import cycle. The graph is read from the source (every ``import``/``from`` statement, inside
 functions too); imports under ``if TYPE_CHECKING:`` are annotations only and are not counted."""
 
@@ -81,7 +81,7 @@ def _edges() -> list[tuple[str, str, str, int]]:
 def test_every_top_level_module_has_a_layer():
     tops = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
             if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
-    assert tops - set(RANK) == set(), "add the new module to LAYERS here and to ARCHITECTURE.md's order"
+    assert tops - set(RANK) == set(), "add the new module to LAYERS here and to docs/extending.md's table"
 
 
 def test_imports_point_down():

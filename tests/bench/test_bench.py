@@ -104,7 +104,7 @@ def _metrics(folder):
 @pytest.mark.slow
 # Ray's local cluster leaves /dev/null handles and helper processes to its own reaper after ray.shutdown()
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_bench_runs_resumes_isolates_failures_and_ray_agrees(tmp_path):
+def test_bench_runs_resumes_isolates_failures_and_ray_agrees(tmp_path, ray_leftovers):
     from veil.bench.runner import run_bench
 
     cells = _cells()

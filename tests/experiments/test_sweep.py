@@ -105,7 +105,7 @@ def test_bad_plans_are_refused(tmp_path):
 @pytest.mark.slow
 # Ray's local cluster leaves /dev/null handles and helper processes to its own reaper after ray.shutdown()
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_ray_writes_what_the_sequential_engine_writes(tmp_path):
+def test_ray_writes_what_the_sequential_engine_writes(tmp_path, ray_leftovers):
     import sys
 
     from ray import cloudpickle

@@ -13,7 +13,7 @@ TINY = {"width": 8, "epochs": 1, "attacker_epochs": 1, "max_train": 120}
 @pytest.mark.slow
 # Ray's local cluster leaves /dev/null handles and helper processes to its own reaper after ray.shutdown()
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_sweep_resumes_and_runs_on_ray_workers(tmp_path, builtin):
+def test_sweep_resumes_and_runs_on_ray_workers(tmp_path, builtin, ray_leftovers):
     builtin("debates-2016")
     lines: list[str] = []
     first = sweep("debates-2016", tmp_path, defenses=("none",), seeds=(0,), progress=False, log=lines.append, **TINY)
