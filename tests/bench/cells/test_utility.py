@@ -34,3 +34,36 @@ def test_a_task_and_kind_without_a_measure_is_refused_saying_which_there_are(tas
     with pytest.raises(InvalidParameterError, match=f"releases '{kind}': no {task} utility measure") as err:
         utility_cell(cell, None, task=task)  # refused before any data is read
     assert "sentence-classification x training-encodings" in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_quick_masked_texthide_head_trains_rather_than_collapse(builtin):
+    """The hardest quick head (inter-dataset (256, 4): masked, mixed with public texts) learns the task: above the
+    majority class with its 95% interval, not collapsed. On the old quick slice (2,000 texts, 30 epochs,
+    patience 10) every masked head stayed at the majority class."""
+    from veil.bench.data import bench_data
+
+    builtin("rt-polarity")
+    cell = Cell.make("rt-polarity", "texthide", {"k": 4, "m": 256, "mode": "inter"}, UTILITY,
+                     BenchConfig(quick=True, key_seed=3))
+    with _no_collapse():
+        rec = utility_cell(cell, bench_data("rt-polarity", True, None))
+    acc, majority = rec.extra["bench"]["utility_metric"], rec.extra["bench"]["majority_rate"]
+    assert not rec.extra["collapsed"]
+    assert acc["ci_low"] > majority, (acc, majority)
+
+
+def _no_collapse():
+    import contextlib
+    import warnings
+
+    from veil.errors import CollapsedModelWarning, PrivacyLeakWarning
+
+    @contextlib.contextmanager
+    def ctx():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # key_seed: reproducible keys, said in the record
+            warnings.simplefilter("error", CollapsedModelWarning)
+            yield
+
+    return ctx()

@@ -21,7 +21,11 @@ from veil.bench.cells.vectors import release_vectors
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["UTILITY_MEASURES", "UTILITY_CELLS", "utility_cell", "sentence_utility_cell", "document_utility_cell"]
+__all__ = ["QUICK_BUDGET", "UTILITY_MEASURES", "UTILITY_CELLS", "utility_cell", "sentence_utility_cell",
+           "document_utility_cell"]
+
+#: (epochs, patience) of a quick sentence head; the full bench trains (300, 50)
+QUICK_BUDGET = (60, 20)
 
 
 def _accuracy_metric(y: np.ndarray, pred: np.ndarray) -> Metric:
@@ -74,7 +78,8 @@ def _sentence_head(cell: Any, data: Any, inputs: Callable[[Any, Any], tuple[np.n
         hooks.append(make_hook())
         return hooks[-1]
 
-    epochs, patience = (30, 10) if cell.config.quick else (300, 50)
+    # masked heads sit on a plateau for tens of epochs before they learn: a patience under ~20 stops them there
+    epochs, patience = QUICK_BUDGET if cell.config.quick else (300, 50)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a small head: one thread, so a seeded cell gives the same numbers on any worker
     try:
