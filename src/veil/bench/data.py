@@ -60,6 +60,7 @@ class BenchData:
     num_classes: int
     label_names: list[str]
     documents: list[np.ndarray] | None = None  # per example, its (k, d) sentence embeddings
+    sentences: list[list[str]] | None = None  # per example, its sentences (documents) or [its text] (sentences)
     limit: int | None = None
     provenance: list[dict[str, Any]] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -180,8 +181,9 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
     splits = {s: sel.indices(s) for s in ("train", "dev", "test")}
     prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
             for p in (corpus.provenance or [])]
+    sentences = ([list(d) for d in sel.documents] if sel.documents is not None else [[t] for t in sel.texts])
     data = BenchData(name=name, task=task, quick=quick, texts=list(sel.texts), labels=np.asarray(sel.labels),
                      X=X, splits=splits, num_classes=int(corpus.num_classes), label_names=list(corpus.label_names),
-                     documents=documents, provenance=prov, limit=limit)
+                     documents=documents, sentences=sentences, provenance=prov, limit=limit)
     _DATA[key] = data
     return data

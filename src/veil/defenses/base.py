@@ -91,6 +91,8 @@ class Defense(metaclass=ABCMeta):
     releases: ClassVar[str] = ""
     tasks: ClassVar[tuple[str, ...]] = ()
     citation: ClassVar[str] = ""
+    #: the attack its own paper measured it with (registry name; "" if none): the bench shows it beside the strongest
+    paper_attack: ClassVar[str] = ""
     control: ClassVar[bool] = False
     abstract: ClassVar[bool] = False
 
@@ -127,7 +129,7 @@ class Defense(metaclass=ABCMeta):
         """What ``veil defenses list`` prints: name, release kind, verb, tasks, guarantee, citation, control."""
         g = cls.guarantee
         return {"name": cls.name, "releases": cls.releases, "verb": cls.verb(), "tasks": list(cls.tasks),
-                "guarantee": str(g), "guarantee_kind": g.kind,
+                "guarantee": str(g), "guarantee_kind": g.kind, "paper_attack": cls.paper_attack,
                 "citation": cls.citation, "control": cls.control, "class": f"{cls.__module__}.{cls.__qualname__}"}
 
 

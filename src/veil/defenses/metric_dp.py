@@ -103,6 +103,25 @@ class WordMetricDP(TextDefense):
         """The SentDP paper's comparison points (Meehan et al. 2022, Fig. 4): epsilon per word."""
         return [{"epsilon": 10.0}] if quick else [{"epsilon": e} for e in (1.0, 3.0, 10.0, 30.0)]
 
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        eps = float(setting["epsilon"])
+        return Guarantee("metric-dp", f"word-level metric DP, epsilon={eps:g} per unit of word-vector distance, per "
+                         "word (NOT SentDP: a sentence change costs epsilon times the sum of its word distances)",
+                         epsilon=eps)
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "WordMetricDP":
+        """Word vectors from the corpus' public (train) texts (MiniLM, each word encoded alone, cached), as the
+        SentDP evaluation builds them; ``rng`` None: OS CSPRNG noise."""
+        from veil.encoders import TextEncoder
+        from veil.encoders.word_vectors import build_vocabulary
+
+        public = [s for i in data.splits["train"] for s in data.sentences[i]]
+        words = build_vocabulary(public, max_size=int(options.get("vocabulary", 20000)))
+        vectors = WordVectors.from_encoder(TextEncoder("minilm"), words, name=f"{data.name}-bench-vocabulary")
+        return cls(vectors=vectors, epsilon=float(setting["epsilon"]), rng=rng)
+
     def __init__(self, *, vectors: WordVectors, epsilon: float, rng: RngLike = None) -> None:
         if not isinstance(vectors, WordVectors):
             raise InvalidTypeError(f"vectors must be veil WordVectors (WordVectors.from_encoder(...)), "

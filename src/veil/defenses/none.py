@@ -32,6 +32,7 @@ class NoDefense(VectorsDefense):
     name = "none"
     guarantee = Guarantee("none", "no defense: the representation is released as it is")
     tasks = ("sentence-classification", "document-classification")
+    paper_attack = "rss"  # the baseline row of Huang et al. 2020, Tables 3-4
 
     def protect(self, X: Any) -> np.ndarray:
         """``X`` as a float32 array, unchanged."""

@@ -29,7 +29,6 @@ from veil.report.markdown import proportion_interval, read_record, regenerate_se
 
 __all__ = ["BenchPoint", "load_bench", "bench_points", "render_bench"]
 
-PAPER_ATTACK = {"texthide": "rss", "deepcandidate": "rss", "truncation": "rss", "none": "rss"}
 
 
 @dataclass
@@ -60,6 +59,15 @@ def load_bench(folder: str | Path) -> tuple[list[ResultRecord], dict[str, Any]]:
     records = [read_record(p) for p in sorted((folder / "cells").glob("*.json"))]
     run = folder / "run.json"
     return records, (read_json(run, what="bench run summary", fix=report_fix(run)) if run.is_file() else {})
+
+
+def _paper_attack(defense: str) -> str | None:
+    """The attack the defense's own paper measured it with (its ``paper_attack``), None if unknown or none."""
+    from veil.defenses.base import defense_names, get_defense
+
+    if defense not in defense_names(controls=True):
+        return None
+    return get_defense(defense).paper_attack or None
 
 
 def _guarantee(defense: str, setting: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +132,7 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
     rows = []
     for p in points:
         strongest = p.strongest
-        paper = PAPER_ATTACK.get(p.defense)
+        paper = _paper_attack(p.defense)
         extra = []
         if "mask-recovery" in p.attacks:
             extra.append(f"mask bits {_pct(p.attacks['mask-recovery']['success_metric'])}")

@@ -12,7 +12,7 @@ from veil.kinds import RELEASE_KINDS, observable
 
 
 def test_every_runnable_release_is_a_kind_that_can_be_read_as_vectors():
-    assert RUNNABLE_RELEASES == tuple(AS_VECTORS) == ("vectors", "training-encodings", "document-embeddings")
+    assert RUNNABLE_RELEASES == tuple(AS_VECTORS) == ("vectors", "training-encodings", "document-embeddings", "text")
     assert all(kind in RELEASE_KINDS and observable(kind, "vectors") for kind in RUNNABLE_RELEASES)
 
 
@@ -26,3 +26,32 @@ def test_an_attacks_bench_cell_lives_in_the_module_of_the_kind_it_observes(name)
     target = getattr(importlib.import_module(module), function)
     assert callable(target)
     assert getattr(cells, function) is target  # "veil.bench.cells:<function>" (docs, older configs) still works
+
+
+@pytest.mark.slow
+def test_rewritten_text_is_read_as_the_encoding_of_each_rewritten_document(builtin):
+    """A ``text`` release (word-level metric DP) is what anyone with the public encoder reads: one vector per
+    document. Nearly noiseless rewriting leaves the documents re-identifiable; epsilon = 1 per word does not."""
+    import warnings
+
+    import numpy as np
+
+    from veil.attacks.retrieval import SimilaritySearch
+    from veil.bench.cells.vectors import AS_VECTORS
+    from veil.bench.data import bench_data
+    from veil.defenses.metric_dp import WordMetricDP
+    from veil.errors import PrivacyLeakWarning
+
+    builtin("drug-reviews")
+    data = bench_data("drug-reviews", True, 30)
+    rows = data.splits["test"]
+    index = SimilaritySearch(list(data.texts), data.X)
+    found = {}
+    for eps in (1.0, 5000.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # epsilon far above 50: the near-identity control
+            defense = WordMetricDP.bench_make({"epsilon": eps}, data)
+        obs, truth = AS_VECTORS["text"](defense, data, rows)
+        assert truth is None and obs.vectors.shape == (len(rows), data.dim)
+        found[eps] = float(np.mean(index.query(obs.vectors, 1)[0][:, 0] == rows))
+    assert found[5000.0] >= 0.9 > found[1.0]

@@ -134,6 +134,7 @@ UTILITY_MEASURES: dict[tuple[str, str], Callable[[Any, Any], ResultRecord]] = {
     ("sentence-classification", "training-encodings"): partial(_sentence_head, inputs=_through_hook),
     ("document-classification", "vectors"): _on_release,
     ("document-classification", "document-embeddings"): _on_release,
+    ("document-classification", "text"): _on_release,  # tested on the rewritten documents' encodings
 }
 
 

@@ -42,12 +42,27 @@ def _document_embeddings(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any
     return Observation(emb, defense=defense.config(), source="defense"), None
 
 
+def _rewritten(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    """``text``: every sentence of each private item rewritten by the defense (one fresh draw per release), then
+    encoded with the public encoder as anyone holding the text can, and averaged per document."""
+    from veil.attacks.base import Observation
+    from veil.encoders import TextEncoder
+
+    sentences = [data.sentences[i] for i in rows]
+    flat = defense.transform([s for item in sentences for s in item])
+    E = TextEncoder("minilm").encode(flat, progress=False).astype(np.float64)
+    cuts = np.cumsum([0] + [len(item) for item in sentences])
+    X = np.stack([E[a:b].mean(axis=0) for a, b in zip(cuts[:-1], cuts[1:])]).astype(np.float32)
+    return Observation(X, defense=defense.config(), source="defense"), None
+
+
 #: release kind -> how the bench makes that release of private rows and reads it as vectors:
 #: ``(defense, data, rows) -> (Observation, truth or None)``
 AS_VECTORS: dict[str, Callable[[Any, Any, np.ndarray], tuple[Any, Any]]] = {
     "vectors": _protected,
     "training-encodings": _training_encodings,
     "document-embeddings": _document_embeddings,
+    "text": _rewritten,
 }
 #: the release kinds whose bench cells are built (what the defense lets out, made here, and read as vectors); the
 #: plan still lists cells of the other kinds (``veil bench --list``), and ``veil bench`` says which it cannot run

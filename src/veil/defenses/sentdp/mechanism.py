@@ -126,6 +126,7 @@ class DeepCandidate(DocumentEmbeddingsDefense):
 
     name = "deepcandidate"
     citation = "Meehan, Mrini & Chaudhuri 2022, Sentence-level Privacy for Document Embeddings (ACL)"
+    # paper_attack: none; the paper's privacy is its formal bound (the bench runs every attack on it anyway)
     guarantee = Guarantee("sentdp", "epsilon-SentDP for the epsilon it is built with: replacing any one sentence "
                           "changes every output's probability by at most e^epsilon (exact sampling)")
     tasks = ("document-classification",)

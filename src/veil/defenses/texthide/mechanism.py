@@ -140,6 +140,7 @@ class TextHide(TrainingEncodingsDefense):
     name = "texthide"
     guarantee = TEXTHIDE_GUARANTEE
     citation = "Huang, Song, Chen, Li & Arora 2020, TextHide (Findings of EMNLP)"
+    paper_attack = "rss"  # Huang et al. 2020, Tables 3-4
     tasks = ("sentence-classification",)
 
     @classmethod
