@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +230,8 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-INTRO = ("Every defense veil has, against every attack that observes what it releases, on the same data. "
+INTRO = ("Every defense whose release the bench makes (vectors, training encodings, document embeddings, rewritten "
+         "text), against every attack that observes what it releases, on the same data. "
          "Each point is one defense setting: x is the task accuracy it keeps, y the share of private items the "
          "strongest attack re-identified (the private text itself, or a text mixed into it). The dashed line is "
          "random guessing, the dotted line the majority-class accuracy. A good defense sits low and to the "
