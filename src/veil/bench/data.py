@@ -22,7 +22,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "corpus_task", "SIZES"]
+__all__ = ["BenchData", "bench_data", "corpus_task", "load_corpus", "use_corpus", "SIZES"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -133,6 +133,32 @@ class BenchData:
 
 
 _DATA: dict[tuple[str, bool, int | None], BenchData] = {}
+#: corpora given as files in this process (``veil bench --data FILE``), by name; built-in ones load by name
+_FILES: dict[str, Any] = {}
+
+
+def use_corpus(corpus: Any) -> str:
+    """Make a loaded :class:`~veil.corpora.base.Corpus` (your own file, :func:`veil.corpora.files.load_file`)
+    available to the bench under its name, in this process; returns the name. Its splits are its own (a file
+    without a split column is split by :func:`~veil.corpora.base.hash_split`)."""
+    import veil.corpora as vc
+
+    if corpus.name in vc.names():
+        raise InvalidParameterError(f"a file corpus may not take the built-in name {corpus.name!r}; pass name= to "
+                                    "load_file (the CLI names it after the file)")
+    _FILES[corpus.name] = corpus
+    for key in [k for k in _DATA if k[0] == corpus.name]:  # a file given again under its name replaces the old one
+        del _DATA[key]
+    return corpus.name
+
+
+def load_corpus(name: str) -> Any:
+    """A corpus the bench can plan on: one given with :func:`use_corpus`, else a built-in one."""
+    if name in _FILES:
+        return _FILES[name]
+    import veil.corpora as vc
+
+    return vc.load(name)
 
 
 def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
@@ -140,10 +166,9 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
     key = (name, quick, limit)
     if key in _DATA:
         return _DATA[key]
-    import veil.corpora as vc
     from veil.encoders import TextEncoder
 
-    corpus = vc.load(name)
+    corpus = load_corpus(name)
     task = corpus_task(corpus)
     if task is None:
         raise InvalidParameterError(f"corpus {name!r} has no classification labels; the bench needs a labelled "

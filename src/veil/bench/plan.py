@@ -138,12 +138,11 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
     defense_list = _names(defenses, defense_names(), "defense")
     attack_list = _names(attacks, attack_names(), "attack")
     if corpus_tasks is None:
-        import veil.corpora as vc
-        from veil.bench.data import corpus_task
+        from veil.bench.data import corpus_task, load_corpus
 
         corpus_tasks = {}
         for name in corpora:
-            corpus_tasks[name] = corpus_task(vc.load(name))
+            corpus_tasks[name] = corpus_task(load_corpus(name))
     cells: list[Cell] = []
     for corpus in corpora:
         task = corpus_tasks.get(corpus)

@@ -22,6 +22,40 @@ def _names(value: Optional[str], option: str) -> list[str] | None:
     return names
 
 
+def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str], workers: int,
+              ray: Optional[str], drop_empty: bool) -> str:
+    """Load ``--data`` with the file loader (its typed errors name the column or line and the fix) before any
+    cell runs; the corpus is named after the file."""
+    import re
+
+    from veil.bench.data import use_corpus
+    from veil.corpora.files import load_file
+
+    if corpora is not None:
+        raise typer.BadParameter("--data and --corpora exclude each other: the bench runs on your file or on the "
+                                 "built-in corpora (`veil bench --data FILE ...` or `veil bench --corpora A,B`)")
+    if label is None:
+        raise typer.BadParameter("--data needs --label-column (the column holding each text's label): the bench "
+                                 "measures utility as task accuracy")
+    if workers > 1 or ray is not None:
+        raise typer.BadParameter("--data runs in this process only: drop --workers/--ray (Ray's workers cannot "
+                                 "see a file loaded here)")
+    from veil.errors import DataFormatError, InvalidParameterError
+
+    name = "file-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem)[:60]
+    try:
+        corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty)
+    except (DataFormatError, InvalidParameterError) as exc:  # the loader speaks Python; name this command's options
+        msg = str(exc)
+        for api, option in ((", or label=None (CLI: leave out --label) to load without labels", ""),
+                            (" (pass label=None to load without labels)", ""), ("for label=;", "for --label-column;"),
+                            ("for text=;", "for --text-column;"), ("drop_empty=True (CLI: --drop-empty)",
+                                                                     "--drop-empty")):
+            msg = msg.replace(api, option)
+        raise type(exc)(msg) from None
+    return use_corpus(corpus)
+
+
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="A small fixed configuration on the built-in corpora "
                                                         "(its wall time on 2 cores is in "
@@ -49,6 +83,16 @@ def bench(
                                                                 "Default: OS CSPRNG.")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Cap every split at this many examples (a smoke "
                                                              "run; recorded in the cell ids).")] = None,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Your own labelled file (CSV, TSV, JSONL) instead "
+                                                                "of the built-in corpora: every defense that "
+                                                                "serves sentence classification runs on it.")]
+    = None,
+    text_column: Annotated[str, typer.Option(help="With --data: the column holding each text.")] = "text",
+    label_column: Annotated[Optional[str], typer.Option(help="With --data: the column holding each label "
+                                                              "(required).")] = None,
+    drop_empty: Annotated[bool, typer.Option("--drop-empty", help="With --data: drop rows with an empty text or "
+                                                                   "label (with a warning) instead of stopping.")]
+    = False,
     list_only: Annotated[bool, typer.Option("--list", help="Print the planned cells and exit.")] = False,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -64,12 +108,15 @@ def bench(
     from veil.report.bench import render_bench
 
     out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
-    corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
-    import veil.corpora as vc
+    if data is not None:
+        corpus_list = [_use_file(data, text_column, label_column, corpora, workers, ray, drop_empty)]
+    else:
+        corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
+        import veil.corpora as vc
 
-    unknown = [c for c in corpus_list if c not in vc.names()]
-    if unknown:
-        raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
+        unknown = [c for c in corpus_list if c not in vc.names()]
+        if unknown:
+            raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
     config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
     defense_list, attack_list = _names(defenses, "--defenses"), _names(attacks, "--attacks")
     cells = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config)

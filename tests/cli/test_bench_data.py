@@ -1,0 +1,70 @@
+"""`veil bench --data FILE`: the bench on the user's own labelled file, and its bad files refused before any cell."""
+
+from __future__ import annotations
+
+import csv
+import random
+
+import pytest
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return str(path)
+
+
+@pytest.fixture
+def reviews(tmp_path):
+    """320 short labelled reviews (two classes), as a user would export them."""
+    rng = random.Random(0)
+    good = ["a warm, funny film", "sharp writing and a great cast", "I loved every minute", "moving and well shot"]
+    bad = ["dull and far too long", "the plot makes no sense", "I left halfway through", "flat acting, tired jokes"]
+    rows = [["review", "stars"]]
+    for i in range(320):
+        pos = i % 2 == 0
+        rows.append([f"{rng.choice(good if pos else bad)}, said reviewer {i} about film {rng.randint(1, 500)}",
+                     "pos" if pos else "neg"])
+    return tmp_path, rows
+
+
+@pytest.mark.slow
+def test_the_bench_runs_on_a_users_csv_and_reports_it(reviews):
+    from veil.cli import main
+
+    folder, rows = reviews
+    data = _write(folder / "my reviews.csv", rows)
+    out = folder / "bench"
+    assert main(["bench", "--quick", "--data", data, "--text-column", "review", "--label-column", "stars",
+                 "--defenses", "none,texthide", "--attacks", "rss,random-guess", "--queries", "100",
+                 "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "## file-my_reviews" in report and "texthide k4-m256-intra" in report
+    cells = sorted(p.name for p in (out / "cells").glob("*.json"))
+    assert len(cells) == 11 and all(c.startswith("file-my_reviews--") for c in cells)
+
+
+def test_a_missing_column_is_refused_naming_it(cli, reviews):
+    folder, rows = reviews
+    data = _write(folder / "mine.csv", rows)
+    cli("bench", "--quick", "--data", data, "--text-column", "review", "--label-column", "rating",
+        match=r"no column 'rating' for --label-column; available columns: 'review', 'stars'")
+    cli("bench", "--quick", "--data", data, "--text-column", "body", "--label-column", "stars",
+        match=r"no column 'body' for --text-column")
+
+
+def test_an_empty_label_is_refused_naming_its_line(cli, reviews):
+    folder, rows = reviews
+    rows[6][1] = ""
+    data = _write(folder / "gaps.csv", rows)
+    cli("bench", "--quick", "--data", data, "--text-column", "review", "--label-column", "stars",
+        match=r"1 row\(s\) have no value in label column 'stars' \(line 7\).*--drop-empty")
+
+
+def test_data_needs_a_label_and_excludes_corpora_and_ray(cli, reviews):
+    folder, rows = reviews
+    data = _write(folder / "mine.csv", rows)
+    cli("bench", "--data", data, match=r"--data needs --label-column")
+    cli("bench", "--data", data, "--label-column", "stars", "--corpora", "rt-polarity",
+        match=r"--data and --corpora exclude each other")
+    cli("bench", "--data", data, "--label-column", "stars", "--workers", "2", match=r"drop --workers/--ray")
