@@ -1,0 +1,38 @@
+"""The bench report's "What to use" table: the privacy-utility frontier per release kind, and the settings a
+stronger attack broke."""
+
+from __future__ import annotations
+
+from veil.report.bench import BenchPoint, broken, frontier
+
+
+def _metric(mean, low, high):
+    return {"mean": mean, "ci_low": low, "ci_high": high, "n": 500, "ci_level": 0.95}
+
+
+def _point(name, utility, attacks):
+    p = BenchPoint("c", "texthide", {}, name, {"kind": "none"})
+    p.utility = {"utility_metric": _metric(utility, utility - 0.02, utility + 0.02)}
+    for attack, (mean, low, high, reject) in attacks.items():
+        p.attacks[attack] = {"comparable": True, "success_metric": _metric(mean, low, high),
+                             "test": {"reject": reject, "p_value": 0.0 if reject else 0.5}}
+    return p
+
+
+def test_the_frontier_keeps_the_settings_nothing_beats_on_both_axes():
+    a = _point("a", 0.80, {"rss": (0.90, 0.88, 0.92, True)})  # most useful
+    b = _point("b", 0.70, {"rss": (0.10, 0.08, 0.12, True)})  # less leakage
+    c = _point("c", 0.65, {"rss": (0.20, 0.18, 0.22, True)})  # beaten by b on both axes
+    d = _point("d", 0.80, {"rss": (0.95, 0.93, 0.97, True)})  # as useful as a, leaks more
+    assert [p.label for p in frontier([a, b, c, d])] == ["a", "b"]
+
+
+def test_broken_needs_a_stronger_attack_whose_interval_clears_the_papers():
+    hidden = _point("h", 0.7, {"rss": (0.002, 0.0, 0.011, True), "unmix": (1.0, 0.992, 1.0, True)})
+    assert broken(hidden).startswith("unmix 100.0%")
+    close = _point("c", 0.7, {"rss": (0.10, 0.05, 0.15, True), "unmix": (0.14, 0.12, 0.16, True)})
+    assert broken(close) is None  # intervals overlap: not clearly stronger
+    safe = _point("s", 0.7, {"rss": (0.0, 0.0, 0.01, False), "unmix": (0.02, 0.015, 0.03, False)})
+    assert broken(safe) is None  # the stronger attack does not beat random
+    own = _point("o", 0.7, {"rss": (0.9, 0.88, 0.92, True)})
+    assert broken(own) is None  # the paper's attack is the strongest
