@@ -227,7 +227,29 @@ def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
-    colours = {"none": "black", "texthide": "tab:blue", "deepcandidate": "tab:green", "truncation": "tab:orange"}
+    # one colour per defense in order of appearance (no defense in black): no table of names to keep up to date
+    palette = iter(["tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:red", "tab:brown", "tab:pink",
+                    "tab:olive", "tab:cyan", "tab:gray"] * 3)
+    colours = {"none": "black"}
+    for q in points:
+        colours.setdefault(q.defense, next(palette))
+    shown = [(q.utility["utility_metric"]["mean"], q.strongest[1]["success_metric"]["mean"]) for q in points
+             if q.utility is not None and q.strongest is not None]
+    xs = max(1e-9, max(x for x, _ in shown) - min(x for x, _ in shown)) if shown else 1.0
+
+    def offset(x: float, y: float) -> float:
+        """Where a point's label goes, in points above (+) or below (-) it: above unless the nearest other point
+        is higher, so labels of close points never cross; points at (nearly) the same leakage alternate below and
+        above in order of utility, further out each pair, and labels near the top go below first."""
+        tied = sorted(ox for ox, oy in shown if abs(oy - y) < 0.02)
+        if len(tied) > 1:
+            rank = tied.index(x)
+            up = (rank % 2 == 1) if y > 0.9 else (rank % 2 == 0)
+            return (1 if up else -1) * (12 + 11 * (rank // 2)) - (0 if up else 4)
+        others = [(abs(x - ox) / xs + abs(y - oy), oy) for ox, oy in shown if (ox, oy) != (x, y)]
+        up = (not others or y >= min(others)[1]) and y <= 0.9
+        return 10 if up else -16
+
     for i, p in enumerate(points):
         s = p.strongest
         if p.utility is None or s is None:
@@ -236,11 +258,14 @@ def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
         xerr = [[u["mean"] - u.get("ci_low", u["mean"])], [u.get("ci_high", u["mean"]) - u["mean"]]]
         yerr = [[a["mean"] - a.get("ci_low", a["mean"])], [a.get("ci_high", a["mean"]) - a["mean"]]]
         ax.errorbar(u["mean"], a["mean"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
-                    color=colours.get(p.defense, "tab:purple"), label=p.defense)
+                    color=colours[p.defense], label=p.defense)
         tag = p.label if p.defense != "none" else "no defense"
         tag += " (collapsed)" if p.utility.get("collapsed") else ""
-        ax.annotate(tag, (u["mean"], a["mean"]),
-                    textcoords="offset points", xytext=(5, (6, -12, 16, -22)[i % 4]), fontsize=7)
+        # the leader line ties each label to its own point
+        ax.annotate(tag, (u["mean"], a["mean"]), textcoords="offset points",
+                    xytext=(14, offset(u["mean"], a["mean"])),
+                    fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.6, "color": colours[p.defense],
+                                            "shrinkA": 0, "shrinkB": 3})
     floor = _floor(points)
     if floor:
         ax.axhline(floor["success_metric"]["mean"], ls="--", color="grey", lw=1, label="random guessing")
@@ -252,7 +277,7 @@ def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="best")
     ax.set_xlabel("utility: task accuracy (95% CI)")
     ax.set_ylabel("strongest attack: share re-identified (95% CI)")
-    ax.set_ylim(-0.03, 1.05)
+    ax.set_ylim(-0.03, 1.12)  # room for labels above the top points
     ax.set_title(f"{corpus}: privacy against utility (lower right is better)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
