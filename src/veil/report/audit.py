@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.report.markdown import regenerate_section, register_renderer
-from veil.report.sentdp import COLORS, EMPIRICAL_NOTE, METHODS, NAMES, TOLERANCE, _audit, _Corpus, _index, _safe
+from veil.report.sentdp_records import COLORS, EMPIRICAL_NOTE, METHODS, NAMES, TOLERANCE, _audit, _Corpus, _index, _safe
 from veil.results import ResultRecord
 
 MARKERS = {"reflect": "o", "extreme": "s", "corner": "D", "one-word": "^", "all-words": "v"}

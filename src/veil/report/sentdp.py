@@ -21,133 +21,30 @@ When several records describe the same run, the newest (``created``) is shown.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from veil.results import Metric, ResultRecord
 from veil.report.markdown import regenerate_section, register_renderer
+from veil.report.sentdp_records import (COLORS, METHODS, NAMES, _audit, _blind, _Corpus, _empirical, _index, _label,
+                                        _primary_dc, _ref, _safe)
+from veil.report.sentdp_targets import TARGET_EPSILON, _over_docs, _targets
+from veil.results import Metric, ResultRecord
 
 EPSILONS = (1.0, 3.0, 6.0, 10.0, 15.0, 23.0, 30.0)
-METHODS = ("deepcandidate", "truncation", "metric-dp")
-NAMES = {"deepcandidate": "DeepCandidate", "truncation": "Truncation", "metric-dp": "Word-level metric DP"}
-COLORS = {"deepcandidate": "tab:blue", "truncation": "tab:orange", "metric-dp": "tab:green"}
 # Sec. 5.4 and Fig. 4 (20 News, GoodReads, IMDB; SBERT, d=768). The paper gives curves, not numbers.
 PAPER = {"deepcandidate": "best of the three methods at every ε on all three datasets",
          "truncation": "near random guessing at every ε",
          "metric-dp": "not competitive until the weak-privacy regime (ε ≥ 25), itself a weaker guarantee"}
-TARGET_EPSILON = 10.0
-MARGINS = {"truncation": 0.15, "metric-dp": 0.05}  # DeepCandidate must beat each baseline by this at ε = 10
-WEAK_EPSILON = 25.0
-PAPER_GAP = (0.10, 0.15)  # "approximately 10-15% below the non-private approach" beyond ε = 25
-TOLERANCE = 1e-9  # absolute float64 allowance for an audited log ratio vs ε, unless the record states one
-
-
-@dataclass
-class _Corpus:
-    reference: ResultRecord | None = None
-    audits: dict[str, ResultRecord] = field(default_factory=dict)  # by variant (depth, recoder, control)
-    empirical: dict[tuple[str, str, float], ResultRecord] = field(default_factory=dict)  # (mechanism, kind, eps)
-    runs: dict[tuple[str, str], dict[float, ResultRecord]] = field(default_factory=dict)
-
-
-def _series(rec: ResultRecord) -> tuple[str, str]:
-    method = str(rec.config["method"])
-    return method, str(rec.config.get("depth", "tukey-min")) if method == "deepcandidate" else ""
-
-
-def _label(series: tuple[str, str]) -> str:
-    method, variant = series
-    return NAMES.get(method, method) + (f" ({variant})" if variant else "")
 
 
 def _order(series: tuple[str, str]) -> tuple[int, str, str]:
     return (METHODS.index(series[0]) if series[0] in METHODS else len(METHODS), *series)
 
 
-def _index(records: list[tuple[Path, ResultRecord]]) -> tuple[dict[str, _Corpus], list[str]]:
-    corpora: dict[str, _Corpus] = {}
-    unknown = []
-    for path, rec in sorted(records, key=lambda x: (x[1].created, x[0].name)):  # newest last, so it wins
-        exp, cfg = rec.experiment, rec.config
-        if exp.startswith("audit-"):
-            audits = corpora.setdefault(str(cfg.get("corpus", exp.removeprefix("audit-"))), _Corpus()).audits
-            audits[_audit_variant(cfg)] = rec
-        elif exp.startswith("empirical-") and "epsilon_lower_bound" in rec.metrics and "corpus" in cfg:
-            empirical = corpora.setdefault(str(cfg["corpus"]), _Corpus()).empirical
-            empirical[(str(cfg.get("mechanism", "")), str(cfg.get("neighbours", "")), float(cfg["epsilon"]))] = rec
-        elif exp.endswith("-reference"):
-            corpora.setdefault(str(cfg.get("corpus", exp.removesuffix("-reference"))), _Corpus()).reference = rec
-        elif "method" in cfg and "epsilon" in cfg and "corpus" in cfg and "test_macro_f1" in rec.metrics:
-            runs = corpora.setdefault(str(cfg["corpus"]), _Corpus()).runs
-            runs.setdefault(_series(rec), {})[float(cfg["epsilon"])] = rec
-        else:
-            unknown.append(path.name)
-    return corpora, unknown
-
-
 def _f1(m: Metric | None) -> str:
     if m is None:
         return "–"
     return f"{m.mean:.3f} ± {m.std:.3f}" if m.std is not None else f"{m.mean:.3f}"
-
-
-def _ref(c: _Corpus, name: str) -> Metric | None:
-    return c.reference.metrics.get(name) if c.reference is not None else None
-
-
-def _blind(c: _Corpus) -> Metric | None:
-    """The macro-F1 ceiling of any guesser that ignores the document: 1/C for C classes.
-
-    Guessing class i with probability p_i, whatever the document, scores F1_i = 2 q_i p_i / (q_i + p_i) on a class
-    of test share q_i (population values): the harmonic mean of q_i and p_i, at most their average. The macro
-    average is then at most (sum q_i + sum p_i) / (2C) = 1/C, reached by guessing with the class shares; a uniform
-    guess scores exactly 1/C when the classes are balanced and less otherwise. So 1/C needs no label counts and is
-    the highest bar a blind guesser sets. (The record's ``random_guess``, Σ q_i², is a prior-matched guesser's
-    accuracy, not a macro-F1.)"""
-    names = c.reference.config.get("label_names") if c.reference is not None else None
-    return Metric(mean=1.0 / len(names)) if names else None
-
-
-DOCS_NOTE = ("The records keep each trial's macro-F1 over the whole test split, not per-document predictions, so "
-             "no interval over test documents (a bootstrap) can be formed: the intervals here cover the mechanism's "
-             "randomness over trials only, on a fixed test split, and a verdict resting on them is not established "
-             "for documents the split did not hold. A re-run that stores per-document predictions would settle it.")
-
-
-def _trial_diff(a: Metric, b: Metric, level: float = 0.95) -> tuple[float | None, str]:
-    """(low, text) of Welch's interval of a - b over trials (None when fewer than 2 values each)."""
-    import warnings
-
-    from scipy import stats
-
-    with warnings.catch_warnings():  # near-identical trials: scipy warns of precision loss; the interval says so
-        warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
-        return _trial_diff_inner(a, b, level, stats)
-
-
-def _trial_diff_inner(a: Metric, b: Metric, level: float, stats) -> tuple[float | None, str]:
-    spread = max(a.values or [0.0]) - min(a.values or [0.0]) + max(b.values or [0.0]) - min(b.values or [0.0])
-    if spread <= 1e-12 * max(1.0, abs(a.mean)):
-        return None, "no interval over trials (the trials agree exactly)"
-    if len(a.values) >= 2 and not b.values:  # against a constant (a bound, not a measurement)
-        res = stats.ttest_1samp(a.values, b.mean).confidence_interval(level)
-        res = type(res)(res.low - b.mean, res.high - b.mean)
-        return float(res.low), f"{level:.0%} CI over trials [{res.low:+.3f}, {res.high:+.3f}] (one-sample t)"
-    if len(a.values) < 2 or len(b.values) < 2:
-        return None, "no interval over trials (fewer than 2 trials each)"
-    res = stats.ttest_ind(a.values, b.values, equal_var=False).confidence_interval(level)
-    if res.low != res.low:  # nan: the trials agree exactly
-        return None, "no interval over trials (the trials agree exactly)"
-    return float(res.low), f"{level:.0%} CI over trials [{res.low:+.3f}, {res.high:+.3f}] (Welch)"
-
-
-def _primary_dc(c: _Corpus) -> tuple[str, str] | None:
-    dcs = sorted(s for s in c.runs if s[0] == "deepcandidate")
-    return ("deepcandidate", "tukey-min") if ("deepcandidate", "tukey-min") in dcs else (dcs[0] if dcs else None)
 
 
 def _docs_trials(c: _Corpus, s: Any) -> set[tuple[Any, Any]]:
@@ -256,231 +153,8 @@ def _k_section(corpus: str, c: _Corpus, out_dir: Path) -> list[str]:
     return lines
 
 
-def _verdict(ok: bool, interval_ok: bool = False, docs: str | None = None) -> str:
-    """A target on the means, whether the interval over trials clears it too, and ``docs``: the verdict over test
-    documents when the records allow one (else "unproven", see DOCS_NOTE)."""
-    if not ok:
-        return "**MISSED** on the means" + (f"; {docs}" if docs else "")
-    tail = f"; {docs}" if docs else "; over test documents unproven"
-    return ("**met** on the means and over trials" if interval_ok else
-            "**met on the means only**: the interval over trials does not clear it") + tail
-
-
-def _per_doc(rec: ResultRecord | None, key: str | None = None) -> tuple[np.ndarray, np.ndarray] | None:
-    """(labels, predictions (T, n)) a record kept per test document, or None (records made before they were kept)."""
-    if rec is None:
-        return None
-    extra = rec.extra.get(key, {}) if key else rec.extra
-    if not isinstance(extra, dict) or "test_predictions" not in extra or "test_labels" not in extra:
-        return None
-    return np.asarray(extra["test_labels"], dtype=np.int64), np.asarray(extra["test_predictions"], dtype=np.int64)
-
-
-BOOT = 2000
-
-
-def _doc_verdict(ours: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray] | None, margin: float,
-                 *, baseline: float = 0.0, above: bool = True) -> str | None:
-    """The verdict over test documents (paired percentile bootstrap, BOOT resamples, fixed seed), or None when
-    the two records did not predict the same documents."""
-    from veil.metrics.utility import macro_f1_bootstrap
-
-    y, a = ours
-    if other is not None:
-        if not np.array_equal(other[0], y):
-            return None
-        b = other[1]
-        est, low, high = macro_f1_bootstrap(y, a, b, n_boot=BOOT) if above else macro_f1_bootstrap(y, b, a, n_boot=BOOT)
-    else:
-        est, low, high = macro_f1_bootstrap(y, a, baseline=baseline, n_boot=BOOT)
-    ok = low >= margin if margin > 0 else low > 0
-    verdict = "**established over test documents**" if ok else "**not established over test documents**"
-    return f"95% CI over test documents [{low:+.3f}, {high:+.3f}] (paired bootstrap, {BOOT} resamples): {verdict}"
-
-
-def _over_docs(body: list[str]) -> str:
-    """How many of a corpus' targets the bootstrap over test documents establishes (read off its target lines)."""
-    targets = [ln for ln in body if ln.startswith(("- beats ", "- above ", "- below "))]
-    shown = [ln for ln in targets if "over test documents [" in ln]
-    if not shown:
-        return "over test documents unproven (the records keep no per-document predictions)"
-    held = sum("**established over test documents**" in ln for ln in shown)
-    return (f"{held} of {len(targets)} established over test documents (paired bootstrap)"
-            + ("" if len(shown) == len(targets) else f"; {len(targets) - len(shown)} without per-document records"))
-
-
-def _targets(c: _Corpus) -> tuple[list[str], list[str]]:
-    """Lines for the page and the names of missed targets (for the summary)."""
-    dc = _primary_dc(c)
-    lines, missed = [], []
-    dc_run = c.runs.get(dc, {}).get(TARGET_EPSILON) if dc else None
-    if dc_run is None:
-        return [f"- not checked: no DeepCandidate run at ε = {TARGET_EPSILON:g}"], ["no DeepCandidate run at ε=10"]
-    ours = dc_run.metrics["test_macro_f1"].mean
-    ours_docs = _per_doc(dc_run)
-    for base, margin in MARGINS.items():
-        rec = c.runs.get((base, ""), {}).get(TARGET_EPSILON)
-        if rec is None:
-            lines.append(f"- beats {NAMES[base]} by ≥ {margin:.2f}: not checked (no {base} run at ε = "
-                         f"{TARGET_EPSILON:g})")
-            missed.append(f"{base} run missing")
-            continue
-        diff = ours - rec.metrics["test_macro_f1"].mean
-        low, ci = _trial_diff(dc_run.metrics["test_macro_f1"], rec.metrics["test_macro_f1"])
-        docs = _doc_verdict(ours_docs, _per_doc(rec), margin) if ours_docs is not None else None
-        verdict = _verdict(diff >= margin, low is not None and low >= margin, docs)
-        lines.append(f"- beats {NAMES[base]} by ≥ {margin:.2f}: {ours:.3f} − "
-                     f"{rec.metrics['test_macro_f1'].mean:.3f} = {diff:+.3f} ({ci}): {verdict}")
-        if diff < margin:
-            missed.append(f"margin over {base}")
-    for name, label, above in (("blind", "above a document-blind guesser (1/C)", True),
-                               ("non_private_test_macro_f1", "below non-private", False)):
-        m = _blind(c) if name == "blind" else _ref(c, name)
-        if m is None:
-            lines.append(f"- {label}: not checked (no `{'label_names' if name == 'blind' else name}` in the "
-                         f"reference record)")
-            missed.append(f"{name} missing")
-            continue
-        ok = ours > m.mean if above else ours < m.mean
-        if name == "blind":
-            low, ci = _trial_diff(dc_run.metrics["test_macro_f1"], m)
-            docs = _doc_verdict(ours_docs, None, 0.0, baseline=m.mean) if ours_docs is not None else None
-            lines.append(f"- {label}: {ours:.3f} vs {m.mean:.3f} ({ci}): "
-                         f"{_verdict(ok, low is not None and low > 0, docs)}")
-        else:
-            low, ci = _trial_diff(m, dc_run.metrics["test_macro_f1"])
-            ref_docs = _per_doc(c.reference, "non_private")
-            docs = (_doc_verdict(ours_docs, ref_docs, 0.0, above=False)
-                    if ours_docs is not None and ref_docs is not None else None)
-            lines.append(f"- {label}: {ours:.3f} vs {m.mean:.3f} (non-private minus ours, {ci}): "
-                         f"{_verdict(ok, low is not None and low > 0, docs)}")
-        if not ok:
-            missed.append(label)
-    nonpriv = _ref(c, "non_private_test_macro_f1")
-    weak = sorted(e for e in c.runs.get(dc, {}) if e >= WEAK_EPSILON)
-    if nonpriv is not None and weak:
-        for e in weak:
-            f1 = c.runs[dc][e].metrics["test_macro_f1"].mean
-            gap, rel = nonpriv.mean - f1, (nonpriv.mean - f1) / nonpriv.mean if nonpriv.mean else float("nan")
-            where = ("inside" if PAPER_GAP[0] <= rel <= PAPER_GAP[1] else
-                     "smaller than" if rel < PAPER_GAP[0] else "larger than")
-            lines.append(f"- gap to non-private at ε = {e:g}: {gap:.3f} in macro-F1, {rel:.1%} of non-private "
-                         f"({where} the paper's 10-15%; not a pass/fail target)")
-    else:
-        lines.append(f"- gap to non-private at ε ≥ {WEAK_EPSILON:g}: not computed (needs the reference record and "
-                     f"a DeepCandidate run at ε ≥ {WEAK_EPSILON:g})")
-    note = DOCS_NOTE if ours_docs is None else (
-        "These records keep every trial's prediction for every test document, so each target also gets a paired "
-        "bootstrap over test documents (the documents resampled, the trials' mean macro-F1 of both sides computed on "
-        "each resample): that interval is the one that covers documents the split did not hold. \"Over trials\" "
-        "covers the mechanism's randomness on this split only.")
-    return [f"At ε = {TARGET_EPSILON:g} ({_label(dc)}, means over trials). {note}", "", *lines], missed
-
-
-def _audit_variant(cfg: dict) -> str:
-    """``<depth>[, pipeline with recoder H | , without recoder][, negative control <name>]`` (each part if stated)."""
-    label = str(cfg.get("depth", ""))
-    if "recoder" in cfg:
-        label += ", pipeline with recoder H" if cfg["recoder"] else ", without recoder"
-    if cfg.get("control"):
-        label += f", negative control {cfg['control']}"
-    return label
-
-
-def _audit(c: _Corpus) -> list[str]:
-    if not c.audits:
-        return ["No audit record yet (`audit-<corpus>`).", ""]
-    lines = []
-    for variant, rec in sorted(c.audits.items(), key=lambda x: (bool(x[1].config.get("control")),
-                                                                not x[0].startswith("tukey-min"), x[0])):
-        lines += _audit_table(variant, rec)
-    return lines
-
-
-def _audit_table(variant: str, rec: ResultRecord) -> list[str]:
-    rows = sorted((float(k.removeprefix("max_abs_log_ratio_eps")), m) for k, m in rec.metrics.items()
-                  if k.startswith("max_abs_log_ratio_eps"))
-    if not rows and "max_abs_log_ratio" in rec.metrics and "epsilon" in rec.config:
-        rows = [(float(rec.config["epsilon"]), rec.metrics["max_abs_log_ratio"])]
-    tol = float(rec.config.get("tolerance", TOLERANCE))
-    pairs = rec.metrics.get("pairs")
-    settings = ", ".join(f"{k}={v}" for k, v in rec.config.items() if not isinstance(v, (dict, list)))
-    lines = [f"Depth {variant or 'not stated'} (`{rec.experiment}`). Exact output distributions of neighbouring "
-             f"documents (one sentence replaced) under the same projections; {settings}.", "",
-             "| ε | largest observed \\|log P(z\\|x) − log P(z\\|x')\\| | observed / ε | pairs | verdict |",
-             "|---:|---:|---:|---:|---|"]
-    control = rec.config.get("control")
-    for e, m in rows:
-        ok = m.mean <= e + tol
-        verdict = ('pass (≤ ε)' if ok else '**FAIL (> ε)**') if not control else ('≤ ε' if ok else 'caught (> ε)')
-        lines.append(f"| {e:g} | {m.mean:.6g} | {m.mean / e:.4f} | {'' if pairs is None else f'{pairs.mean:,.0f}'} "
-                     f"| {verdict} |")
-    if not rows:
-        lines.append("| – | – | – | – | no per-ε metric in the record |")
-    lines += ["", f"Pass means observed ≤ ε + {tol:g} (the audit's float64 tolerance)."]
-    if control:
-        caught = rec.metrics.get("passed") is not None and rec.metrics["passed"].mean < 1
-        derivation = float(rec.extra.get("derivation_error", 0.0))
-        over = [f"{e:g}" for e, m in rows if m.mean > e + tol]
-        how = [f"log ratio above ε at ε = {', '.join(over)}" if over else "the log ratios alone did NOT catch it"]
-        if derivation > tol:
-            how.append(f"its log-probabilities differ from the exponential mechanism at the stated ε by up to "
-                       f"{derivation:.3g}")
-        lines.append(f"Negative control `{control}`: a deliberately broken mechanism over the same candidates; the "
-                     f"audit must fail it: {'**caught**' if caught else '**NOT CAUGHT**'}"
-                     + (f" ({'; '.join(how)})" if caught else "") + ".")
-    du = rec.metrics.get("max_utility_change")
-    if du is not None:
-        lines.append(f"Largest change of any candidate's depth between neighbours: {du.mean:g} (sensitivity bound 1: "
-                     f"{'pass' if du.mean <= 1 + tol else '**FAIL**'}).")
-    return lines + [""]
-
-
-EMPIRICAL_NOTE = (
-    "A distinguishing game (Jagielski et al. 2020; Nasr et al. 2021): the mechanism runs many times on a document "
-    "x and on a neighbour x' (one sentence replaced, chosen adversarially), a test decides from each release "
-    "which input produced it, and its error rates give ε_lb = max(0, log((1 − FNR⁺)/FPR⁺), log((1 − FPR⁺)/FNR⁺)), "
-    "with FPR⁺, FNR⁺ one-sided Clopper-Pearson upper limits at 1 − α/2 each, so that ε_lb ≤ the true ε with "
-    "probability ≥ 1 − α (the confidence column). The pair, the statistic and the threshold are chosen on separate "
-    "selection runs; only fresh scoring runs enter ε_lb. It is a **lower** bound: ε_lb above the formal ε would "
-    "prove a violation; ε_lb below it proves nothing about privacy (a stronger test might get closer). For "
-    "word-level metric DP the formal ε is that of the changed sentence: ε per word times the summed word-vector "
-    "distances of the changed words.")
-
-
-def _empirical(c: _Corpus) -> list[str]:
-    if not c.empirical:
-        return ["No empirical lower bounds yet (`veil audit empirical`).", ""]
-    lines = [EMPIRICAL_NOTE, "",
-             "| mechanism | neighbours | ε | formal ε (changed sentence) | empirical ε_lb | confidence | ε_lb / formal "
-             "| test (statistic) | FPR / FNR | runs per input | verdict |",
-             "|---|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
-    order = {m: i for i, m in enumerate(METHODS)}
-    for (mech, kind, eps), rec in sorted(c.empirical.items(), key=lambda x: (order.get(x[0][0], 9), x[0][1], x[0][2])):
-        m, cfg = rec.metrics, rec.config
-        lb, formal = m["epsilon_lower_bound"].mean, m["formal_epsilon"].mean
-        game = rec.extra.get("game") or {}
-        fpr, fnr = m.get("fpr"), m.get("fnr")
-        rates = "–" if fpr is None or fnr is None else f"{fpr.mean:.3g} / {fnr.mean:.3g}"
-        verdict = "consistent (ε_lb ≤ formal)" if lb <= formal else "**VIOLATION (ε_lb > formal)**"
-        lines.append(f"| {NAMES.get(mech, mech)} | {kind} | {eps:g} | {formal:.4g} | {lb:.3f} | "
-                     f"{100 * float(cfg.get('confidence', 0.95)):g}% | {lb / formal:.3f} | "
-                     f"{game.get('statistic', '–')} | {rates} | {int(cfg.get('trials', 0)):,} | {verdict} |")
-    dc1 = [r.metrics["epsilon_lower_bound"].mean for (mech, _, e), r in c.empirical.items()
-           if mech == "deepcandidate" and e == 1.0]
-    if dc1:
-        best = max(dc1)
-        lines += ["", f"Tightness at ε = 1 (DeepCandidate, best neighbour kind): ε_lb = {best:.3f}, "
-                      f"{'within' if best >= 0.5 else 'not within'} a factor 2 of ε."]
-    return lines + [""]
-
-
 def _num(x: object) -> str:
     return f"{x:g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
 def _plot(corpus: str, series: dict, c: _Corpus, path: Path, *, xlabel: str, title: str,
