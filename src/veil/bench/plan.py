@@ -19,7 +19,7 @@ from typing import Any
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["Cell", "BenchConfig", "plan_cells", "not_runnable", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
+__all__ = ["Cell", "BenchConfig", "plan_cells", "not_runnable", "runnable", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
 
 QUICK_CORPORA = ("rt-polarity", "drug-reviews")
 FULL_CORPORA = ("rt-polarity", "trec-questions", "sms-spam", "drug-reviews", "news-articles")
@@ -120,6 +120,12 @@ def not_runnable(cells: list[Cell]) -> dict[str, list[str]]:
     return {k: v for k, v in out.items() if v}
 
 
+def runnable(cells: list[Cell]) -> list[Cell]:
+    """``cells`` without those of defenses whose release kind has no bench cells yet (:func:`not_runnable`)."""
+    skip = {d for names in not_runnable(cells).values() for d in names}
+    return [c for c in cells if c.defense not in skip]
+
+
 def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, config: BenchConfig | None = None,
                utility: bool = True, corpus_tasks: dict[str, str] | None = None,
                runnable_only: bool = True) -> list[Cell]:
@@ -165,7 +171,4 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
                     cells.append(Cell.make(corpus, dname, setting, aname, config))
                 if utility:
                     cells.append(Cell.make(corpus, dname, setting, UTILITY, config))
-    if runnable_only:
-        skip = {d for names in not_runnable(cells).values() for d in names}
-        cells = [c for c in cells if c.defense not in skip]
-    return cells
+    return runnable(cells) if runnable_only else cells

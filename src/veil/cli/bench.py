@@ -102,7 +102,7 @@ def bench(
     Finished cells are skipped (resumable) unless --force; a failing cell is reported and the others go on;
     the exit code is 1 if any cell failed.
     """
-    from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, not_runnable, plan_cells
+    from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, not_runnable, plan_cells, runnable
     from veil.bench.runner import run_bench
     from veil.outputs import check_output_dir, default_results_dir
     from veil.report.bench import render_bench
@@ -119,9 +119,8 @@ def bench(
             raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
     config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
     defense_list, attack_list = _names(defenses, "--defenses"), _names(attacks, "--attacks")
-    cells = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config)
-    pending = not_runnable(plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config,
-                                      runnable_only=False))
+    full = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config, runnable_only=False)
+    cells, pending = runnable(full), not_runnable(full)  # planned once: what runs, and what cannot yet
     pending_note = "; ".join(f"{', '.join(names)} (releases {kind})" for kind, names in pending.items())
     attack_cells = [c for c in cells if c.attack != UTILITY]
     if not cells or (attack_list is not None and not attack_cells):  # before any work, nothing written

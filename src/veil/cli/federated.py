@@ -4,7 +4,6 @@ result JSON per run."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -182,15 +181,22 @@ def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> t
     return sizes, check_output_dir(results if results is not None else default_results_dir("gradients"))
 
 
+# the options the two tap sweeps share
+TapCorpusOpt = Annotated[str, typer.Option(help="A labelled built-in corpus.")]
+BatchSizesOpt = Annotated[str, typer.Option(help="Comma-separated alg2 batch sizes.")]
+TapsOpt = Annotated[Path, typer.Option(help="Folder for the recorded runs and their truth (data; not for git).")]
+GradientResultsOpt = Annotated[Optional[Path], typer.Option(help="Folder for the attack results (default "
+                                                                 "./veil-results/gradients).")]
+TapEngineOpt = Annotated[str, typer.Option(help="flower or reference.")]
+
+
 @federated_app.command("analytic-sweep")
 def analytic_sweep(
-    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated alg2 batch sizes.")] = "1,2,4,8,16,32",
-    taps: Annotated[Path, typer.Option(help="Folder for the recorded runs and their truth (data; not for git).")]
-    = Path("veil-results/taps"),
-    results: Annotated[Optional[Path], typer.Option(help="Folder for the attack results (default "
-                                                         "./veil-results/gradients).")] = None,
-    engine: Annotated[str, typer.Option(help="flower or reference.")] = "flower",
+    corpus: TapCorpusOpt = "rt-polarity",
+    batch_sizes: BatchSizesOpt = "1,2,4,8,16,32",
+    taps: TapsOpt = Path("veil-results/taps"),
+    results: GradientResultsOpt = None,
+    engine: TapEngineOpt = "flower",
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -207,14 +213,12 @@ def analytic_sweep(
 
 @federated_app.command("chain-sweep")
 def chain_sweep(
-    corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated alg2 batch sizes.")] = "1,2,4,8,16,32",
+    corpus: TapCorpusOpt = "rt-polarity",
+    batch_sizes: BatchSizesOpt = "1,2,4,8,16,32",
     rounds: Annotated[int, typer.Option(min=1, help="Rounds per recorded run (3 clients each).")] = 5,
-    taps: Annotated[Path, typer.Option(help="Folder for the recorded runs and their truth (data; not for git).")]
-    = Path("veil-results/taps"),
-    results: Annotated[Optional[Path], typer.Option(help="Folder for the attack results (default "
-                                                         "./veil-results/gradients).")] = None,
-    engine: Annotated[str, typer.Option(help="flower or reference.")] = "flower",
+    taps: TapsOpt = Path("veil-results/taps"),
+    results: GradientResultsOpt = None,
+    engine: TapEngineOpt = "flower",
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
