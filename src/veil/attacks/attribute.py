@@ -213,6 +213,7 @@ class AttributeAttack(Attack):
         observes="r(x) of its own train/dev/test examples, from the frozen encoder",
         needs=("private variables of its own training and dev examples",), trains=True)
     observes: ClassVar[str] = "representations"
+    bench_cell: ClassVar[str] = "veil.bench.cells.representations:attribute_cell"
 
     def run(self, observation: Any) -> Any:
         """The attack's one verb: :meth:`predict_proba` of the private variables from observed r(x)."""

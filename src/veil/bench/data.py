@@ -22,7 +22,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "corpus_task", "load_corpus", "use_corpus", "SIZES"]
+__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "load_corpus", "use_corpus", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -31,6 +31,31 @@ __all__ = ["BenchData", "bench_data", "corpus_task", "load_corpus", "use_corpus"
 SIZES = {"sentences": (None, None), "documents": ({"train": 400, "dev": 60, "test": 200}, None),
          "public": (2000, 20000)}
 PUBLIC_CORPUS = "health-tweets"
+
+
+#: bench corpora that are not classification corpora: name -> (task, ``"module:function"`` building their bench data
+#: from ``(name, quick, limit)``). The treebank serves dependency parsing (obfuscated text); the attribute corpora
+#: pair a main task with a private variable (representations).
+TASK_CORPORA: dict[str, tuple[str, str]] = {
+    "silver-sm": ("dependency-parsing", "veil.bench.data_parsing:treebank_data"),
+    "news-articles-people": ("private-attributes", "veil.bench.data_attributes:attribute_data"),
+    "debates-2016-speaker": ("private-attributes", "veil.bench.data_attributes:attribute_data"),
+}
+
+
+def bench_task(name: str) -> str | None:
+    """The bench task of the corpus called ``name`` (a :data:`TASK_CORPORA` entry, a file given with
+    :func:`use_corpus`, or a built-in classification corpus, loaded), or None."""
+    if name in TASK_CORPORA:
+        return TASK_CORPORA[name][0]
+    return corpus_task(load_corpus(name))
+
+
+def bench_names() -> list[str]:
+    """Every corpus name the bench takes without ``--data``: the built-in corpora and :data:`TASK_CORPORA`."""
+    import veil.corpora as vc
+
+    return [*vc.names(), *TASK_CORPORA]
 
 
 def _every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
@@ -165,6 +190,12 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
     """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split."""
     key = (name, quick, limit)
     if key in _DATA:
+        return _DATA[key]
+    if name in TASK_CORPORA:
+        import importlib
+
+        module, _, attr = TASK_CORPORA[name][1].partition(":")
+        _DATA[key] = getattr(importlib.import_module(module), attr)(name, quick, limit)
         return _DATA[key]
     from veil.encoders import TextEncoder
 

@@ -5,8 +5,9 @@ planner takes every selected defense that serves the corpus' task, every setting
 (:meth:`~veil.defenses.base.Defense.bench_settings`), and pairs it with every selected attack that can read the
 defense's release kind (:func:`veil.kinds.observable` of :attr:`~veil.defenses.base.Defense.releases` and
 :attr:`~veil.attacks.base.Attack.observes`, and whose :meth:`bench_applies` accepts the setting), plus one utility
-cell. Negative controls (deliberately broken defenses) are never planned. Floor attacks (random guessing)
-are paired with the undefended baseline only. A defense or attack registered later adds its cells here with no
+cell. Negative controls (deliberately broken defenses) are never planned. Floor attacks (random guessing, the
+tag-frequency guess) are paired with the undefended baseline where it releases what they observe, else (obfuscated
+text, which no undefended setting releases) with every defense. A defense or attack registered later adds its cells here with no
 change to this module.
 """
 
@@ -21,8 +22,10 @@ from veil.errors import InvalidParameterError
 
 __all__ = ["Cell", "BenchConfig", "plan_cells", "not_runnable", "runnable", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
 
-QUICK_CORPORA = ("rt-polarity", "drug-reviews")
-FULL_CORPORA = ("rt-polarity", "trec-questions", "sms-spam", "drug-reviews", "news-articles")
+#: one corpus per task (the attribute corpus, debates-2016, is the small one); the full bench adds corpora per task
+QUICK_CORPORA = ("rt-polarity", "drug-reviews", "silver-sm", "debates-2016-speaker")
+FULL_CORPORA = ("rt-polarity", "trec-questions", "sms-spam", "drug-reviews", "news-articles", "silver-sm",
+                "news-articles-people", "debates-2016-speaker")
 UTILITY = "utility"
 
 
@@ -144,11 +147,10 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
     defense_list = _names(defenses, defense_names(), "defense")
     attack_list = _names(attacks, attack_names(), "attack")
     if corpus_tasks is None:
-        from veil.bench.data import corpus_task, load_corpus
+        from veil.bench.data import bench_task
 
-        corpus_tasks = {}
-        for name in corpora:
-            corpus_tasks[name] = corpus_task(load_corpus(name))
+        corpus_tasks = {name: bench_task(name) for name in corpora}
+    none_kind = get_defense("none").releases
     cells: list[Cell] = []
     for corpus in corpora:
         task = corpus_tasks.get(corpus)
@@ -164,8 +166,8 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
                     acls = get_attack(aname)
                     if not acls.observes or not observable(dcls.releases, acls.observes):
                         continue
-                    if acls.floor and dname != "none":
-                        continue
+                    if acls.floor and dname != "none" and observable(none_kind, acls.observes):
+                        continue  # a floor is the undefended baseline's reference where there is one
                     if not acls.bench_applies(dname, setting):
                         continue
                     cells.append(Cell.make(corpus, dname, setting, aname, config))

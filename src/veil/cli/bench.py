@@ -112,11 +112,12 @@ def bench(
         corpus_list = [_use_file(data, text_column, label_column, corpora, workers, ray, drop_empty)]
     else:
         corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
-        import veil.corpora as vc
+        from veil.bench.data import TASK_CORPORA, bench_names
 
-        unknown = [c for c in corpus_list if c not in vc.names()]
+        unknown = [c for c in corpus_list if c not in bench_names()]
         if unknown:
-            raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list`")
+            raise typer.BadParameter(f"unknown corpus {', '.join(unknown)}; see `veil corpora list` (the bench also "
+                                     f"takes {', '.join(TASK_CORPORA)})")
     config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
     defense_list, attack_list = _names(defenses, "--defenses"), _names(attacks, "--attacks")
     full = plan_cells(corpus_list, defenses=defense_list, attacks=attack_list, config=config, runnable_only=False)

@@ -92,6 +92,7 @@ class ContextualAttacker(Attack):
                                                           "a public pretrained encoder (all-MiniLM-L6-v2)"),
                          trains=True)
     observes = "obfuscated-text"
+    bench_cell = "veil.bench.cells.obfuscated_text:word_recovery_cell"
 
     def __init__(self, vocabulary: AttackVocabulary, tags: Sequence[str], *, encoder: str = "minilm",
                  reads: str = "mask", layers: int = 2, hidden: int = 512, dropout: float = 0.3,

@@ -68,6 +68,7 @@ class KeepWord(Attack):
     citation = "floor (Hu et al. 2020 report none)"
     threat = THREAT
     observes = "obfuscated-text"
+    bench_cell = "veil.bench.cells.obfuscated_text:word_recovery_cell"
     floor = True
 
     def __init__(self, vocabulary: AttackVocabulary) -> None:
@@ -96,6 +97,7 @@ class TagFrequency(Attack):
     citation = "floor (Hu et al. 2020 report none)"
     threat = THREAT
     observes = "obfuscated-text"
+    bench_cell = "veil.bench.cells.obfuscated_text:word_recovery_cell"
     floor = True
 
     def __init__(self, vocabulary: AttackVocabulary, public: Iterable[tuple[Sequence[str], Sequence[str]]]) -> None:

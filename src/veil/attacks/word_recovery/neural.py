@@ -81,6 +81,7 @@ def _check_budget(**values: Any) -> None:
 class _NeuralAttacker(Attack):
     abstract = True  # the trained and masked-LM attackers share it; each is registered
     observes = "obfuscated-text"
+    bench_cell = "veil.bench.cells.obfuscated_text:word_recovery_cell"
     threat = THREAT
     masks_input = False
 

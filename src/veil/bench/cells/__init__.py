@@ -10,6 +10,8 @@ across attacks, the random rate and the test against it, or the utility of the s
 - :mod:`~veil.bench.cells.vectors`: every runnable release read as vectors; the retrieval cell.
 - :mod:`~veil.bench.cells.training_encodings`: TextHide's mask recovery and unmixing on a training run.
 - :mod:`~veil.bench.cells.document_embeddings`: the exact SentDP audit.
+- :mod:`~veil.bench.cells.obfuscated_text`: word recovery on obfuscated sentences, and the parsers' utility.
+- :mod:`~veil.bench.cells.representations`: the attribute attackers on r(x), and the main task's utility.
 - :mod:`~veil.bench.cells.utility`: utility by (corpus task, release kind).
 
 An attack names its cell in :attr:`~veil.attacks.base.Attack.bench_cell` (``"module:function"``); the names below
@@ -23,8 +25,15 @@ from veil.bench.cells.document_embeddings import audit_cell
 from veil.bench.cells.training_encodings import mask_recovery_cell, unmix_cell
 from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_utility_cell, sentence_utility_cell,
                                       utility_cell)
-from veil.bench.cells.vectors import RUNNABLE_RELEASES, release_vectors, retrieval_cell
+from veil.bench.cells.obfuscated_text import parsing_utility, word_recovery_cell
+from veil.bench.cells.representations import attribute_cell, representations_utility
+from veil.bench.cells.vectors import AS_VECTORS, release_vectors, retrieval_cell
+
+#: the release kinds whose bench cells are built: those read as vectors, and the two read in their own form; the
+#: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
+RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations")
 
 __all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
-           "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
+           "word_recovery_cell", "parsing_utility", "attribute_cell",
+           "representations_utility", "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

@@ -17,6 +17,8 @@ from typing import Any, Callable
 import numpy as np
 
 from veil.bench.cells.common import finish, make_defense, release_kind
+from veil.bench.cells.obfuscated_text import parsing_utility
+from veil.bench.cells.representations import representations_utility
 from veil.bench.cells.vectors import release_vectors
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
@@ -135,6 +137,8 @@ UTILITY_MEASURES: dict[tuple[str, str], Callable[[Any, Any], ResultRecord]] = {
     ("document-classification", "vectors"): _on_release,
     ("document-classification", "document-embeddings"): _on_release,
     ("document-classification", "text"): _on_release,  # tested on the rewritten documents' encodings
+    ("dependency-parsing", "obfuscated-text"): parsing_utility,
+    ("private-attributes", "representations"): representations_utility,
 }
 
 

@@ -19,7 +19,7 @@ from veil.bench.cells.common import ALPHA, AttackResources, bench_block, cell_qu
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
-__all__ = ["AS_VECTORS", "RUNNABLE_RELEASES", "release_vectors", "known_pairs", "retrieval_cell"]
+__all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "known_pairs", "retrieval_cell"]
 
 
 def _protected(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
@@ -64,9 +64,9 @@ AS_VECTORS: dict[str, Callable[[Any, Any, np.ndarray], tuple[Any, Any]]] = {
     "document-embeddings": _document_embeddings,
     "text": _rewritten,
 }
-#: the release kinds whose bench cells are built (what the defense lets out, made here, and read as vectors); the
-#: plan still lists cells of the other kinds (``veil bench --list``), and ``veil bench`` says which it cannot run
-RUNNABLE_RELEASES = tuple(AS_VECTORS)
+#: the release kinds the bench makes and reads as vectors (the others have cells that read them in their own form,
+#: :data:`veil.bench.cells.RUNNABLE_RELEASES`)
+VECTOR_RELEASES = tuple(AS_VECTORS)
 
 
 def release_vectors(cell: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
@@ -80,8 +80,8 @@ def release_vectors(cell: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
         return observe_original(data.X[rows]), None
     read = AS_VECTORS.get(kind)
     if read is None:
-        raise InvalidParameterError(f"defense {cell.defense!r} releases {kind!r}, which the bench cannot make yet "
-                                    f"(built: {', '.join(RUNNABLE_RELEASES)})")
+        raise InvalidParameterError(f"defense {cell.defense!r} releases {kind!r}, which the bench does not read as "
+                                    f"vectors (it reads {', '.join(VECTOR_RELEASES)})")
     return read(defense, data, rows)
 
 
