@@ -211,6 +211,7 @@ KIND_BASES: dict[str, type[Defense]] = {c.releases: c for c in (
 _REGISTRY = LazyRegistry("defense", {
     "none": "veil.defenses.none:NoDefense",
     "texthide": "veil.defenses.texthide:TextHide",
+    "texthide-inference": "veil.defenses.texthide.inference:TextHideInference",
     "deepcandidate": "veil.defenses.sentdp:DeepCandidate",
     "truncation": "veil.defenses.truncation:Truncation",
     "metric-dp": "veil.defenses.metric_dp:WordMetricDP",

@@ -31,10 +31,16 @@ from veil._io import OWNED_MARKER
 from veil.errors import CacheCorruptError, InvalidParameterError, ResourceMissingError
 from veil.parsing.trees import Tree, conllu_text, read_conllu_trees
 
-__all__ = ["SILVER", "SOURCES", "MIN_WORDS", "MAX_WORDS", "BUILD_MINUTES", "BUILD_TIME", "silver_dir", "build_silver",
+__all__ = ["SILVER", "QUICK_SILVER", "QUICK_DOCS", "SOURCES", "MIN_WORDS", "MAX_WORDS", "BUILD_MINUTES", "BUILD_TIME",
+           "silver_dir", "build_silver",
            "load_treebank", "treebank_info", "treebank_fingerprint"]
 
 SILVER = "silver-sm"
+#: a small silver treebank of the first :data:`QUICK_DOCS` documents of each source, in its own folder (the quick
+#: bench and tests; under a minute to build): built like the full one, never mixed with it
+QUICK_SILVER = "silver-sm-quick"
+QUICK_DOCS = 60
+_BUILDS = {SILVER: None, QUICK_SILVER: QUICK_DOCS}
 SOURCES = ("news-articles", "brown")
 MIN_WORDS, MAX_WORDS = 3, 60
 SHARD_DOCS = 100
@@ -51,10 +57,20 @@ SILVER_HOW = (f"build it once with `{_BUILD_CMD}` ({BUILD_TIME}; it resumes if i
 _MISSING_SILVER = f"the silver treebank is not built yet; {SILVER_HOW}"
 
 
-def silver_dir() -> Path:
+def _missing(name: str) -> str:
+    if name == QUICK_SILVER:
+        return ("the quick silver treebank is not built yet; the quick bench builds it (under a minute), or call "
+                "veil.parsing.treebank.build_silver(name='silver-sm-quick')")
+    return _MISSING_SILVER
+
+
+def silver_dir(name: str = SILVER) -> Path:
+    """The folder of the silver treebank ``name`` (:data:`SILVER` or :data:`QUICK_SILVER`)."""
     from veil._io import veil_home
 
-    return veil_home() / "parsing" / SILVER
+    if name not in _BUILDS:
+        raise InvalidParameterError(f"unknown silver treebank {name!r}; use one of {', '.join(_BUILDS)}")
+    return veil_home() / "parsing" / name
 
 
 def _shard_trees(nlp: Any, corpus: Any, docs: range, name: str) -> list[Tree]:
@@ -86,12 +102,16 @@ def _shard_trees(nlp: Any, corpus: Any, docs: range, name: str) -> list[Tree]:
 
 
 def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | None = None,
-                 log: Callable[[str], None] | None = None) -> Path:
+                 log: Callable[[str], None] | None = None, name: str = SILVER) -> Path:
     """Build (or resume building) the silver treebank; returns its folder.
 
     ``max_docs`` caps the documents per corpus (small trial builds, tests); a capped build is recorded as such
-    in ``meta.json``. Finished shards are reused unless ``force``.
+    in ``meta.json``. ``name`` :data:`QUICK_SILVER` builds the quick treebank in its own folder (``max_docs`` is
+    then :data:`QUICK_DOCS`). Finished shards are reused unless ``force``.
     """
+    if name != SILVER:
+        silver_dir(name)  # an unknown name is refused here
+        max_docs = _BUILDS[name]
     import veil.corpora as vc
     from veil._io import atomic_write_json, atomic_write_text, mark_owned, remove_owned_dir, sha256_file, writable_dir
     from veil.models.spacy_pipelines import load_spacy
@@ -100,7 +120,7 @@ def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | 
 
     if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
         raise InvalidParameterError(f"max_docs must be an int >= 1, got {max_docs!r}")
-    root = silver_dir()
+    root = silver_dir(name)
     _adopt(root)
     if force and root.exists():
         remove_owned_dir(root)  # only a folder veil built (its marker); anything else is refused, never deleted
@@ -113,7 +133,7 @@ def build_silver(*, force: bool = False, progress: bool = True, max_docs: int | 
 
         raise NotOwnedError(f"{root} exists and holds files veil did not write, so the silver treebank is not built "
                             "there; move that folder away, or set VEIL_HOME to another folder")
-    mark_owned(root, "silver treebank (veil parse treebank)")
+    mark_owned(root, f"silver treebank {name} (veil parse treebank)")
     shards = writable_dir(root / "shards")
     nlp = load_spacy("spacy-sm")
     corpora = {name: vc.load(name, pull_missing=True) for name in SOURCES}
@@ -180,12 +200,13 @@ def treebank_fingerprint(source: str | os.PathLike = SILVER) -> str:
     meta.json) or a folder of your own."""
     from veil._io import sha256_file
 
-    if str(source) == SILVER:
-        if not (silver_dir() / "meta.json").is_file():
-            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_MISSING_SILVER)
-        sha = _read_meta(silver_dir()).get("sha256", {})
+    if str(source) in _BUILDS:
+        folder = silver_dir(str(source))
+        if not (folder / "meta.json").is_file():
+            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_missing(str(source)))
+        sha = _read_meta(folder).get("sha256", {})
         if not isinstance(sha, dict) or not isinstance(sha.get("train"), str):
-            raise CacheCorruptError(f"silver treebank ({silver_dir()})", "meta.json has no sha256 of train", _FIX)
+            raise CacheCorruptError(f"silver treebank ({folder})", "meta.json has no sha256 of train", _FIX)
         return sha["train"]
     path = Path(source) / "train.conllu"
     if not path.is_file():
@@ -196,7 +217,7 @@ def treebank_fingerprint(source: str | os.PathLike = SILVER) -> str:
 
 def treebank_info(source: str | os.PathLike = SILVER) -> dict[str, Any]:
     """``meta.json`` of the silver treebank (or, for a folder of your own, the files found)."""
-    folder = silver_dir() if str(source) == SILVER else Path(source)
+    folder = silver_dir(str(source)) if str(source) in _BUILDS else Path(source)
     if (folder / "meta.json").is_file():
         return _read_meta(folder)
     return {"folder": str(folder), "files": sorted(p.name for p in folder.glob("*.conllu"))}
@@ -205,18 +226,19 @@ def treebank_info(source: str | os.PathLike = SILVER) -> dict[str, Any]:
 def load_treebank(split: str, source: str | os.PathLike = SILVER, *, limit: int | None = None) -> list[Tree]:
     """The trees of one split (``train``, ``dev`` or ``test``).
 
-    ``source`` is ``"silver-sm"`` (the cached silver treebank, its sha256 checked against ``meta.json``) or a
+    ``source`` is ``"silver-sm"`` (the cached silver treebank, its sha256 checked against ``meta.json``), the quick
+    ``"silver-sm-quick"``, or a
     folder holding ``<split>.conllu`` (your own gold trees, Penn tags in XPOS). ``limit`` keeps the first trees.
     """
     from veil._io import sha256_file
 
     if split not in _SPLITS:
         raise InvalidParameterError(f"unknown split {split!r}; use one of {', '.join(_SPLITS)}")
-    if str(source) == SILVER:
-        folder = silver_dir()
+    if str(source) in _BUILDS:
+        folder = silver_dir(str(source))
         meta_path = folder / "meta.json"
         if not meta_path.is_file():
-            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_MISSING_SILVER)
+            raise ResourceMissingError("the silver treebank", _BUILD_CMD, message=_missing(str(source)))
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             expected = meta["sha256"][split]

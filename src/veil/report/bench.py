@@ -1,14 +1,17 @@
 """The bench report: one privacy-utility page (self-contained HTML, and a Markdown twin) from the cell records.
 
-Per corpus: a plot of utility (x: task accuracy with its 95% CI) against the strongest attack's success (y:
-the highest re-identification rate any attack reached on that setting, with its CI), one point per defense
-setting, the undefended baseline and the random floor marked; a table with the same numbers, the attack that
-was strongest, the paper's own attack next to it, and the exact test against the random rate. Per defense: its
-formal guarantee next to what was measured. Provenance: veil version, commits, corpora with checksums, machine,
-wall time.
+First "What to use": per corpus and release kind, the settings on the privacy-utility frontier and those a
+stronger attack than their paper's broke. Then one section per release kind (:data:`veil.kinds.RELEASE_KINDS`
+order) and, in it, per corpus: a plot of utility (x: the task's utility with its 95% CI) against the strongest
+attack's success (y, with its CI), one point per defense setting, the undefended baseline (where the corpus has
+one), the floor and the majority class or the utility on the original inputs marked; a table with the same numbers,
+the attack that was strongest, the paper's own attack next to it, and the cell's stated test (against random
+guessing, or against a floor attack on the same items). Per defense: its formal guarantee next to what was
+measured. Provenance: veil version, commits, corpora with checksums, machine, wall time.
 
-"Strongest" compares only measures on one scale (the share of private items re-identified: Identity, any mixed
-source, all k sources). Mask-bit recovery and the exact audit are shown beside it, not folded in.
+"Strongest" compares only measures on one scale within a kind (the share of private items re-identified:
+Identity, any mixed source, all k sources; the share of replaced words recovered; the private attribute's score).
+Mask-bit recovery and the exact audit are shown beside it, not folded in.
 """
 
 from __future__ import annotations
@@ -109,22 +112,22 @@ def _pct(m: dict[str, Any] | None) -> str:
     return s
 
 
-def _p(test: dict[str, Any] | None) -> str:
+def _p(test: dict[str, Any] | None, versus: str = "random") -> str:
+    """The test's p-value and verdict against ``versus`` (what the cell tested against: random guessing, or a
+    floor attack on the same items)."""
     if not test:
         return ""
     p = test.get("p_value")
     if p is None:
         return ""
-    verdict = "beats random" if test.get("reject") else "not distinguishable from random"
+    verdict = f"beats {versus}" if test.get("reject") else f"not distinguishable from {versus}"
     return f"p={p:.2g} ({verdict})" if p >= 1e-4 else f"p<1e-4 ({verdict})"
 
 
-def _floor(points: list[BenchPoint]) -> dict[str, Any] | None:
-    for p in points:
-        for b in p.attacks.values():
-            if b.get("floor"):
-                return b
-    return None
+def _floor(points: list[BenchPoint]) -> tuple[str, dict[str, Any]] | None:
+    """The strongest floor attack among ``points`` (random guessing, the tag-frequency guess), with its name."""
+    floors = [(a, b) for p in points for a, b in p.attacks.items() if b.get("floor") and "success_metric" in b]
+    return max(floors, key=lambda ab: (ab[1]["success_metric"]["mean"], ab[0])) if floors else None
 
 
 def _rows(points: list[BenchPoint]) -> list[list[str]]:
@@ -144,10 +147,13 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
         utility = _pct(p.utility and p.utility["utility_metric"])
         if p.utility and p.utility.get("collapsed"):
             utility += " (collapsed: predicts one class)"
+        ref = p.utility and p.utility.get("reference_metric")
+        if ref:
+            utility += f" (originals {_pct(ref)})"
         rows.append([p.name, guarantee, utility,
                      strongest[0] if strongest else "n/a",
                      _pct(strongest[1]["success_metric"]) if strongest else "n/a",
-                     _p(strongest[1].get("test")) if strongest else "",
+                     _p(strongest[1].get("test"), strongest[1].get("versus", "random")) if strongest else "",
                      _pct(p.attacks[paper]["success_metric"]) if paper in p.attacks else "n/a",
                      "; ".join(extra)])
     return rows
@@ -202,9 +208,25 @@ def _what_to_use(by_corpus: dict[str, list[BenchPoint]]) -> list[list[str]]:
                     f"{p.strongest[0]} {_pct(p.strongest[1]['success_metric'])}" for p in frontier(mine)]
             hit = [f"{p.name}: {why}" for p in mine if (why := broken(p))]
             ref = (f"utility {_pct(base.utility['utility_metric'])}, {base.strongest[0]} "
-                   f"{_pct(base.strongest[1]['success_metric'])}") if base else "n/a"
+                   f"{_pct(base.strongest[1]['success_metric'])}") if base else _reference(mine)
             rows.append([corpus, kind, "; ".join(best) or "n/a", "; ".join(hit) or "none", ref])
     return rows
+
+
+def _reference(points: list[BenchPoint]) -> str:
+    """What the kind's cells measured without the defense, where there is no undefended point: the utility on the
+    original inputs (parsing), or an undefended training run's numbers (representations)."""
+    for p in points:
+        u = p.utility or {}
+        if u.get("reference_metric"):
+            return f"{u.get('utility', 'utility')} on the originals {_pct(u['reference_metric'])}"
+        ref = u.get("reference")
+        if isinstance(ref, dict) and ref.get("utility_metric"):
+            out = f"utility {_pct(ref['utility_metric'])}"
+            if ref.get("success_metric"):
+                out += f", {ref.get('success', 'attack')} {_pct(ref['success_metric'])}"
+            return out
+    return "n/a"
 
 
 def _guarantee_short(p: BenchPoint) -> str:
@@ -215,12 +237,27 @@ def _guarantee_short(p: BenchPoint) -> str:
 USE_HEAD = ["corpus", "release kind", "on the privacy-utility frontier (guarantee: utility, strongest attack)",
             "broken by a stronger attack than its paper's", "no defense (reference)"]
 
-HEAD = ["defense / setting", "guarantee", "utility (accuracy)", "strongest attack", "its success",
-        "test vs random (alpha 0.05)", "paper's attack (RSS)", "other attacks"]
+HEAD = ["defense / setting", "guarantee", "utility", "strongest attack", "its success", "test (alpha 0.05)",
+        "paper's attack", "other attacks"]
+
+#: an attack's success metric -> what the y axis and the tables call it
+MEASURES = {"identity": "share re-identified", "identity_any": "share re-identified",
+            "top1": "replaced words recovered (top-1)"}
 
 
-def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
-    """The privacy-utility plot of one corpus as PNG bytes."""
+def _measure(points: list[BenchPoint]) -> str:
+    s = next((p.strongest[1] for p in points if p.strongest), None)
+    return MEASURES.get(s.get("success", ""), s.get("success", "success")) if s else "success"
+
+
+def _utility_name(points: list[BenchPoint]) -> str:
+    u = next((p.utility for p in points if p.utility), None) or {}
+    name = u.get("utility", "accuracy")
+    return f"{name} ({u['utility_parser']})" if u.get("utility_parser") else name
+
+
+def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> bytes:
+    """The privacy-utility plot of one corpus (the points of one release kind) as PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,18 +304,28 @@ def _plot(corpus: str, points: list[BenchPoint]) -> bytes:
                     fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.6, "color": colours[p.defense],
                                             "shrinkA": 0, "shrinkB": 3})
     floor = _floor(points)
-    if floor:
-        ax.axhline(floor["success_metric"]["mean"], ls="--", color="grey", lw=1, label="random guessing")
+    own = [(p, _floor([p])) for p in points if p.utility is not None and _floor([p])]
+    if floor and len({round(f[1]["success_metric"]["mean"], 9) for _, f in own} | {
+            round(floor[1]["success_metric"]["mean"], 9)}) > 1:  # each setting has its own floor: mark each
+        for p, f in own:
+            ax.plot([p.utility["utility_metric"]["mean"]], [f[1]["success_metric"]["mean"]], marker="_",
+                    markersize=18, color="grey", ls="none", label=f"floor of each setting: {f[0]}")
+    elif floor:
+        ax.axhline(floor[1]["success_metric"]["mean"], ls="--", color="grey", lw=1,
+                   label="random guessing" if floor[0] == "random-guess" else f"floor: {floor[0]}")
     maj = next((p.utility.get("majority_rate") for p in points if p.utility), None)
     if maj is not None:
         ax.axvline(maj, ls=":", color="grey", lw=1, label="majority class")
+    ref = next((p.utility.get("reference_metric") for p in points if p.utility), None)
+    if ref:
+        ax.axvline(ref["mean"], ls=":", color="grey", lw=1, label="original inputs")
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="best")
-    ax.set_xlabel("utility: task accuracy (95% CI)")
-    ax.set_ylabel("strongest attack: share re-identified (95% CI)")
+    ax.set_xlabel(f"utility: {_utility_name(points)} (95% CI)")
+    ax.set_ylabel(f"strongest attack: {_measure(points)} (95% CI)")
     ax.set_ylim(-0.03, 1.12)  # room for labels above the top points
-    ax.set_title(f"{corpus}: privacy against utility (lower right is better)")
+    ax.set_title(f"{title or corpus}: privacy against utility (lower right is better)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
@@ -317,17 +364,60 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-INTRO = ("Every defense whose release the bench makes (vectors, training encodings, document embeddings, rewritten "
-         "text), against every attack that observes what it releases, on the same data. "
-         "Each point is one defense setting: x is the task accuracy it keeps, y the share of private items the "
-         "strongest attack re-identified (the private text itself, or a text mixed into it). The dashed line is "
-         "random guessing, the dotted line the majority-class accuracy. A good defense sits low and to the "
-         "right; a point high up leaks no matter what its paper's attack reported, which is in its own column.")
+INTRO = ("Every defense veil has, against every attack that observes what it releases, on the same data, in one "
+         "section per release kind (what leaves the owner: vectors, training encodings, document embeddings, "
+         "rewritten text, obfuscated text for a parsing service, an encoder's hidden states). "
+         "Each point is one defense setting: x is the utility it keeps (task accuracy, or the parse's UAS), y the "
+         "success of the strongest attack (the share of private items re-identified, of replaced words recovered, "
+         "or the private attribute's prediction score). The dashed line is the floor (random guessing, or an attack "
+         "that learns nothing from the release), the dotted line the majority class or the utility on the original "
+         "inputs. A good defense sits low and to the right; a point high up leaks no matter what its paper's "
+         "attack reported, which is in its own column.")
 
 
 USE_NOTE = ("Per corpus and release kind: the settings no other setting of that kind beats on both utility and the "
             "strongest attack's success (by the means; the intervals are in the tables below), and the settings whose "
             "strongest attack beats random with an interval wholly above what their own paper's attack found.")
+
+
+#: what each release kind's section is about, after its name
+_KIND_WORDS = {"vectors": "one vector per text (inference)", "training-encodings": "the encodings of a training run",
+               "document-embeddings": "one private embedding per document", "text": "rewritten text",
+               "obfuscated-text": "word substitutes for a parsing service",
+               "representations": "a trained encoder's hidden states"}
+
+
+def _by_kind(by_corpus: dict[str, list[BenchPoint]]) -> list[tuple[str, str, list[BenchPoint]]]:
+    """(release kind, corpus, points) in the order of :data:`veil.kinds.RELEASE_KINDS`: each kind's defenses on each
+    corpus, with the undefended baseline of that corpus beside them where it exists (it releases vectors, which
+    every kind of those sections contains); the baseline alone has the ``vectors`` section when no vectors
+    defense ran."""
+    from veil.kinds import RELEASE_KINDS
+
+    out = []
+    for kind in [*RELEASE_KINDS, "unknown"]:
+        for corpus, points in by_corpus.items():
+            mine = [p for p in points if p.defense != "none" and _kind(p.defense) == kind]
+            base = [p for p in points if p.defense == "none"]
+            if mine or (kind == "vectors" and base):
+                out.append((kind, corpus, base + mine))
+    return out
+
+
+def _floor_line(points: list[BenchPoint]) -> str:
+    floor = _floor(points)
+    if not floor:
+        return ""
+    name, b = floor
+    per_point = [(p, _floor([p])) for p in points if _floor([p])]
+    if len({round(f[1]["success_metric"]["mean"], 9) for _, f in per_point}) > 1:
+        return "Floors: " + "; ".join(f"{p.name}: {f[0]} {_pct(f[1]['success_metric'])}" for p, f in per_point) + "."
+    if name == "random-guess" and b.get("random_rate"):
+        return f"Random guessing re-identifies {_pct(b['success_metric'])} (1 in {round(1 / b['random_rate']):,})."
+    line = f"The floor ({name}) reaches {_pct(b['success_metric'])}"
+    if b.get("random_rate"):
+        line += f"; guessing uniformly would reach {100 * b['random_rate']:.2f}%"
+    return line + "."
 
 
 def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench") -> tuple[Path, Path]:
@@ -341,26 +431,30 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
     md = [f"<!-- generated by `veil report` from {Path(folder).name}/cells/*.json; do not edit by hand -->", "",
           "# veil bench: privacy against utility", "", INTRO, ""]
     body = [f"<h1>veil bench: privacy against utility</h1><p>{html.escape(INTRO)}</p>"]
+    last_kind = None
     use = _what_to_use(by_corpus)
     md += ["## What to use", "", USE_NOTE, ""] + _md_table(USE_HEAD, use) + [""]
     body.append(f"<h2>What to use</h2><p>{html.escape(USE_NOTE)}</p><table><tr>"
                 + "".join(f"<th>{html.escape(h)}</th>" for h in USE_HEAD) + "</tr>"
                 + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in use)
                 + "</table>")
-    for corpus, points in by_corpus.items():
-        png = _plot(corpus, points)
-        png_name = f"{name}_{corpus}.png"
+    for kind, corpus, points in _by_kind(by_corpus):
+        if kind != last_kind:
+            last_kind = kind
+            head = f"{kind}: {_KIND_WORDS.get(kind, '')}".rstrip(": ")
+            md += [f"## {head}", ""]
+            body.append(f"<h2>{html.escape(head)}</h2>")
+        png = _plot(corpus, points, title=f"{corpus}, {kind}")
+        png_name = f"{name}_{corpus}_{kind}.png"
         with atomic_write(out_dir / png_name, "wb") as fh:
             fh.write(png)
         rows = _rows(points)
-        floor = _floor(points)
-        floor_line = (f"Random guessing re-identifies {_pct(floor['success_metric'])} (1 in "
-                      f"{round(1 / floor['random_rate']):,}).") if floor and floor.get("random_rate") else ""
-        md += [f"## {corpus}", "", f"![privacy-utility plot of {corpus}]({png_name})", "", floor_line, ""]
+        floor_line = _floor_line(points)
+        md += [f"### {corpus}", "", f"![privacy-utility plot of {corpus}, {kind}]({png_name})", "", floor_line, ""]
         md += _md_table(HEAD, rows) + [""]
         b64 = base64.b64encode(png).decode()
-        body.append(f"<h2>{html.escape(corpus)}</h2><img alt='privacy-utility plot of {html.escape(corpus)}' "
-                    f"src='data:image/png;base64,{b64}'><p>{html.escape(floor_line)}</p>")
+        body.append(f"<h3>{html.escape(corpus)}</h3><img alt='privacy-utility plot of {html.escape(corpus)}, "
+                    f"{html.escape(kind)}' src='data:image/png;base64,{b64}'><p>{html.escape(floor_line)}</p>")
         body.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in HEAD) + "</tr>"
                     + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
                     + "</table>")

@@ -53,10 +53,11 @@ def observe(obfuscated: Sequence[Any]) -> ObfuscatedText:
 
 
 def score_attack(attack: Any, text: ObfuscatedText, originals: Sequence[Sequence[str]], *,
-                 n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                 n_boot: int = 1000, seed: int = 0, ranks: Any = None) -> dict[str, Any]:
     """Rank every original word under ``attack.rank(text, targets)``; MRR, prv, top-1 with CIs and the coverage.
 
-    ``originals`` are the true words at the obfuscated positions, sentence by sentence (scorer only).
+    ``originals`` are the true words at the obfuscated positions, sentence by sentence (scorer only). ``ranks``:
+    the attack's ranks already computed (one per obfuscated position, in order), instead of ranking again.
     """
     from veil.metrics.ranking import ranking_metrics
     from veil.results import Metric
@@ -67,7 +68,9 @@ def score_attack(attack: Any, text: ObfuscatedText, originals: Sequence[Sequence
     for i, (o, p) in enumerate(zip(targets, text.positions)):
         if len(o) != len(p):
             raise DataFormatError(f"sentence {i}: {len(o)} originals for {len(p)} obfuscated positions")
-    ranks = np.asarray(attack.rank(text, targets), dtype=np.int64)
+    ranks = np.asarray(attack.rank(text, targets) if ranks is None else ranks, dtype=np.int64)
+    if len(ranks) != text.n_positions:
+        raise DataFormatError(f"{len(ranks)} ranks for {text.n_positions} obfuscated positions")
     groups = np.repeat(np.arange(len(text)), [len(p) for p in text.positions])
     out = ranking_metrics(ranks, groups, n_boot=n_boot, seed=seed)
     out["coverage"] = Metric(mean=100.0 * float((ranks > 0).mean()), n=int(len(ranks)))

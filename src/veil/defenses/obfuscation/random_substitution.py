@@ -131,11 +131,17 @@ class RandomSubstitution(ObfuscatedTextDefense):
                                              "uniformly from public same-tag words; the context still leaks")
     citation = "Hu et al. 2020, privacy-preserving parsing: random same-POS substitution"
     tasks = ("dependency-parsing",)
+    paper_attack = "word-recovery-trained"  # Hu et al. 2020, Sec. 5.2: an attacker trained on its own obfuscations
 
     @classmethod
     def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
         """Two levels of the POS spectrum (Hu et al. 2020, Table 1): P3 and P5."""
         return [{"level": "P3"}, {"level": "P5"}]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "RandomSubstitution":
+        """Substitution at ``setting["level"]`` drawing from the bench treebank's public (train) vocabulary."""
+        return cls(vocabulary=data.vocab, level=setting["level"], rng=rng)
 
     def __init__(self, *, vocabulary: TagVocabulary, level: str = "P3", spectrum: PosSpectrum = DEFAULT_SPECTRUM,
                  rng: Any = None) -> None:

@@ -40,6 +40,7 @@ from veil.errors import InvalidParameterError, PrivacyLeakWarning
 from veil.outputs import tag
 
 __all__ = ["ParsingSetup", "LEVELS", "ATTACKERS", "DEFENSES", "obfuscated_test", "run_parsing", "cell_path",
+           "build_attacker",
            "neural_model_path", "neural_suffix", "train_neural"]
 
 LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
@@ -336,34 +337,42 @@ def _summary(rec: Any) -> str:
 def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab: Any, setup: ParsingSetup,
             make: Callable[[int], Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Score ``attacker`` on the test sentences obfuscated by random substitution or by ``make(seed)``."""
-    import numpy as np
-
-    from veil.attacks.word_recovery import AttackVocabulary, KeepWord, TagFrequency, observe, score_attack
+    from veil.attacks.word_recovery import observe, score_attack
 
     make = make or (lambda sd: _obfuscator(vocab, level, sd))
     obf = obfuscated_test(test, vocab, level, setup.seed, make)
     text, originals = observe(obf), [list(o.key.originals) for o in obf]
+    atk = build_attacker(attacker, train, vocab, setup, make)
+    return score_attack(atk, text, originals, seed=setup.seed), atk.config()
+
+
+def build_attacker(attacker: str, train: list[Any], vocab: Any, setup: ParsingSetup,
+                   make: Callable[[int], Any]) -> Any:
+    """The word-recovery ``attacker`` (``keep-word``, ``tag-frequency``, ``trained``, ``minilm`` or ``mlm``),
+    trained where it learns on its own obfuscations of public ``train`` sentences made by ``make(seed)`` (the
+    mechanism, with the attacker's own draws: seed ``setup.seed + 1000``), within ``setup.attack_minutes``."""
+    import numpy as np
+
+    from veil.attacks.word_recovery import AttackVocabulary, KeepWord, TagFrequency, observe
+
     avocab = AttackVocabulary.build(t.words for t in train)
     public = [train[i] for i in np.random.default_rng(setup.seed).permutation(len(train))[:setup.attack_train]]
     if attacker == "keep-word":
-        atk: Any = KeepWord(avocab)
-    elif attacker == "tag-frequency":
-        atk = TagFrequency(avocab, ((t.words, t.tags) for t in train))
-    elif attacker in ("trained", "minilm"):
+        return KeepWord(avocab)
+    if attacker == "tag-frequency":
+        return TagFrequency(avocab, ((t.words, t.tags) for t in train))
+    if attacker in ("trained", "minilm"):
         from veil.attacks.word_recovery import ContextualAttacker, TrainedAttacker
 
         own = make(setup.seed + 1000)  # the same mechanism (and network), the attacker's own draws
         made = own.transform((t.words, t.tags) for t in public)
         if attacker == "trained":
-            atk = TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
+            return TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
                 observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes)
-        else:
-            atk = ContextualAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
-                observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes,
-                progress=True)
-    else:
-        atk = _mlm(avocab, vocab, public, setup)
-    return score_attack(atk, text, originals, seed=setup.seed), atk.config()
+        return ContextualAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
+            observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes,
+            progress=True)
+    return _mlm(avocab, vocab, public, setup)
 
 
 def _mlm(avocab: Any, vocab: Any, public: list[Any], setup: ParsingSetup) -> Any:

@@ -1,0 +1,63 @@
+"""TextHide at inference time: what a deployed TextHide model releases for each query (Huang et al. 2020, Sec. 3).
+
+The authors train on mixed, masked encodings and, at test time, send each input's encoding with no mixing (k = 1)
+under a fresh sign mask drawn from the same secret pool of m masks (:meth:`TextHide.encrypt_inference`).
+:class:`TextHideInference` is that release as a ``vectors`` defense: ``protect(X)`` masks each row with a pool mask.
+With m masks in the pool an eavesdropper who sees many queries faces m unknown sign patterns, and the sign-blind
+attacks (abs-RSS) ignore them altogether; the bench measures both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from veil.defenses.base import VectorsDefense
+from veil.defenses.texthide.mechanism import TEXTHIDE_GUARANTEE
+from veil.validation import check_int
+
+__all__ = ["TextHideInference"]
+
+
+class TextHideInference(VectorsDefense):
+    """One secret pool of ``m`` sign masks (OS CSPRNG unless ``rng`` is given); ``protect(X)`` multiplies each row
+    by a mask drawn from the pool, as TextHide's inference step does."""
+
+    name = "texthide-inference"
+    guarantee = TEXTHIDE_GUARANTEE
+    citation = "Huang, Song, Chen, Li & Arora 2020, TextHide (Findings of EMNLP): inference-time masking"
+    paper_attack = "rss"  # Huang et al. 2020, Tables 3-4
+    tasks: ClassVar[tuple[str, ...]] = ("sentence-classification",)
+
+    def __init__(self, *, m: int, dim: int, rng: Any = None) -> None:
+        from veil.defenses.texthide.masks import MaskPool
+        from veil.defenses.texthide.mechanism import TextHide
+
+        self._m = check_int("m", m, minimum=1, hint=" (the number of secret masks in the pool)")
+        seeds = [None, None] if rng is None else [int(s.generate_state(1)[0]) for s in
+                                                  np.random.SeedSequence(int(rng)).spawn(2)]
+        self._texthide = TextHide(k=1, pool=MaskPool(self._m, check_int("dim", dim, minimum=1), rng=seeds[0]),
+                                  rng=seeds[1])
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The paper's pool (m = 256); the full bench adds a small and a large pool."""
+        return [{"m": 256}] if quick else [{"m": 16}, {"m": 256}, {"m": 1024}]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "TextHideInference":
+        """A fresh pool of ``setting["m"]`` masks over the corpus' embedding width."""
+        return cls(m=int(setting["m"]), dim=data.dim, rng=rng)
+
+    def protect(self, X: Any) -> np.ndarray:
+        """Each row of ``X`` (n, d) times a sign mask drawn from the secret pool, as float32."""
+        import torch
+
+        e = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        return self._texthide.encrypt_inference(e).numpy().astype(np.float32, copy=False)
+
+    def config(self) -> dict[str, Any]:
+        cfg = self._texthide.config()
+        return {**super().config(), "m": self._m, "dim": cfg["dim"], "mask_key": cfg["mask_key"],
+                "mixing_rng": cfg["mixing_rng"]}

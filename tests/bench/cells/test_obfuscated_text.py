@@ -1,0 +1,103 @@
+"""veil.bench.cells.obfuscated_text: word recovery on the bench treebank's obfuscated sentences, and parsing utility.
+
+Run on the quick silver treebank (built once, under a minute) with every split capped at a few dozen sentences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from veil.bench.cells.obfuscated_text import _mcnemar, _random_rates
+from veil.bench.plan import UTILITY, BenchConfig, Cell, plan_cells
+
+TREEBANK = {"silver-sm": "dependency-parsing"}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_plan_pairs_each_obfuscation_with_every_word_recovery_attack_and_the_floors(quick):
+    cells = plan_cells(["silver-sm"], config=BenchConfig(quick=quick), corpus_tasks=TREEBANK)
+    random = {(c.setting["level"], c.attack) for c in cells if c.defense == "obfuscation-random"}
+    attacks = {"keep-word", "tag-frequency", "word-recovery-trained", "word-recovery-minilm", "word-recovery-mlm",
+               UTILITY}
+    assert random == {(lv, a) for lv in ("P3", "P5") for a in attacks}
+    neural = {c.setting["level"] for c in cells if c.defense == "obfuscation-neural"}
+    assert neural == (set() if quick else {"P3", "P5"})  # the neural obfuscator trains through the parser: full only
+    assert {c.defense for c in cells} <= {"obfuscation-random", "obfuscation-neural"}
+
+
+def test_mcnemar_credits_only_what_the_floor_misses():
+    floor = np.array([True] * 20 + [False] * 80)
+    better = floor.copy()
+    better[20:45] = True  # right on 25 positions the floor misses, wrong on none it gets
+    v = _mcnemar(better, floor)
+    assert v["reject"] and v["discordant"] == {"attack_only": 25, "floor_only": 0}
+    same = _mcnemar(floor.copy(), floor)  # negative control: the floor itself never beats the floor
+    assert not same["reject"] and same["p_value"] == 1.0
+    swapped = floor.copy()
+    swapped[:10], swapped[20:30] = False, True  # as many won as lost
+    assert not _mcnemar(swapped, floor)["reject"]
+
+
+def test_random_rates_are_one_over_the_tags_public_words():
+    from veil.attacks.word_recovery import ObfuscatedText
+    from veil.defenses.obfuscation import TagVocabulary
+
+    vocab = TagVocabulary.from_sentences([(["cats", "Dogs", "dogs", "run"], ["NNS", "NNS", "NNS", "VBP"]),
+                                          (["birds", "sing"], ["NNS", "VBP"])])
+    text = ObfuscatedText((("dogs", "sing"),), (("NNS", "VBP"),), ((0, 1),))
+    np.testing.assert_allclose(_random_rates(text, vocab), [1 / 3, 1 / 2])  # cats, dogs, birds; run, sing
+
+
+@pytest.fixture(scope="module")
+def small_treebank(real_home):
+    import os
+
+    from veil.bench.data import bench_data
+
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(real_home)
+    try:
+        yield bench_data("silver-sm", True, 40)
+    finally:
+        if old is None:
+            os.environ.pop("VEIL_HOME", None)
+        else:
+            os.environ["VEIL_HOME"] = old
+
+
+def _run(cell, data):
+    from veil.bench.runner import _target, run_cell  # noqa: F401 - run_cell is the path the bench takes
+    from veil.attacks.base import get_attack
+    from veil.bench.cells.utility import utility_cell
+
+    return utility_cell(cell, data) if cell.attack == UTILITY else _target(get_attack(cell.attack).bench_cell)(
+        cell, data)
+
+
+@pytest.mark.slow
+def test_a_trained_attacker_cell_is_tested_against_the_tag_frequency_floor(small_treebank):
+    data = small_treebank
+    assert len(data.test) == 40 and len(data.train) == 40 and data.treebank == "silver-sm-quick"
+    cfg = BenchConfig(quick=True, limit=40, key_seed=3)
+    rec = _run(Cell.make("silver-sm", "obfuscation-random", {"level": "P3"}, "word-recovery-trained", cfg), data)
+    b = rec.extra["bench"]
+    assert b["success"] == "top1" and b["comparable"] and "floor" not in b
+    assert 0.0 <= b["success_metric"]["ci_low"] <= b["success_metric"]["mean"] <= b["success_metric"]["ci_high"] <= 1
+    assert 0 < b["random_rate"] < 1 and b["versus"] == "the tag-frequency floor"
+    assert b["test"]["test"] == "exact McNemar, one-sided" and 0 <= b["test"]["p_value"] <= 1
+    assert rec.metrics["floor_top1"].n == rec.config["positions"] > 0
+    floor = _run(Cell.make("silver-sm", "obfuscation-random", {"level": "P3"}, "tag-frequency", cfg), data)
+    fb = floor.extra["bench"]
+    assert fb["floor"] and not fb["comparable"] and fb["versus"] == "random guessing among the tag's public words"
+    assert fb["test"]["test"].startswith("exact")
+
+
+@pytest.mark.slow
+def test_parsing_utility_falls_from_the_originals_as_more_words_are_hidden(small_treebank):
+    cfg = BenchConfig(quick=True, limit=40, key_seed=3)
+    rec = _run(Cell.make("silver-sm", "obfuscation-random", {"level": "P5"}, UTILITY, cfg), small_treebank)
+    b = rec.extra["bench"]
+    assert b["utility"] == "UAS" and b["utility_parser"] == "spacy-md"
+    assert 0 < b["utility_metric"]["mean"] < b["reference_metric"]["mean"] <= 1
+    assert b["utility_metric"]["n"] == sum(map(len, small_treebank.test))
+    assert {"uas[spacy-md]", "las[spacy-md]", "uas[spacy-md on originals]"} <= set(rec.metrics)
