@@ -1,18 +1,308 @@
-"""Representations (Coavoux et al. 2018): the attribute attackers on r(x), and the main task's utility.
+"""Representations (Coavoux, Narayan & Cohen 2018): the attribute attackers on r(x), and the main task's utility.
 
-(Being written: issue 28.)
+A defense that releases ``representations`` changes how the main model trains (an objective added to the main
+loss) or what it releases afterwards (LEACE erases linearly). One cell setting = one training of the main model
+(frozen MiniLM + a 64-wide tanh projection r(x) + head, the defense's objective, dev-selected on main accuracy;
+:class:`~veil.experiments.adversarial.attributes.AttributeRun`'s defaults: 16 epochs, batches of 32), followed by
+the post-hoc eavesdroppers ``mlp`` (the paper's), ``mlp-wide`` and ``linear``
+(:class:`~veil.attacks.attribute.AttributeAttack`) trained on the train split's r(x) and scored on test. It is the
+run of :func:`~veil.experiments.adversarial.attributes.run_attribute`, phase for phase and seed for seed (a test
+checks that the metrics agree), kept here because the bench also needs what the run's record does not keep: every
+attacker's per-test-example hits, for a paired test against the floor.
+
+The utility cell and the attack cell of a setting share that one training: it is cached per process on the
+corpus' bench data (``data._cache``), keyed by (defense, setting, seed); the sequential runner runs the two cells
+back to back. Ray workers that each get one of the pair train it again, with the same numbers (one torch thread,
+every random choice from the cell's seed: these defenses hold no secret key).
+
+No representations defense is the undefended model (the ``none`` defense releases vectors and serves sentence
+classification), so every record carries the undefended run's numbers as ``reference`` (the plain objective, same
+seed and budget; trained once per process and seed).
+
+The attack cell's success is the strongest post-hoc attacker's test score (mean per-variable accuracy for
+attributes, micro-F for entity sets), the strongest chosen by each attacker's own DEV score (no selection on the
+test split), tested against the floor (the best constant predictor on the attacker's training labels) with a
+one-sided paired permutation test over test examples (:func:`paired_floor_test`).
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["attribute_cell", "representations_utility"]
+import numpy as np
+
+from veil.bench.cells.common import ALPHA, bench_block, finish
+from veil.errors import InvalidParameterError
+from veil.results import Metric, ResultRecord
+
+__all__ = ["attribute_cell", "representations_utility", "paired_floor_test", "train_setting", "AttributeOutcome",
+           "SETTING_KEYS", "WIDTH"]
+
+WIDTH = 64
+#: the keys a representations defense's bench setting may hold: AttributeRun's objective parameters
+SETTING_KEYS = ("alpha", "beta", "reduction", "max_chars")
+SPLITS = ("train", "dev", "test")
+#: the permutation test's resamples (its p-value is valid at any count: Phipson and Smyth 2010)
+RESAMPLES = 9999
 
 
-def attribute_cell(cell: Any, data: Any) -> Any:
-    raise NotImplementedError("the representations bench cells are being written (issue 28)")
+@dataclass(frozen=True)
+class AttributeOutcome:
+    """One training and its attackers: run_attribute's metrics, every attacker's result and per-test-example rows
+    (``rows[arch]``, and ``rows["floor"]`` for the best constant predictor)."""
+
+    run: Any  # AttributeRun
+    metrics: dict[str, Metric]
+    attacks: dict[str, Any]  # arch -> AttackResult (post-hoc attackers, and "adversary" when the defense has one)
+    rows: dict[str, np.ndarray]
+    kind: str
+    n: dict[str, int]
+    best_epoch: int
+    train_seconds: float
+    seconds: float
+    defense_config: dict[str, Any]
+
+    def strongest(self) -> str:
+        """The post-hoc attacker with the best score on its own dev split (ties: the first of mlp, mlp-wide,
+        linear)."""
+        from veil.experiments.adversarial.attributes import ATTACKERS
+
+        return max(ATTACKERS, key=lambda a: (self.attacks[a].config["dev_score"], -ATTACKERS.index(a)))
 
 
-def representations_utility(cell: Any, data: Any) -> Any:
-    raise NotImplementedError("the representations bench cells are being written (issue 28)")
+def _attribute_run(cell: Any, data: Any, defense: str, setting: dict[str, Any]) -> Any:
+    from veil.experiments.adversarial.attributes import AttributeRun
+
+    unknown = sorted(set(setting) - set(SETTING_KEYS))
+    if unknown:
+        raise InvalidParameterError(f"a representations setting takes {', '.join(SETTING_KEYS)}; got "
+                                    f"{', '.join(unknown)} for defense {defense!r}")
+    return AttributeRun(corpus=data.base, defense=defense, encoder="minilm", width=WIDTH, seed=cell.config.seed,
+                        **setting)
+
+
+def train_setting(cfg: Any, corpus: Any) -> AttributeOutcome:
+    """:func:`~veil.experiments.adversarial.attributes.run_attribute` on ``corpus`` (phases 1-3, the same seeds),
+    keeping every attacker's per-test-example rows."""
+    import torch
+
+    from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
+                                        observe_splits, predict_sets)
+    from veil.defenses.adversarial import make_objective
+    from veil.experiments.adversarial.attributes import ATTACKERS, _fit_head, _inputs
+    from veil.metrics.leakage import wilson_interval
+    from veil.models.lstm import LSTMEncoder, ProjectionEncoder
+    from veil.training.adversarial import MainConfig, PlainObjective, representations, train_main
+
+    start = time.perf_counter()
+    idx = {s: corpus.indices(s) for s in SPLITS}
+    empty = [s for s, i in idx.items() if len(i) == 0]
+    if empty:
+        raise InvalidParameterError(f"corpus {corpus.name!r} has no {', '.join(empty)} examples; every split is "
+                                    "needed")
+    y = {s: corpus.labels[i] for s, i in idx.items()}
+    private = {s: corpus.private.select(i) for s, i in idx.items()}
+    inputs = _inputs(cfg, corpus)
+    enc_gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 1]).generate_state(1)[0]))
+    encoder = (LSTMEncoder(inputs["vocab"], width=cfg.width, rng=enc_gen) if cfg.encoder == "lstm"
+               else ProjectionEncoder(inputs["train"].X.shape[1], width=cfg.width, rng=enc_gen))
+    objective = make_objective(cfg.defense, **cfg.objective_params()) or PlainObjective()
+    main_cfg = MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+    model = train_main(encoder, inputs["train"], y["train"], inputs["dev"], y["dev"],
+                       n_classes=len(corpus.label_names), objective=objective, config=main_cfg,
+                       private_train=private["train"], texts_train=[corpus.texts[i] for i in idx["train"]])
+    R = {s: representations(model.encoder, inputs[s]) for s in idx}
+    head = model.head
+    if cfg.defense == "leace":
+        from veil.defenses.adversarial.leace import LeaceErasure
+
+        eraser = LeaceErasure().fit(R["train"], private["train"])
+        R = {s: eraser.protect(v) for s, v in R.items()}
+        head = _fit_head(R, y, len(corpus.label_names), cfg.seed, cfg.epochs)
+    with torch.no_grad():
+        pred = head(torch.from_numpy(R["test"])).argmax(dim=1).numpy()
+    correct = int((pred == y["test"]).sum())
+    lo, hi = wilson_interval(correct, len(pred))
+    majority = float(np.mean(y["test"] == np.bincount(y["train"]).argmax()))
+    metrics: dict[str, Metric] = {
+        "test_accuracy": Metric(correct / len(pred), n=len(pred), ci_low=lo, ci_high=hi, ci_level=0.95),
+        "majority_accuracy": Metric(majority, n=len(pred)),
+        "dev_accuracy": Metric(model.dev_accuracy[model.best_epoch], n=len(y["dev"])),
+    }
+    splits, truth = observe_splits(R, private, ids=idx, defense={"defense": cfg.defense, **cfg.objective_params()})
+    Z = np.asarray(truth.Z, dtype=np.float32)
+    attacks: dict[str, Any] = {}
+    rows = {"floor": _per_example(floor_predictions(splits.z_train, splits.groups, splits.kind, len(Z)), Z,
+                                  splits.groups, splits.kind)}
+    seeds = np.random.SeedSequence([cfg.seed, 2]).spawn(len(ATTACKERS))
+    for arch, ss in zip(ATTACKERS, seeds):
+        attack = AttributeAttack(architecture=arch, epochs=cfg.attacker_epochs, rng=np.random.default_rng(ss))
+        attacks[arch] = evaluate_attribute(attack, splits, truth, rng=cfg.seed)
+        hits = predict_sets(attack.predict_proba(splits.test), splits.groups, splits.kind, attack.threshold)
+        rows[arch] = _per_example(hits, Z, splits.groups, splits.kind)
+    adversary = getattr(objective, "adversary", None)
+    if adversary is not None:
+        with torch.no_grad():
+            P = torch.sigmoid(adversary(torch.from_numpy(R["test"]))).numpy()
+        attacks["adversary"] = evaluate_attribute(None, splits, truth, probabilities=P, rng=cfg.seed)
+    for who, res in attacks.items():
+        for key in ("privacy", "score", "advantage", "paper_advantage"):
+            if key in res.metrics:
+                metrics[f"{key}[{who}]"] = res.metrics[key]
+    first = attacks["mlp"].metrics
+    metrics["floor_privacy"], metrics["floor_score"] = first["floor_privacy"], first["floor_score"]
+    if "paper_floor_privacy" in first:
+        metrics["paper_floor_privacy"] = first["paper_floor_privacy"]
+    return AttributeOutcome(run=cfg, metrics=metrics, attacks=attacks, rows=rows, kind=splits.kind,
+                            n={s: int(len(i)) for s, i in idx.items()}, best_epoch=int(model.best_epoch),
+                            train_seconds=float(model.train_seconds), seconds=time.perf_counter() - start,
+                            defense_config=objective.config() if cfg.defense != "leace" else {"defense": "leace"})
+
+
+def _outcome(cell: Any, data: Any, defense: str | None = None) -> tuple[AttributeOutcome, bool]:
+    """(the trained setting, whether it was trained now): the cell's own (``defense`` None) or the undefended
+    reference (``defense="none"``), from the corpus' per-process cache."""
+    import torch
+
+    setting = cell.setting if defense is None else {}
+    defense = cell.defense if defense is None else defense
+    cfg = _attribute_run(cell, data, defense, setting)
+    key = ("representations", cfg)
+    if key in data._cache:
+        return data._cache[key], False
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: a seeded setting gives the same numbers in any worker
+    try:
+        data._cache[key] = train_setting(cfg, data.corpus)
+    finally:
+        torch.set_num_threads(threads)
+    return data._cache[key], True
+
+
+def paired_floor_test(rows: np.ndarray, floor: np.ndarray, kind: str, *, alpha: float = ALPHA,
+                      resamples: int = RESAMPLES, rng: Any = 0) -> Any:
+    """One-sided paired permutation test: does the attacker score higher than the floor on the same test examples?
+
+    ``rows`` / ``floor``: per test example, the attacker's and the floor's (correct variables / V) for attributes or
+    (TP, FP, FN) for entities. H0: on every example the two predictions are exchangeable. Each resample swaps the
+    attacker's and the floor's row of each example with probability 1/2 and recomputes the statistic, the score
+    difference (mean accuracy, or micro-F from the summed counts); p = (1 + #{resampled >= observed}) /
+    (resamples + 1), valid at any number of resamples (Phipson and Smyth 2010). Paired, so the floor's own
+    sampling error on the same examples cancels (unlike a two-sample test).
+    """
+    from veil.metrics.stats import Verdict, check_alpha
+    from veil.random import as_generator
+
+    alpha = check_alpha(alpha)
+    a, b = np.asarray(rows, dtype=np.float64), np.asarray(floor, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2 or len(a) == 0:
+        raise InvalidParameterError(f"rows and floor must be the same (n, m) per-example arrays, got {a.shape} and "
+                                    f"{b.shape}")
+
+    def score(sums: np.ndarray) -> np.ndarray:  # (..., m) summed rows -> the score
+        if kind == "entities":
+            tp, fp, fn = sums[..., 0], sums[..., 1], sums[..., 2]
+            den = 2 * tp + fp + fn
+            return np.where(den > 0, 2 * tp / np.where(den > 0, den, 1.0), 0.0)
+        return sums[..., 0] / len(a)
+
+    observed = float(score(a.sum(0)) - score(b.sum(0)))
+    gen = as_generator(rng)
+    d = b - a
+    chunk = max(1, min(resamples, (1 << 21) // len(a)))
+    extreme, done = 0, 0
+    while done < resamples:
+        c = min(chunk, resamples - done)
+        swap = (gen.random((c, len(a))) < 0.5).astype(np.float64)
+        moved = swap @ d  # (c, m): what swapping moves from the floor to the attacker
+        stat = score(a.sum(0) + moved) - score(b.sum(0) - moved)
+        extreme += int((stat >= observed - 1e-12).sum())
+        done += c
+    p = (1 + extreme) / (resamples + 1)
+    what = "micro-F" if kind == "entities" else "mean per-variable accuracy"
+    return Verdict(test=f"paired permutation (attacker and floor swapped per test example, {resamples} resamples), "
+                        "one-sided", statistic=observed, p_value=float(p), alpha=alpha, reject=bool(p <= alpha),
+                   null=f"per test example the attacker's and the best constant predictor's predictions are "
+                        f"exchangeable ({what} no higher than the floor's)", n=len(a))
+
+
+def _success(kind: str) -> str:
+    return "entity micro-F" if kind == "entities" else "attribute accuracy"
+
+
+def _reference(cell: Any, data: Any) -> dict[str, Any]:
+    """The undefended run's utility and strongest attack (the bench's reference for this task)."""
+    ref, _ = _outcome(cell, data, defense="none")
+    arch = ref.strongest()
+    verdict = paired_floor_test(ref.rows[arch], ref.rows["floor"], ref.kind, rng=cell.config.seed)
+    return {"defense": "none (plain objective, same seed and budget)",
+            "utility": ref.metrics["test_accuracy"].to_dict(), "success": _success(ref.kind),
+            "success_metric": ref.attacks[arch].metrics["score"].to_dict(), "attacker": arch,
+            "p_value": verdict.p_value}
+
+
+def _record(cell: Any, out: AttributeOutcome, trained: bool, metrics: dict[str, Metric], what: str) -> ResultRecord:
+    config = {what: "frozen MiniLM + a 64-wide tanh projection r(x) + MLP head, trained with the defense's objective "
+                    "(dev-selected on main accuracy); Coavoux et al. 2018's setting",
+              "run": out.run.to_dict(), "run_name": out.run.name, "objective": out.run.objective_params(),
+              "n_train": out.n["train"], "n_dev": out.n["dev"], "n_test": out.n["test"],
+              "randomness": "no secret key: the seed sets the model's and the attackers' initialisation, the batch "
+                            "order and the defense's own draws"}
+    extra = {"best_epoch": out.best_epoch, "train_seconds": out.train_seconds, "kind": out.kind,
+             "defense_config": out.defense_config,
+             "training": ("trained in this cell" if trained else
+                          "shared: trained once in this process for the setting's cells (its seconds are those of "
+                          "the cell that trained it)"),
+             "setting_seconds": out.seconds}
+    return ResultRecord(method="bench", experiment=cell.id, config=config, metrics=metrics, wall_time_s=0.0,
+                        extra=extra)
+
+
+def representations_utility(cell: Any, data: Any) -> ResultRecord:
+    """The main task's test accuracy (Wilson 95% interval) of the model trained with the cell's defense; the
+    majority rate is the training split's most frequent class on test."""
+    start = time.perf_counter()
+    out, trained = _outcome(cell, data)
+    reference = _reference(cell, data)
+    keep = ("test_accuracy", "majority_accuracy", "dev_accuracy")
+    metrics = {"accuracy" if k == "test_accuracy" else k: out.metrics[k] for k in keep}
+    rec = _record(cell, out, trained, metrics, "utility")
+    bench = bench_block(utility="accuracy", utility_metric=out.metrics["test_accuracy"].to_dict(),
+                        majority_rate=out.metrics["majority_accuracy"].mean, reference=reference)
+    return finish(rec, cell, data, start, bench)
+
+
+def attribute_cell(cell: Any, data: Any) -> ResultRecord:
+    """The strongest post-hoc attacker on the cell's r(x) (chosen on its dev split), tested against the floor."""
+    from veil.experiments.adversarial.attributes import ATTACKERS
+
+    start = time.perf_counter()
+    out, trained = _outcome(cell, data)
+    reference = _reference(cell, data)
+    arch = out.strongest()
+    verdicts = {a: paired_floor_test(out.rows[a], out.rows["floor"], out.kind, rng=cell.config.seed)
+                for a in ATTACKERS}
+    floor = out.metrics["floor_score"]
+    metrics = {"score": out.attacks[arch].metrics["score"], "floor_score": floor}
+    for a in ATTACKERS:
+        res = out.attacks[a]
+        metrics[f"score[{a}]"] = res.metrics["score"]
+        metrics[f"advantage[{a}]"] = res.metrics["advantage"]
+        metrics[f"dev_score[{a}]"] = Metric(float(res.config["dev_score"]), n=out.n["dev"])
+    for k in ("score[adversary]", "paper_floor_privacy"):
+        if k in out.metrics:
+            metrics[k] = out.metrics[k]
+    rec = _record(cell, out, trained, metrics, "attacked")
+    rec.config["significance"] = {a: v.to_dict() for a, v in verdicts.items()}
+    rec.config["attackers"] = {a: out.attacks[a].to_dict()["config"] for a in ATTACKERS}
+    score = ("micro-F over the private entity sets (which of the top people a passage names)" if out.kind == "entities"
+             else "mean per-variable accuracy of the private attributes")
+    bench = bench_block(success=_success(out.kind), success_metric=out.attacks[arch].metrics["score"].to_dict(),
+                        comparable=True, random_rate=floor.mean, floor_success=floor.to_dict(),
+                        test=verdicts[arch].to_dict(), attacker=arch, reference=reference,
+                        measure=f"attribute inference from r(x): {score}, by the strongest of the post-hoc attackers "
+                                f"{', '.join(ATTACKERS)} chosen on its own dev split ({arch}); the floor is the best "
+                                "constant predictor on the attacker's training labels")
+    return finish(rec, cell, data, start, bench)

@@ -1,0 +1,94 @@
+"""The bench's private-attribute corpora: a main task ``y`` and private variables ``z`` per text (Coavoux et al.
+2018), for the cells of defenses that release ``representations``.
+
+* ``news-articles-people``: news passages (3 sentences; ``y`` = publisher), ``z`` = which of the 5 most frequent
+  PERSON entities the passage names (entity sets, scored by micro-F); built from ``news-articles``.
+* ``debates-2016-speaker``: debate turns (``y`` = party), ``z`` = the speaker (one of 9, one-hot; nearly determines
+  ``y``); built from ``debates-2016``.
+
+Both are small (2,787 and 833 training texts), so a quick bench and a full one use the same data, whole: quick
+and full differ in which defense settings run (:meth:`~veil.defenses.base.Defense.bench_settings`), not in the
+data. ``limit`` (smoke runs and tests) keeps at most ``limit`` examples of every split, every k-th one in corpus
+order (seed-free, so every cell and every run sees the same examples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+
+__all__ = ["AttributeBenchData", "attribute_data", "ATTRIBUTE_CORPORA"]
+
+#: bench corpus name -> the built-in attribute corpus it is (:func:`veil.corpora.attributes.load_attributes`)
+ATTRIBUTE_CORPORA = {"news-articles-people": "news-articles", "debates-2016-speaker": "debates-2016"}
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class AttributeBenchData:
+    """Everything the representations cells of one corpus share (built once per process by
+    :func:`veil.bench.data.bench_data`); ``_cache`` holds the training runs the cells share."""
+
+    name: str
+    base: str  # the attribute corpus' name (veil.corpora.attributes)
+    task: str
+    quick: bool
+    corpus: Any  # AttributeCorpus
+    limit: int | None = None
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def splits(self) -> dict[str, np.ndarray]:
+        return {s: self.corpus.indices(s) for s in SPLITS}
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.corpus.label_names)
+
+    @property
+    def kind(self) -> str:
+        """``"entities"`` (scored by micro-F) or ``"attributes"`` (mean per-variable accuracy)."""
+        return self.corpus.private.kind
+
+    def describe(self) -> dict[str, Any]:
+        return {"corpus": self.name, "task": self.task, "slice": "quick" if self.quick else "full",
+                "n": len(self.corpus), "splits": {k: int(len(v)) for k, v in self.splits.items()},
+                "num_classes": self.num_classes, "provenance": self.provenance,
+                "attribute_corpus": self.base, "private": {"kind": self.kind,
+                                                           "variables": [n for n, _ in self.corpus.private.groups]},
+                "limit": self.limit}
+
+
+def _every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    if limit is None or len(idx) <= limit:
+        return idx
+    return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
+
+
+def attribute_data(name: str, quick: bool, limit: int | None = None) -> AttributeBenchData:
+    """The attribute corpus behind the bench corpus ``name`` (:data:`ATTRIBUTE_CORPORA`), every split capped at
+    ``limit`` examples (None: whole). Its base corpus must be pulled (``veil corpora pull debates-2016``)."""
+    import veil.corpora as vc
+    from veil.corpora.attributes import load_attributes
+
+    if name not in ATTRIBUTE_CORPORA:
+        raise InvalidParameterError(f"{name!r} is not a private-attribute bench corpus; choose from "
+                                    f"{', '.join(ATTRIBUTE_CORPORA)}")
+    if limit is not None:
+        from veil.validation import check_int
+
+        limit = check_int("limit", limit, minimum=2)
+    base = ATTRIBUTE_CORPORA[name]
+    corpus = load_attributes(base)
+    if limit is not None:
+        keep = np.sort(np.concatenate([_every_kth(corpus.indices(s), limit) for s in SPLITS]))
+        corpus = corpus.select(keep)
+    prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
+            for p in (vc.load(base).provenance or [])]
+    return AttributeBenchData(name=name, base=base, task="private-attributes", quick=bool(quick), corpus=corpus,
+                              limit=limit, provenance=prov)
