@@ -125,8 +125,12 @@ def _p(test: dict[str, Any] | None, versus: str = "random") -> str:
 
 
 def _floor(points: list[BenchPoint]) -> tuple[str, dict[str, Any]] | None:
-    """The strongest floor attack among ``points`` (random guessing, the tag-frequency guess), with its name."""
+    """The strongest floor among ``points``, with its name: a floor attack's cell (random guessing, the
+    tag-frequency guess), or the floor an attack cell scored beside itself (the best constant predictor)."""
     floors = [(a, b) for p in points for a, b in p.attacks.items() if b.get("floor") and "success_metric" in b]
+    floors += [(b.get("versus", "floor"), {"success_metric": b["floor_success"], "random_rate": None})
+               for p in points for a, b in p.attacks.items() if not b.get("floor") and b.get("floor_success")
+               and not any(q.get("floor") for q in p.attacks.values())]
     return max(floors, key=lambda ab: (ab[1]["success_metric"]["mean"], ab[0])) if floors else None
 
 
@@ -143,7 +147,8 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
                                             else "bound holds"))
         g = p.guarantee
         guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
-                     ("none" if p.defense == "none" else "heuristic"))
+                     ("none" if p.defense == "none" else
+                      "heuristic" if g.get("kind") in (None, "none") else g["kind"]))
         utility = _pct(p.utility and p.utility["utility_metric"])
         if p.utility and p.utility.get("collapsed"):
             utility += " (collapsed: predicts one class)"
@@ -221,8 +226,8 @@ def _reference(points: list[BenchPoint]) -> str:
         if u.get("reference_metric"):
             return f"{u.get('utility', 'utility')} on the originals {_pct(u['reference_metric'])}"
         ref = u.get("reference")
-        if isinstance(ref, dict) and ref.get("utility_metric"):
-            out = f"utility {_pct(ref['utility_metric'])}"
+        if isinstance(ref, dict) and isinstance(ref.get("utility"), dict):
+            out = f"utility {_pct(ref['utility'])}"
             if ref.get("success_metric"):
                 out += f", {ref.get('success', 'attack')} {_pct(ref['success_metric'])}"
             return out
@@ -231,7 +236,9 @@ def _reference(points: list[BenchPoint]) -> str:
 
 def _guarantee_short(p: BenchPoint) -> str:
     g = p.guarantee
-    return f"epsilon={g['epsilon']:g} {g['kind']}" if g.get("epsilon") is not None else "heuristic"
+    if g.get("epsilon") is not None:
+        return f"epsilon={g['epsilon']:g} {g['kind']}"
+    return "heuristic" if g.get("kind") in (None, "none") else g["kind"]
 
 
 USE_HEAD = ["corpus", "release kind", "on the privacy-utility frontier (guarantee: utility, strongest attack)",

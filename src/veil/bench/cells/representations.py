@@ -302,6 +302,7 @@ def attribute_cell(cell: Any, data: Any) -> ResultRecord:
     bench = bench_block(success=_success(out.kind), success_metric=out.attacks[arch].metrics["score"].to_dict(),
                         comparable=True, random_rate=floor.mean, floor_success=floor.to_dict(),
                         test=verdicts[arch].to_dict(), attacker=arch, reference=reference,
+                        versus="the best constant predictor",
                         measure=f"attribute inference from r(x): {score}, by the strongest of the post-hoc attackers "
                                 f"{', '.join(ATTACKERS)} chosen on its own dev split ({arch}); the floor is the best "
                                 "constant predictor on the attacker's training labels")
