@@ -22,7 +22,8 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "load_corpus", "use_corpus", "SIZES", "TASK_CORPORA"]
+__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "load_corpus", "use_corpus",
+           "use_treebank", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -45,9 +46,12 @@ TASK_CORPORA: dict[str, tuple[str, str]] = {
 
 def bench_task(name: str) -> str | None:
     """The bench task of the corpus called ``name`` (a :data:`TASK_CORPORA` entry, a file given with
-    :func:`use_corpus`, or a built-in classification corpus, loaded), or None."""
+    :func:`use_corpus`, a treebank given with :func:`use_treebank`, or a built-in classification corpus, loaded), or
+    None."""
     if name in TASK_CORPORA:
         return TASK_CORPORA[name][0]
+    if name in _TREEBANKS:
+        return "dependency-parsing"
     return corpus_task(load_corpus(name))
 
 
@@ -157,23 +161,52 @@ class BenchData:
                 "num_classes": self.num_classes, "provenance": self.provenance}
 
 
-_DATA: dict[tuple[str, bool, int | None], BenchData] = {}
+_DATA: dict[tuple[str, bool, int | None], Any] = {}
 #: corpora given as files in this process (``veil bench --data FILE``), by name; built-in ones load by name
 _FILES: dict[str, Any] = {}
+#: treebanks given in this process (``veil bench --data FILE.conllu``), by name: (trees by split, their keyword
+#: arguments for :func:`~veil.bench.data_parsing.user_treebank_data`)
+_TREEBANKS: dict[str, tuple[dict[str, list[Any]], dict[str, Any]]] = {}
+
+
+def _given(name: str) -> None:
+    """Make room for a corpus or treebank given under ``name``: never a built-in name; what was given before under
+    it (and its bench data) goes."""
+    import veil.corpora as vc
+
+    if name in vc.names() or name in TASK_CORPORA:
+        raise InvalidParameterError(f"a file corpus may not take the built-in name {name!r}; pass name= to "
+                                    "load_file (the CLI names it after the file)")
+    _FILES.pop(name, None)
+    _TREEBANKS.pop(name, None)
+    for key in [k for k in _DATA if k[0] == name]:  # a file given again under its name replaces the old one
+        del _DATA[key]
+
+
+def use_treebank(name: str, trees: dict[str, list[Any]], *, folder: Any = None,
+                 provenance: list[dict[str, Any]] | None = None) -> str:
+    """Make a treebank of your own available to the bench under ``name`` (task dependency-parsing), in this
+    process; returns the name. ``trees`` maps ``train``, ``dev`` and ``test`` to their trees
+    (:func:`veil.bench.data_parsing.read_user_treebank` reads a CoNLL-U file or folder); ``folder`` is the folder
+    holding those splits, if there is one; ``provenance`` lists its files
+    (:func:`~veil.bench.data_parsing.user_treebank_provenance`). The trees are checked here, before any cell."""
+    from veil.bench.data_parsing import check_user_treebank
+
+    if not isinstance(trees, dict) or set(trees) != {"train", "dev", "test"}:
+        raise InvalidParameterError("trees must map 'train', 'dev' and 'test' to lists of trees "
+                                    "(veil.bench.data_parsing.read_user_treebank)")
+    check_user_treebank(trees, name)
+    _given(name)
+    _TREEBANKS[name] = ({s: list(v) for s, v in trees.items()}, {"folder": folder, "provenance": provenance})
+    return name
 
 
 def use_corpus(corpus: Any) -> str:
     """Make a loaded :class:`~veil.corpora.base.Corpus` (your own file, :func:`veil.corpora.files.load_file`)
     available to the bench under its name, in this process; returns the name. Its splits are its own (a file
     without a split column is split by :func:`~veil.corpora.base.hash_split`)."""
-    import veil.corpora as vc
-
-    if corpus.name in vc.names():
-        raise InvalidParameterError(f"a file corpus may not take the built-in name {corpus.name!r}; pass name= to "
-                                    "load_file (the CLI names it after the file)")
+    _given(corpus.name)
     _FILES[corpus.name] = corpus
-    for key in [k for k in _DATA if k[0] == corpus.name]:  # a file given again under its name replaces the old one
-        del _DATA[key]
     return corpus.name
 
 
@@ -186,10 +219,18 @@ def load_corpus(name: str) -> Any:
     return vc.load(name)
 
 
-def bench_data(name: str, quick: bool, limit: int | None = None) -> BenchData:
-    """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split."""
+def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
+    """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split. A
+    treebank (silver-sm of :data:`TASK_CORPORA`, or one given with :func:`use_treebank`) gives a
+    :class:`~veil.bench.data_parsing.TreebankBenchData`, a classification corpus a :class:`BenchData`."""
     key = (name, quick, limit)
     if key in _DATA:
+        return _DATA[key]
+    if name in _TREEBANKS:
+        from veil.bench.data_parsing import user_treebank_data
+
+        trees, options = _TREEBANKS[name]
+        _DATA[key] = user_treebank_data(name, trees, quick, limit, **options)
         return _DATA[key]
     if name in TASK_CORPORA:
         import importlib

@@ -22,18 +22,28 @@ def _names(value: Optional[str], option: str) -> list[str] | None:
     return names
 
 
+def _file_name(stem: str) -> str:
+    """The bench's name of a corpus given with --data: ``file-`` and the file's (or folder's) name, made safe."""
+    import re
+
+    return "file-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:60]
+
+
 def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str], workers: int,
               ray: Optional[str], drop_empty: bool) -> str:
     """Load ``--data`` with the file loader (its typed errors name the column or line and the fix) before any
-    cell runs; the corpus is named after the file."""
-    import re
-
+    cell runs; the corpus is named after the file. A folder, or a CoNLL-U file (``.conllu``) given without
+    --label-column, is a treebank: the dependency-parsing track runs on its trees
+    (:func:`veil.bench.data_parsing.read_user_treebank`); with --label-column a CoNLL-U file is a labelled file
+    (its label a ``# key = value`` comment), as before."""
     from veil.bench.data import use_corpus
     from veil.corpora.files import load_file
 
     if corpora is not None:
         raise typer.BadParameter("--data and --corpora exclude each other: the bench runs on your file or on the "
                                  "built-in corpora (`veil bench --data FILE ...` or `veil bench --corpora A,B`)")
+    if path.is_dir() or (path.suffix.lower() == ".conllu" and label is None):
+        return _use_treebank(path, text, label, workers, ray, drop_empty)
     if label is None:
         raise typer.BadParameter("--data needs --label-column (the column holding each text's label): the bench "
                                  "measures utility as task accuracy")
@@ -42,7 +52,7 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
                                  "see a file loaded here)")
     from veil.errors import DataFormatError, InvalidParameterError
 
-    name = "file-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem)[:60]
+    name = _file_name(path.stem)
     try:
         corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty)
     except (DataFormatError, InvalidParameterError) as exc:  # the loader speaks Python; name this command's options
@@ -54,6 +64,30 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
             msg = msg.replace(api, option)
         raise type(exc)(msg) from None
     return use_corpus(corpus)
+
+
+def _use_treebank(path: Path, text: str, label: Optional[str], workers: int, ray: Optional[str],
+                  drop_empty: bool) -> str:
+    """``--data`` naming a CoNLL-U file or a folder of train/dev/test.conllu: read and check its trees (typed errors
+    naming the file, the line where there is one, and the fix) before any cell runs; named after the file."""
+    from veil.bench.data import use_treebank
+    from veil.bench.data_parsing import read_user_treebank, user_treebank_provenance
+
+    given = [opt for opt, on in (("--text-column", text != "text"), ("--label-column", label is not None),
+                                 ("--drop-empty", drop_empty)) if on]
+    if given:
+        what = ("a folder is a CoNLL-U treebank" if path.is_dir() else
+                "a .conllu file without --label-column is a treebank")
+        raise typer.BadParameter(f"{'/'.join(given)} {'applies' if len(given) == 1 else 'apply'} to labelled files, "
+                                 f"but {what}: its words, Penn tags (XPOS) and trees are the data; leave "
+                                 f"{'/'.join(given)} out")
+    if workers > 1 or ray is not None:
+        raise typer.BadParameter("--data runs in this process only: drop --workers/--ray (Ray's workers cannot "
+                                 "see a file loaded here)")
+    trees = read_user_treebank(path)
+    name = _file_name(path.expanduser().resolve().name if path.is_dir() else path.stem)
+    return use_treebank(name, trees, folder=path.expanduser().resolve() if path.is_dir() else None,
+                        provenance=user_treebank_provenance(path))
 
 
 def bench(
@@ -85,11 +119,17 @@ def bench(
                                                              "run; recorded in the cell ids).")] = None,
     data: Annotated[Optional[Path], typer.Option("--data", help="Your own labelled file (CSV, TSV, JSONL) instead "
                                                                 "of the built-in corpora: every defense that "
-                                                                "serves sentence classification runs on it.")]
+                                                                "serves sentence classification runs on it. A "
+                                                                "CoNLL-U treebank (a .conllu file without "
+                                                                "--label-column, split 80/10/10 by sentence, or a "
+                                                                "folder with train/dev/test.conllu; Penn tags in "
+                                                                "XPOS) runs the dependency-parsing (obfuscated-text)"
+                                                                " track.")]
     = None,
     text_column: Annotated[str, typer.Option(help="With --data: the column holding each text.")] = "text",
     label_column: Annotated[Optional[str], typer.Option(help="With --data: the column holding each label "
-                                                              "(required).")] = None,
+                                                              "(required; a .conllu file given without it is a "
+                                                              "treebank).")] = None,
     drop_empty: Annotated[bool, typer.Option("--drop-empty", help="With --data: drop rows with an empty text or "
                                                                    "label (with a warning) instead of stopping.")]
     = False,
@@ -98,6 +138,9 @@ def bench(
     as_json: JsonOpt = False,
 ) -> None:
     """Run every defense against every attack that observes what it releases; render the report.
+
+    --data runs the bench on your own labelled file (CSV, TSV, JSONL), or on your own CoNLL-U treebank (a .conllu
+    file or a folder with train/dev/test.conllu) for dependency parsing on obfuscated text.
 
     Finished cells are skipped (resumable) unless --force; a failing cell is reported and the others go on;
     the exit code is 1 if any cell failed.
