@@ -68,3 +68,52 @@ def test_data_needs_a_label_and_excludes_corpora_and_ray(cli, reviews):
     cli("bench", "--data", data, "--label-column", "stars", "--corpora", "rt-polarity",
         match=r"--data and --corpora exclude each other")
     cli("bench", "--data", data, "--label-column", "stars", "--workers", "2", match=r"drop --workers/--ray")
+
+
+@pytest.fixture
+def authored(reviews):
+    """The reviews with a private column: who wrote each (four authors, each with a habit of their own)."""
+    folder, rows = reviews
+    habits = {"ann": "honestly", "bob": "frankly", "cy": "truly", "dee": "really"}
+    names = list(habits)
+    out = [rows[0] + ["author"]]
+    for i, (text, stars) in enumerate(rows[1:]):
+        who = names[i % 4]
+        out.append([f"{habits[who]}, {text}", stars, who])
+    return folder, out
+
+
+@pytest.mark.slow
+def test_a_private_column_adds_the_representations_family_attacked_for_it(authored):
+    import json
+
+    from veil.cli import main
+
+    folder, rows = authored
+    data = _write(folder / "authored.csv", rows)
+    out = folder / "bench"
+    assert main(["bench", "--quick", "--data", data, "--text-column", "review", "--label-column", "stars",
+                 "--private-column", "author", "--defenses", "none,leace", "--attacks", "rss,attribute",
+                 "--queries", "50", "--out", str(out)]) == 0
+    cells = sorted(p.name for p in (out / "cells").glob("*.json"))
+    assert {c.split("--")[0] for c in cells} == {"file-authored", "file-authored-author"}
+    attack = json.loads((out / "cells" / next(c for c in cells if "--attribute--" in c)).read_text())
+    b = attack["extra"]["bench"]
+    assert b["success"] == "attribute accuracy" and 0 <= b["success_metric"]["mean"] <= 1
+    assert attack["config"]["corpus"]["private"]["variables"] == ["author"]
+    assert "## representations" in (out / "report.md").read_text()
+
+
+def test_a_bad_private_column_is_refused_before_any_cell(cli, authored):
+    folder, rows = authored
+    data = _write(folder / "authored.csv", rows)
+    cli("bench", "--quick", "--data", data, "--text-column", "review", "--label-column", "stars",
+        "--private-column", "writer", match=r"no column 'writer' for --private-column")
+    rows[9][2] = ""
+    gaps = _write(folder / "gaps.csv", rows)
+    cli("bench", "--quick", "--data", gaps, "--text-column", "review", "--label-column", "stars",
+        "--private-column", "author", match=r"private column 'author' is empty in 1 row")
+    same = [r[:2] + ["ann"] for r in rows[1:]]
+    one = _write(folder / "one.csv", [rows[0]] + same)
+    cli("bench", "--quick", "--data", one, "--text-column", "review", "--label-column", "stars",
+        "--private-column", "author", match=r"takes one value only")

@@ -22,7 +22,8 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "load_corpus", "use_corpus",
+__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
+           "use_corpus",
            "use_treebank", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
@@ -52,6 +53,8 @@ def bench_task(name: str) -> str | None:
         return TASK_CORPORA[name][0]
     if name in _TREEBANKS:
         return "dependency-parsing"
+    if name in _ATTRIBUTES:
+        return "private-attributes"
     return corpus_task(load_corpus(name))
 
 
@@ -167,6 +170,9 @@ _FILES: dict[str, Any] = {}
 #: treebanks given in this process (``veil bench --data FILE.conllu``), by name: (trees by split, their keyword
 #: arguments for :func:`~veil.bench.data_parsing.user_treebank_data`)
 _TREEBANKS: dict[str, tuple[dict[str, list[Any]], dict[str, Any]]] = {}
+#: attribute corpora given in this process (``veil bench --data FILE --private-column P``), by name: (the
+#: AttributeCorpus, its provenance)
+_ATTRIBUTES: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
 
 
 def _given(name: str) -> None:
@@ -179,6 +185,7 @@ def _given(name: str) -> None:
                                     "load_file (the CLI names it after the file)")
     _FILES.pop(name, None)
     _TREEBANKS.pop(name, None)
+    _ATTRIBUTES.pop(name, None)
     for key in [k for k in _DATA if k[0] == name]:  # a file given again under its name replaces the old one
         del _DATA[key]
 
@@ -199,6 +206,20 @@ def use_treebank(name: str, trees: dict[str, list[Any]], *, folder: Any = None,
     _given(name)
     _TREEBANKS[name] = ({s: list(v) for s, v in trees.items()}, {"folder": folder, "provenance": provenance})
     return name
+
+
+def use_attributes(corpus: Any, provenance: list[dict[str, Any]] | None = None) -> str:
+    """Make an :class:`~veil.corpora.attributes.AttributeCorpus` of your own (a labelled file with a private column,
+    :func:`veil.bench.data_attributes.attribute_corpus_from_file`) available to the bench under its name (task
+    private-attributes), in this process; returns the name."""
+    from veil.corpora.attributes import AttributeCorpus
+
+    if not isinstance(corpus, AttributeCorpus):
+        raise InvalidParameterError(f"an attribute corpus is needed (attribute_corpus_from_file), not "
+                                    f"{type(corpus).__name__}")
+    _given(corpus.name)
+    _ATTRIBUTES[corpus.name] = (corpus, list(provenance or []))
+    return corpus.name
 
 
 def use_corpus(corpus: Any) -> str:
@@ -231,6 +252,12 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
 
         trees, options = _TREEBANKS[name]
         _DATA[key] = user_treebank_data(name, trees, quick, limit, **options)
+        return _DATA[key]
+    if name in _ATTRIBUTES:
+        from veil.bench.data_attributes import attribute_data_from
+
+        corpus, provenance = _ATTRIBUTES[name]
+        _DATA[key] = attribute_data_from(name, corpus, quick, limit, provenance)
         return _DATA[key]
     if name in TASK_CORPORA:
         import importlib

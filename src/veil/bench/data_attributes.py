@@ -21,7 +21,12 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["AttributeBenchData", "attribute_data", "ATTRIBUTE_CORPORA"]
+__all__ = ["AttributeBenchData", "attribute_data", "attribute_corpus_from_file", "attribute_data_from",
+           "ATTRIBUTE_CORPORA", "FILE_TOP"]
+
+#: a private column of your own keeps its most frequent values and maps the rest to "other" (a column of
+#: thousands of user ids would otherwise become thousands of one-hot variables with a handful of examples each)
+FILE_TOP = 10
 
 #: bench corpus name -> the built-in attribute corpus it is (:func:`veil.corpora.attributes.load_attributes`)
 ATTRIBUTE_CORPORA = {"news-articles-people": "news-articles", "debates-2016-speaker": "debates-2016"}
@@ -92,3 +97,43 @@ def attribute_data(name: str, quick: bool, limit: int | None = None) -> Attribut
             for p in (vc.load(base).provenance or [])]
     return AttributeBenchData(name=name, base=base, task="private-attributes", quick=bool(quick), corpus=corpus,
                               limit=limit, provenance=prov)
+
+
+def attribute_corpus_from_file(corpus: Any, column: str, *, top: int = FILE_TOP) -> Any:
+    """An :class:`~veil.corpora.attributes.AttributeCorpus` from a labelled file corpus that kept ``column``
+    (``load_file(..., attributes=[column])``): the main task is its label, the private variable the column's value
+    (one-hot, the ``top`` most frequent values kept and the rest mapped to ``other``). A column with one value,
+    or with an empty cell, is a :class:`~veil.errors.DataFormatError` naming the column (and the row's line)."""
+    from veil.corpora.attributes import AttributeCorpus, one_hot_variables
+    from veil.errors import DataFormatError
+
+    values = (corpus.attributes or {}).get(column)
+    if values is None:
+        raise DataFormatError(f"private column {column!r} was not read from {corpus.name}; the file has no such "
+                              "column (check --private-column)")
+    empty = [i for i, v in enumerate(values) if v is None or not str(v).strip()]
+    if empty:
+        raise DataFormatError(f"private column {column!r} is empty in {len(empty)} row(s) of {corpus.name} (row "
+                              f"{empty[0] + 1} first); fill it, or remove those rows")
+    private = one_hot_variables({column: [str(v).strip() for v in values]}, top=top)
+    return AttributeCorpus(corpus.name, list(corpus.texts), corpus.labels, tuple(corpus.label_names),
+                           np.asarray(corpus.splits, dtype=object), private,
+                           {"derived_from": corpus.name, "private": f"column {column!r}, top {top} values + other"})
+
+
+def attribute_data_from(name: str, corpus: Any, quick: bool, limit: int | None = None,
+                        provenance: list[dict[str, Any]] | None = None) -> AttributeBenchData:
+    """:class:`AttributeBenchData` over an attribute corpus already loaded (a file of your own), every split capped
+    at ``limit`` examples as :func:`attribute_data` does."""
+    if limit is not None:
+        from veil.validation import check_int
+
+        limit = check_int("limit", limit, minimum=2)
+        keep = np.sort(np.concatenate([_every_kth(corpus.indices(s), limit) for s in SPLITS]))
+        corpus = corpus.select(keep)
+    missing = [s for s in SPLITS if len(corpus.indices(s)) == 0]
+    if missing:
+        raise InvalidParameterError(f"{name} has no {', '.join(missing)} examples; the representations cells train "
+                                    "on train, select on dev and attack on test (give a split column, or more rows)")
+    return AttributeBenchData(name=name, base=name, task="private-attributes", quick=bool(quick), corpus=corpus,
+                              limit=limit, provenance=list(provenance or []))

@@ -30,7 +30,7 @@ def _file_name(stem: str) -> str:
 
 
 def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str], workers: int,
-              ray: Optional[str], drop_empty: bool) -> str:
+              ray: Optional[str], drop_empty: bool, private: Optional[str] = None) -> list[str]:
     """Load ``--data`` with the file loader (its typed errors name the column or line and the fix) before any
     cell runs; the corpus is named after the file. A folder, or a CoNLL-U file (``.conllu``) given without
     --label-column, is a treebank: the dependency-parsing track runs on its trees
@@ -43,7 +43,10 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
         raise typer.BadParameter("--data and --corpora exclude each other: the bench runs on your file or on the "
                                  "built-in corpora (`veil bench --data FILE ...` or `veil bench --corpora A,B`)")
     if path.is_dir() or (path.suffix.lower() == ".conllu" and label is None):
-        return _use_treebank(path, text, label, workers, ray, drop_empty)
+        if private is not None:
+            raise typer.BadParameter("--private-column applies to labelled files; a treebank has no private column "
+                                     "(leave --private-column out)")
+        return [_use_treebank(path, text, label, workers, ray, drop_empty)]
     if label is None:
         raise typer.BadParameter("--data needs --label-column (the column holding each text's label): the bench "
                                  "measures utility as task accuracy")
@@ -54,16 +57,31 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
 
     name = _file_name(path.stem)
     try:
-        corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty)
+        corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty,
+                           attributes=[private] if private else ())
+        if private:
+            from veil.bench.data_attributes import attribute_corpus_from_file
+
+            attributes = attribute_corpus_from_file(corpus, private)
     except (DataFormatError, InvalidParameterError) as exc:  # the loader speaks Python; name this command's options
         msg = str(exc)
         for api, option in ((", or label=None (CLI: leave out --label) to load without labels", ""),
                             (" (pass label=None to load without labels)", ""), ("for label=;", "for --label-column;"),
                             ("for text=;", "for --text-column;"), ("drop_empty=True (CLI: --drop-empty)",
-                                                                     "--drop-empty")):
+                                                                     "--drop-empty"),
+                            ("for attributes=;", "for --private-column;")):
             msg = msg.replace(api, option)
         raise type(exc)(msg) from None
-    return use_corpus(corpus)
+    names = [use_corpus(corpus)]
+    if private:  # the same rows, with the private column as the attribute the representations' attackers infer
+        from dataclasses import replace
+
+        from veil.bench.data import use_attributes
+
+        prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
+                for p in (corpus.provenance or [])]
+        names.append(use_attributes(replace(attributes, name=_file_name(f"{path.stem}-{private}")), prov))
+    return names
 
 
 def _use_treebank(path: Path, text: str, label: Optional[str], workers: int, ray: Optional[str],
@@ -133,6 +151,11 @@ def bench(
     drop_empty: Annotated[bool, typer.Option("--drop-empty", help="With --data: drop rows with an empty text or "
                                                                    "label (with a warning) instead of stopping.")]
     = False,
+    private_column: Annotated[Optional[str], typer.Option(help="With --data: a column holding a private attribute "
+                                                                "of each text (e.g. the author): the adversarial "
+                                                                "representations also run on it, attacked for that "
+                                                                "attribute (its 10 most frequent values + other).")]
+    = None,
     list_only: Annotated[bool, typer.Option("--list", help="Print the planned cells and exit.")] = False,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -152,7 +175,7 @@ def bench(
 
     out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
     if data is not None:
-        corpus_list = [_use_file(data, text_column, label_column, corpora, workers, ray, drop_empty)]
+        corpus_list = _use_file(data, text_column, label_column, corpora, workers, ray, drop_empty, private_column)
     else:
         corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
         from veil.bench.data import TASK_CORPORA, bench_names

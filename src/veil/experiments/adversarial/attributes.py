@@ -56,7 +56,8 @@ class AttributeRun:
         from veil.defenses.adversarial import defense_names
         from veil.validation import check_choice, check_int
 
-        check_choice("corpus", self.corpus, attribute_names())
+        if not (isinstance(self.corpus, str) and self.corpus.startswith("file-")):  # a file of your own comes
+            check_choice("corpus", self.corpus, attribute_names())  # with its data (veil bench --private-column)
         check_choice("defense", self.defense, defense_names())
         check_choice("encoder", self.encoder, ENCODERS)
         check_choice("reduction", self.reduction, ("sum", "mean"))
