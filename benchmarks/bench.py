@@ -7,6 +7,11 @@ invocation; the ratio is sequential / parallel wall time. Keys are seeded (--key
 same work; the numbers of every cell are compared and must agree.
 
     python benchmarks/bench.py [--corpora rt-polarity,drug-reviews] [--limit N]
+    python benchmarks/bench.py --full results/bench-full
+
+``--full DIR`` times nothing: it reads a full bench's cell records (``veil bench --out DIR``, resumable over several
+sessions) and records how many of the planned cells are done, their summed cell time per corpus, and the commits
+that made them.
 
 Prints one JSON line and appends a dated section to benchmarks/RESULTS.md.
 """
@@ -45,7 +50,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpora", default=",".join(QUICK_CORPORA))
     ap.add_argument("--limit", type=int, default=None, help="cap every split (a smaller run)")
+    ap.add_argument("--full", type=Path, default=None, help="summarise the full bench records in this folder")
     args = ap.parse_args()
+    if args.full is not None:
+        return full_summary(args.full)
     corpora = args.corpora.split(",")
     config = BenchConfig(quick=True, key_seed=0, limit=args.limit)
     cells = plan_cells(corpora, config=config)
@@ -85,6 +93,42 @@ def main() -> None:
              "| engine | wall time | ratio to sequential | same numbers |", "|---|---:|---:|---|",
              f"| sequential (reference) | {times[1]:.0f} s | 1.00x | |",
              f"| Ray, 2 workers | {times[2]:.0f} s | {times[1] / times[2]:.2f}x faster | {'yes' if same else 'NO'} |"]
+    atomic_write_text(RESULTS, RESULTS.read_text() + "\n".join(lines) + "\n")
+
+
+def full_summary(folder: Path) -> None:
+    """Cell count (done of planned) and summed cell time per corpus of the full bench in ``folder``."""
+    from collections import defaultdict
+
+    from veil._io import atomic_write_text
+    from veil.bench.plan import FULL_CORPORA, BenchConfig, plan_cells
+    from veil.results import git_commit
+
+    planned = plan_cells(list(FULL_CORPORA), config=BenchConfig(quick=False))
+    ids = {c.id for c in planned}
+    done: dict[str, list[float]] = defaultdict(list)
+    commits: set[str] = set()
+    for p in sorted((folder / "cells").glob("*.json")):
+        rec = json.loads(p.read_text())
+        cell = rec.get("config", {}).get("cell", {})
+        if cell.get("id") in ids:
+            done[cell["corpus"]].append(float(rec.get("wall_time_s", 0.0)))
+            commits.add(str(rec.get("git_commit")))
+    per = {c: {"planned": sum(1 for x in planned if x.corpus == c), "done": len(done[c]),
+               "cell_seconds": round(sum(done[c]), 1)} for c in FULL_CORPORA}
+    total = sum(len(v) for v in done.values())
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    row = {"benchmark": "bench-full", "date": now, "git_commit": git_commit(), "folder": str(folder),
+           "planned": len(planned), "done": total, "cell_seconds": round(sum(sum(v) for v in done.values()), 1),
+           "record_commits": sorted(commits), "per_corpus": per}
+    print(json.dumps(row))
+    lines = [f"\n## full bench: cells done and summed cell time ({folder}), {now}\n",
+             f"- commit of this summary: {row['git_commit']}; the records were made at {', '.join(sorted(commits))}",
+             f"- {total} of {len(planned)} planned cells done; summed cell time {row['cell_seconds'] / 3600:.2f} h "
+             "(cell wall times, one CPU each, on a 2-core machine shared with other work: not a timing "
+             "measurement, a size)", "",
+             "| corpus | cells planned | done | summed cell time |", "|---|---:|---:|---:|"]
+    lines += [f"| {c} | {v['planned']} | {v['done']} | {v['cell_seconds'] / 60:.1f} min |" for c, v in per.items()]
     atomic_write_text(RESULTS, RESULTS.read_text() + "\n".join(lines) + "\n")
 
 

@@ -40,3 +40,16 @@ def test_bad_parameters_are_refused():
     with pytest.raises(InvalidParameterError):
         cls(m=0, dim=8)
     assert cls.bench_settings(True) == [{"m": 256}]
+
+
+def test_the_model_reading_the_release_trains_through_the_same_pool():
+    import torch
+
+    cls = get_defense("texthide-inference")
+    d = cls(m=2, dim=8)
+    hook = d.training_hook("classification", 2)
+    X = torch.randn(64, 8)
+    masked = hook.infer(X)
+    np.testing.assert_array_equal(masked.abs().numpy(), X.abs().numpy())
+    pool = {tuple(r) for r in np.sign((masked * X).numpy()).astype(int)} | _patterns(X.numpy(), d.protect(X.numpy()))
+    assert len(pool) <= 2  # inference through the hook and protect draw from one pool of two masks

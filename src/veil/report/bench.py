@@ -230,6 +230,8 @@ def _reference(points: list[BenchPoint]) -> str:
             out = f"utility {_pct(ref['utility'])}"
             if ref.get("success_metric"):
                 out += f", {ref.get('success', 'attack')} {_pct(ref['success_metric'])}"
+                if ref.get("p_value") is not None:
+                    out += f" (p={ref['p_value']:.2g} against the floor)"
             return out
     return "n/a"
 
@@ -457,6 +459,8 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
             fh.write(png)
         rows = _rows(points)
         floor_line = _floor_line(points)
+        if not any(p.defense == "none" for p in points) and _reference(points) != "n/a":
+            floor_line += f" Without a defense: {_reference(points)}."
         md += [f"### {corpus}", "", f"![privacy-utility plot of {corpus}, {kind}]({png_name})", "", floor_line, ""]
         md += _md_table(HEAD, rows) + [""]
         b64 = base64.b64encode(png).decode()

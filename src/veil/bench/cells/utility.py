@@ -40,11 +40,18 @@ def _accuracy_metric(y: np.ndarray, pred: np.ndarray) -> Metric:
 
 # ---------------------------------------------------------------- sentence classification: a head through the verb
 def _through_protect(cell: Any, data: Any) -> tuple[np.ndarray, Callable[[], Any]]:
-    """``vectors``: the head trains and tests on what the defense releases (``protect``), with a plain hook."""
+    """``vectors``: the head trains and tests on what the defense releases (``protect``), with a plain hook; a
+    defense that says how its owner trains the model reading its release (``training_hook``: TextHide's inference
+    masking is read by a model trained with TextHide, a fresh pool mask per example and epoch) trains through that
+    hook on the original vectors and is tested on the release through it."""
     from veil.training import PlainHook
 
-    X = data.X if cell.defense == "none" else make_defense(cell, data).protect(data.X)
-    return X, lambda: PlainHook("classification", data.num_classes)
+    if cell.defense == "none":
+        return data.X, lambda: PlainHook("classification", data.num_classes)
+    defense = make_defense(cell, data)
+    if hasattr(defense, "training_hook"):
+        return data.X, lambda: defense.training_hook("classification", data.num_classes)
+    return defense.protect(data.X), lambda: PlainHook("classification", data.num_classes)
 
 
 def _through_hook(cell: Any, data: Any) -> tuple[np.ndarray, Callable[[], Any]]:

@@ -57,6 +57,11 @@ class TextHideInference(VectorsDefense):
         e = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
         return self._texthide.encrypt_inference(e).numpy().astype(np.float32, copy=False)
 
+    def training_hook(self, task: str = "classification", num_classes: int | None = None) -> Any:
+        """How the owner trains the model that reads this release: TextHide with k = 1 over the same secret pool
+        (a fresh pool mask per example and epoch; its ``infer`` masks as :meth:`protect` does)."""
+        return self._texthide.hook(task, num_classes)
+
     def config(self) -> dict[str, Any]:
         cfg = self._texthide.config()
         return {**super().config(), "m": self._m, "dim": cfg["dim"], "mask_key": cfg["mask_key"],
