@@ -117,3 +117,39 @@ def test_a_bad_private_column_is_refused_before_any_cell(cli, authored):
     one = _write(folder / "one.csv", [rows[0]] + same)
     cli("bench", "--quick", "--data", one, "--text-column", "review", "--label-column", "stars",
         "--private-column", "author", match=r"takes one value only")
+
+
+@pytest.fixture
+def notes(tmp_path):
+    """Clinical-style notes exported one sentence per row: 150 notes of 3 sentences, labelled per note."""
+    rng = random.Random(1)
+    rows = [["note_id", "sentence", "outcome"]]
+    for d in range(150):
+        outcome = "readmitted" if d % 3 == 0 else "home"
+        for s in range(3):
+            rows.append([f"n{d:03d}", f"patient {d} visit {s}: {rng.choice(['stable', 'pain', 'fever', 'ok'])} "
+                                      f"on day {rng.randint(1, 30)}", outcome])
+    return tmp_path, rows
+
+
+@pytest.mark.slow
+def test_a_documents_column_runs_the_document_defenses_on_the_users_notes(notes):
+    from veil.cli import main
+
+    folder, rows = notes
+    data = _write(folder / "notes.csv", rows)
+    out = folder / "bench"
+    assert main(["bench", "--quick", "--data", data, "--text-column", "sentence", "--label-column", "outcome",
+                 "--documents-column", "note_id", "--defenses", "none,truncation", "--attacks", "rss",
+                 "--queries", "20", "--out", str(out)]) == 0
+    cells = sorted(p.name for p in (out / "cells").glob("*.json"))
+    assert any("--truncation-" in c for c in cells) and all(c.startswith("file-notes--") for c in cells)
+    assert "## document-embeddings" in (out / "report.md").read_text()
+
+
+def test_a_document_with_two_labels_is_refused_before_any_cell(cli, notes):
+    folder, rows = notes
+    rows[2][2] = "home" if rows[2][2] == "readmitted" else "readmitted"
+    data = _write(folder / "mixed.csv", rows)
+    cli("bench", "--quick", "--data", data, "--text-column", "sentence", "--label-column", "outcome",
+        "--documents-column", "note_id", match=r"document 'n000' \(column 'note_id'\) has rows with labels")

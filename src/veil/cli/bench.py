@@ -30,7 +30,8 @@ def _file_name(stem: str) -> str:
 
 
 def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str], workers: int,
-              ray: Optional[str], drop_empty: bool, private: Optional[str] = None) -> list[str]:
+              ray: Optional[str], drop_empty: bool, private: Optional[str] = None,
+              documents: Optional[str] = None) -> list[str]:
     """Load ``--data`` with the file loader (its typed errors name the column or line and the fix) before any
     cell runs; the corpus is named after the file. A folder, or a CoNLL-U file (``.conllu``) given without
     --label-column, is a treebank: the dependency-parsing track runs on its trees
@@ -43,9 +44,9 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
         raise typer.BadParameter("--data and --corpora exclude each other: the bench runs on your file or on the "
                                  "built-in corpora (`veil bench --data FILE ...` or `veil bench --corpora A,B`)")
     if path.is_dir() or (path.suffix.lower() == ".conllu" and label is None):
-        if private is not None:
-            raise typer.BadParameter("--private-column applies to labelled files; a treebank has no private column "
-                                     "(leave --private-column out)")
+        if private is not None or documents is not None:
+            raise typer.BadParameter("--private-column and --documents-column apply to labelled files; a treebank "
+                                     "has neither (leave them out)")
         return [_use_treebank(path, text, label, workers, ray, drop_empty)]
     if label is None:
         raise typer.BadParameter("--data needs --label-column (the column holding each text's label): the bench "
@@ -58,7 +59,11 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
     name = _file_name(path.stem)
     try:
         corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty,
-                           attributes=[private] if private else ())
+                           attributes=[c for c in (private, documents) if c])
+        if documents:  # one row per sentence: the rows of one document become its sentences
+            from veil.corpora.grouping import group_documents
+
+            corpus = group_documents(corpus, documents)
         if private:
             from veil.bench.data_attributes import attribute_corpus_from_file
 
@@ -69,7 +74,7 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
                             (" (pass label=None to load without labels)", ""), ("for label=;", "for --label-column;"),
                             ("for text=;", "for --text-column;"), ("drop_empty=True (CLI: --drop-empty)",
                                                                      "--drop-empty"),
-                            ("for attributes=;", "for --private-column;")):
+                            ("for attributes=;", "for --private-column/--documents-column;")):
             msg = msg.replace(api, option)
         raise type(exc)(msg) from None
     names = [use_corpus(corpus)]
@@ -113,8 +118,10 @@ def bench(
                                                         "(its wall time on 2 cores is in "
                                                         "benchmarks/RESULTS.md; the first run also encodes "
                                                         "the corpora).")] = False,
-    corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default: rt-polarity,"
-                                                        "drug-reviews with --quick, five corpora without).")]
+    corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default with --quick: "
+                                                        "rt-polarity, drug-reviews, silver-sm, "
+                                                        "debates-2016-speaker; without: eight corpora, "
+                                                        "veil.bench.plan.FULL_CORPORA).")]
     = None,
     defenses: Annotated[Optional[str], typer.Option(help="Comma-separated defenses (default: every registered "
                                                          "one).")] = None,
@@ -156,6 +163,11 @@ def bench(
                                                                 "representations also run on it, attacked for that "
                                                                 "attribute (its 10 most frequent values + other).")]
     = None,
+    documents_column: Annotated[Optional[str], typer.Option(help="With --data: a column naming the document each "
+                                                                  "row (a sentence) belongs to: the rows of one "
+                                                                  "document become its sentences, and the document "
+                                                                  "defenses (SentDP, truncation, metric DP) run.")]
+    = None,
     list_only: Annotated[bool, typer.Option("--list", help="Print the planned cells and exit.")] = False,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -175,7 +187,8 @@ def bench(
 
     out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
     if data is not None:
-        corpus_list = _use_file(data, text_column, label_column, corpora, workers, ray, drop_empty, private_column)
+        corpus_list = _use_file(data, text_column, label_column, corpora, workers, ray, drop_empty, private_column,
+                                documents_column)
     else:
         corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
         from veil.bench.data import TASK_CORPORA, bench_names

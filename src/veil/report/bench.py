@@ -142,6 +142,8 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
         extra = []
         if "mask-recovery" in p.attacks:
             extra.append(f"mask bits {_pct(p.attacks['mask-recovery']['success_metric'])}")
+        if strongest and strongest[1].get("budget"):
+            extra.append(f"{strongest[0]}'s budget: {strongest[1]['budget']}")
         if "exact-audit" in p.attacks:
             extra.append("exact audit: " + ("VIOLATED" if p.attacks["exact-audit"]["success_metric"]["mean"] > 0
                                             else "bound holds"))

@@ -46,7 +46,10 @@ def bench_quick_time(results: Path, bench: Path) -> str:
     by = {r[0]: r for r in rows[1:]}
     seq = next(r for k, r in by.items() if k.startswith("sequential"))
     ray = next((r for k, r in by.items() if k.startswith("Ray")), None)
-    text = f"The last timed run (commit {_commit(lines)}, embeddings cached, after one untimed warm-up) took {seq[1]}"
+    cells = next((m.group(1) for ln in lines if (m := re.search(r", (\d+) cells,", ln))), None)
+    size = f", {cells} cells" if cells else ""
+    text = (f"The last timed run (commit {_commit(lines)}{size}, embeddings cached, after one untimed warm-up) took "
+            f"{seq[1]}")
     return text + (f" sequentially and {ray[1]} on {ray[0].removeprefix('Ray, ')}." if ray else ".")
 
 

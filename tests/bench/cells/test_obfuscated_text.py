@@ -101,3 +101,16 @@ def test_parsing_utility_falls_from_the_originals_as_more_words_are_hidden(small
     assert 0 < b["utility_metric"]["mean"] < b["reference_metric"]["mean"] <= 1
     assert b["utility_metric"]["n"] == sum(map(len, small_treebank.test))
     assert {"uas[spacy-md]", "las[spacy-md]", "uas[spacy-md on originals]"} <= set(rec.metrics)
+
+
+def test_the_budget_note_says_when_an_attacker_was_cut_short():
+    from veil.bench.cells.obfuscated_text import budget_note
+
+    rising = [{"epoch": e, "minutes": 0.25 * (e + 1), "dev_mrr": 0.05 + 0.01 * e} for e in range(4)]
+    assert budget_note(rising, 1.0) == ("stopped by the 1-minute budget; dev MRR 0.050 -> 0.080 over its last 4 "
+                                        "epochs (still rising)")
+    flat = [{"epoch": e, "minutes": 0.1 * (e + 1), "dev_mrr": 0.07} for e in range(5)]
+    assert budget_note(flat, 1.0).endswith("(flat)") and budget_note(flat, 1.0).startswith("5 epochs in 0.50 min")
+    falling = [{"epoch": 0, "loss": 8.0, "minutes": 0.1}, {"epoch": 1, "loss": 7.0, "minutes": 0.2}]
+    assert "still falling; no dev split" in budget_note(falling, 1.0)
+    assert budget_note([], 1.0) == ""

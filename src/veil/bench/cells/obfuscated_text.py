@@ -32,7 +32,7 @@ from veil.bench.cells.common import ALPHA, bench_block, finish, make_defense
 from veil.errors import PrivacyLeakWarning
 from veil.results import Metric, ResultRecord
 
-__all__ = ["word_recovery_cell", "parsing_utility", "PREFIX"]
+__all__ = ["word_recovery_cell", "parsing_utility", "budget_note", "PREFIX"]
 
 #: registry names of the learning word-recovery attacks start with this; the parsing runner's names do not
 PREFIX = "word-recovery-"
@@ -109,6 +109,29 @@ def _mcnemar(hits: np.ndarray, floor_hits: np.ndarray) -> dict[str, Any]:
             "discordant": {"attack_only": b, "floor_only": c}}
 
 
+def budget_note(history: list[dict[str, Any]], minutes: float) -> str:
+    """How a learning attacker's budget ended, from its training history: whether the wall-clock budget stopped it,
+    and whether its own dev MRR (or, without a dev split, its training loss) had stopped improving. A budget that
+    ran out with the curve still rising means the attacker was cut short, and its success is a lower bound."""
+    if not history:
+        return ""
+    last = history[-1]
+    used = float(last.get("minutes", 0.0))
+    stop = (f"stopped by the {minutes:g}-minute budget" if used >= 0.98 * minutes else
+            f"{len(history)} epochs in {used:.2f} min (its epoch limit)")
+    tail = history[-4:]
+    if all("dev_mrr" in h for h in tail) and len(tail) >= 2:
+        first, end = tail[0]["dev_mrr"], tail[-1]["dev_mrr"]
+        best_before = max(h["dev_mrr"] for h in tail[:-1])
+        trend = "still rising" if end > best_before + 0.001 else "flat"
+        return f"{stop}; dev MRR {first:.3f} -> {end:.3f} over its last {len(tail)} epochs ({trend})"
+    if all("loss" in h for h in tail) and len(tail) >= 2:
+        first, end = tail[0]["loss"], tail[-1]["loss"]
+        trend = "still falling" if end < 0.99 * tail[-2]["loss"] else "flat"
+        return f"{stop}; training loss {first:.2f} -> {end:.2f} ({trend}; no dev split)"
+    return stop
+
+
 def _fraction(m: Metric) -> dict[str, Any]:
     """A percent metric as a share in [0, 1] (the report's scale)."""
     d = m.to_dict()
@@ -149,6 +172,7 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
         floor_top1 = Metric(mean=float(floor_hits.mean()), n=int(len(floor_hits)))
         metrics["floor_top1"] = Metric(mean=100.0 * floor_top1.mean, n=floor_top1.n)
     metrics["random_top1"] = Metric(mean=100.0 * float(rates.mean()), n=int(len(rates)))
+    budget = budget_note(list(attacker.config().get("history") or []), setup.attack_minutes)
     rec = ResultRecord(method="bench", experiment=cell.id,
                        config={"attack": attacker.config(), "setup": setup.to_dict(), "defense": defense.config(),
                                "sentences": len(text), "positions": int(text.n_positions)},
@@ -158,7 +182,7 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
                         floor_success=floor_top1.to_dict() if floor_top1 else None,
                         measure="word recovery: the share of replaced words whose original the attacker ranks first",
                         versus="random guessing among the tag's public words" if floor else
-                        "the tag-frequency floor")
+                        "the tag-frequency floor", budget=budget or None)
     return finish(rec, cell, data, start, bench)
 
 

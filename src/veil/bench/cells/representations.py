@@ -6,9 +6,9 @@ loss) or what it releases afterwards (LEACE erases linearly). One cell setting =
 :class:`~veil.experiments.adversarial.attributes.AttributeRun`'s defaults: 16 epochs, batches of 32), followed by
 the post-hoc eavesdroppers ``mlp`` (the paper's), ``mlp-wide`` and ``linear``
 (:class:`~veil.attacks.attribute.AttributeAttack`) trained on the train split's r(x) and scored on test. It is the
-run of :func:`~veil.experiments.adversarial.attributes.run_attribute`, phase for phase and seed for seed (a test
-checks that the metrics agree), kept here because the bench also needs what the run's record does not keep: every
-attacker's per-test-example hits, for a paired test against the floor.
+run of :func:`~veil.experiments.adversarial.attributes.run_attribute` (both call
+:func:`~veil.experiments.adversarial.attributes.train_attribute`), whose outcome also keeps what the run's record
+does not: every attacker's per-test-example hits, for a paired test against the floor.
 
 The utility cell and the attack cell of a setting share that one training: it is cached per process on the
 corpus' bench data (``data._cache``), keyed by (defense, setting, seed); the sequential runner runs the two cells
@@ -28,7 +28,6 @@ one-sided paired permutation test over test examples (:func:`paired_floor_test`)
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,8 +36,8 @@ from veil.bench.cells.common import ALPHA, bench_block, finish
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["attribute_cell", "representations_utility", "paired_floor_test", "train_setting", "AttributeOutcome",
-           "SETTING_KEYS", "WIDTH"]
+__all__ = ["attribute_cell", "representations_utility", "paired_floor_test", "train_setting", "SETTING_KEYS",
+           "WIDTH"]
 
 WIDTH = 64
 #: the keys a representations defense's bench setting may hold: AttributeRun's objective parameters
@@ -46,30 +45,6 @@ SETTING_KEYS = ("alpha", "beta", "reduction", "max_chars")
 SPLITS = ("train", "dev", "test")
 #: the permutation test's resamples (its p-value is valid at any count: Phipson and Smyth 2010)
 RESAMPLES = 9999
-
-
-@dataclass(frozen=True)
-class AttributeOutcome:
-    """One training and its attackers: run_attribute's metrics, every attacker's result and per-test-example rows
-    (``rows[arch]``, and ``rows["floor"]`` for the best constant predictor)."""
-
-    run: Any  # AttributeRun
-    metrics: dict[str, Metric]
-    attacks: dict[str, Any]  # arch -> AttackResult (post-hoc attackers, and "adversary" when the defense has one)
-    rows: dict[str, np.ndarray]
-    kind: str
-    n: dict[str, int]
-    best_epoch: int
-    train_seconds: float
-    seconds: float
-    defense_config: dict[str, Any]
-
-    def strongest(self) -> str:
-        """The post-hoc attacker with the best score on its own dev split (ties: the first of mlp, mlp-wide,
-        linear)."""
-        from veil.experiments.adversarial.attributes import ATTACKERS
-
-        return max(ATTACKERS, key=lambda a: (self.attacks[a].config["dev_score"], -ATTACKERS.index(a)))
 
 
 def _attribute_run(cell: Any, data: Any, defense: str, setting: dict[str, Any]) -> Any:
@@ -83,85 +58,15 @@ def _attribute_run(cell: Any, data: Any, defense: str, setting: dict[str, Any]) 
                         **setting)
 
 
-def train_setting(cfg: Any, corpus: Any) -> AttributeOutcome:
-    """:func:`~veil.experiments.adversarial.attributes.run_attribute` on ``corpus`` (phases 1-3, the same seeds),
-    keeping every attacker's per-test-example rows."""
-    import torch
+def train_setting(cfg: Any, corpus: Any) -> Any:
+    """The setting's training and attackers: :func:`~veil.experiments.adversarial.attributes.train_attribute`, the
+    adversarial experiment's own phases 1-3, with every attacker's per-test-example rows."""
+    from veil.experiments.adversarial.attributes import train_attribute
 
-    from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
-                                        observe_splits, predict_sets)
-    from veil.defenses.adversarial import make_objective
-    from veil.experiments.adversarial.attributes import ATTACKERS, _fit_head, _inputs
-    from veil.metrics.leakage import wilson_interval
-    from veil.models.lstm import LSTMEncoder, ProjectionEncoder
-    from veil.training.adversarial import MainConfig, PlainObjective, representations, train_main
-
-    start = time.perf_counter()
-    idx = {s: corpus.indices(s) for s in SPLITS}
-    empty = [s for s, i in idx.items() if len(i) == 0]
-    if empty:
-        raise InvalidParameterError(f"corpus {corpus.name!r} has no {', '.join(empty)} examples; every split is "
-                                    "needed")
-    y = {s: corpus.labels[i] for s, i in idx.items()}
-    private = {s: corpus.private.select(i) for s, i in idx.items()}
-    inputs = _inputs(cfg, corpus)
-    enc_gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 1]).generate_state(1)[0]))
-    encoder = (LSTMEncoder(inputs["vocab"], width=cfg.width, rng=enc_gen) if cfg.encoder == "lstm"
-               else ProjectionEncoder(inputs["train"].X.shape[1], width=cfg.width, rng=enc_gen))
-    objective = make_objective(cfg.defense, **cfg.objective_params()) or PlainObjective()
-    main_cfg = MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
-    model = train_main(encoder, inputs["train"], y["train"], inputs["dev"], y["dev"],
-                       n_classes=len(corpus.label_names), objective=objective, config=main_cfg,
-                       private_train=private["train"], texts_train=[corpus.texts[i] for i in idx["train"]])
-    R = {s: representations(model.encoder, inputs[s]) for s in idx}
-    head = model.head
-    if cfg.defense == "leace":
-        from veil.defenses.adversarial.leace import LeaceErasure
-
-        eraser = LeaceErasure().fit(R["train"], private["train"])
-        R = {s: eraser.protect(v) for s, v in R.items()}
-        head = _fit_head(R, y, len(corpus.label_names), cfg.seed, cfg.epochs)
-    with torch.no_grad():
-        pred = head(torch.from_numpy(R["test"])).argmax(dim=1).numpy()
-    correct = int((pred == y["test"]).sum())
-    lo, hi = wilson_interval(correct, len(pred))
-    majority = float(np.mean(y["test"] == np.bincount(y["train"]).argmax()))
-    metrics: dict[str, Metric] = {
-        "test_accuracy": Metric(correct / len(pred), n=len(pred), ci_low=lo, ci_high=hi, ci_level=0.95),
-        "majority_accuracy": Metric(majority, n=len(pred)),
-        "dev_accuracy": Metric(model.dev_accuracy[model.best_epoch], n=len(y["dev"])),
-    }
-    splits, truth = observe_splits(R, private, ids=idx, defense={"defense": cfg.defense, **cfg.objective_params()})
-    Z = np.asarray(truth.Z, dtype=np.float32)
-    attacks: dict[str, Any] = {}
-    rows = {"floor": _per_example(floor_predictions(splits.z_train, splits.groups, splits.kind, len(Z)), Z,
-                                  splits.groups, splits.kind)}
-    seeds = np.random.SeedSequence([cfg.seed, 2]).spawn(len(ATTACKERS))
-    for arch, ss in zip(ATTACKERS, seeds):
-        attack = AttributeAttack(architecture=arch, epochs=cfg.attacker_epochs, rng=np.random.default_rng(ss))
-        attacks[arch] = evaluate_attribute(attack, splits, truth, rng=cfg.seed)
-        hits = predict_sets(attack.predict_proba(splits.test), splits.groups, splits.kind, attack.threshold)
-        rows[arch] = _per_example(hits, Z, splits.groups, splits.kind)
-    adversary = getattr(objective, "adversary", None)
-    if adversary is not None:
-        with torch.no_grad():
-            P = torch.sigmoid(adversary(torch.from_numpy(R["test"]))).numpy()
-        attacks["adversary"] = evaluate_attribute(None, splits, truth, probabilities=P, rng=cfg.seed)
-    for who, res in attacks.items():
-        for key in ("privacy", "score", "advantage", "paper_advantage"):
-            if key in res.metrics:
-                metrics[f"{key}[{who}]"] = res.metrics[key]
-    first = attacks["mlp"].metrics
-    metrics["floor_privacy"], metrics["floor_score"] = first["floor_privacy"], first["floor_score"]
-    if "paper_floor_privacy" in first:
-        metrics["paper_floor_privacy"] = first["paper_floor_privacy"]
-    return AttributeOutcome(run=cfg, metrics=metrics, attacks=attacks, rows=rows, kind=splits.kind,
-                            n={s: int(len(i)) for s, i in idx.items()}, best_epoch=int(model.best_epoch),
-                            train_seconds=float(model.train_seconds), seconds=time.perf_counter() - start,
-                            defense_config=objective.config() if cfg.defense != "leace" else {"defense": "leace"})
+    return train_attribute(cfg, corpus)
 
 
-def _outcome(cell: Any, data: Any, defense: str | None = None) -> tuple[AttributeOutcome, bool]:
+def _outcome(cell: Any, data: Any, defense: str | None = None) -> tuple[Any, bool]:
     """(the trained setting, whether it was trained now): the cell's own (``defense`` None) or the undefended
     reference (``defense="none"``), from the corpus' per-process cache."""
     import torch
@@ -243,7 +148,7 @@ def _reference(cell: Any, data: Any) -> dict[str, Any]:
             "p_value": verdict.p_value}
 
 
-def _record(cell: Any, out: AttributeOutcome, trained: bool, metrics: dict[str, Metric], what: str) -> ResultRecord:
+def _record(cell: Any, out: Any, trained: bool, metrics: dict[str, Metric], what: str) -> ResultRecord:
     config = {what: "frozen MiniLM + a 64-wide tanh projection r(x) + MLP head, trained with the defense's objective "
                     "(dev-selected on main accuracy); Coavoux et al. 2018's setting",
               "run": out.run.to_dict(), "run_name": out.run.name, "objective": out.run.objective_params(),

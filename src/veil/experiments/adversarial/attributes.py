@@ -24,7 +24,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["AttributeRun", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep",
+__all__ = ["AttributeRun", "AttributeOutcome", "train_attribute", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep",
            "ATTACKERS", "ENCODERS"]
 
 ATTACKERS = ("mlp", "mlp-wide", "linear")
@@ -143,12 +143,38 @@ def _fit_head(R: dict[str, np.ndarray], y: dict[str, np.ndarray], n_classes: int
     return model.head
 
 
-def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False) -> ResultRecord:
-    """Run one configuration (module docstring); ``data`` overrides the built-in corpus (tests, user corpora)."""
+@dataclass(frozen=True)
+class AttributeOutcome:
+    """One configuration trained and attacked (:func:`train_attribute`): the record's metrics, every attacker's
+    result, and per test example each post-hoc attacker's and the floor's scoring rows (``rows[arch]``,
+    ``rows["floor"]``: correct variables / V for attributes, (TP, FP, FN) for entities), for paired tests."""
+
+    run: AttributeRun
+    metrics: dict[str, Metric]
+    attacks: dict[str, Any]  # arch -> AttackResult (post-hoc attackers, and "adversary" when the defense has one)
+    rows: dict[str, np.ndarray]
+    kind: str
+    n: dict[str, int]
+    best_epoch: int
+    dev_curve: list[float]
+    train_seconds: float
+    examples_per_second: float | None
+    chars_truncated: Any
+    defense_config: dict[str, Any]
+    seconds: float
+
+    def strongest(self) -> str:
+        """The post-hoc attacker with the best score on its own dev split (ties: the first of :data:`ATTACKERS`)."""
+        return max(ATTACKERS, key=lambda a: (self.attacks[a].config["dev_score"], -ATTACKERS.index(a)))
+
+
+def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False) -> AttributeOutcome:
+    """Phases 1-3 of one configuration on ``data`` (an AttributeCorpus, already limited): train the main model with
+    the defense, compute r(x), train and score the post-hoc attackers (module docstring)."""
     import torch
 
-    from veil.attacks.attribute import AttributeAttack, evaluate_attribute, observe_splits
-    from veil.corpora.attributes import load_attributes
+    from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
+                                        observe_splits, predict_sets)
     from veil.defenses.adversarial import make_objective
     from veil.training.adversarial import MainConfig, PlainObjective, representations, train_main
     from veil.metrics.leakage import wilson_interval
@@ -156,8 +182,6 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
     from veil.progress import progress_bar
 
     start = time.perf_counter()
-    data = load_attributes(cfg.corpus, top_k=cfg.top_k) if data is None else data
-    data = data.limit(cfg.max_train, rng=0)
     idx = {s: data.indices(s) for s in ("train", "dev", "test")}
     empty = [s for s, i in idx.items() if len(i) == 0]
     if empty:
@@ -194,11 +218,16 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
         "dev_accuracy": Metric(model.dev_accuracy[model.best_epoch], n=len(y["dev"])),
     }
     splits, truth = observe_splits(R, private, ids=idx, defense={"defense": cfg.defense, **cfg.objective_params()})
+    Z = np.asarray(truth.Z, dtype=np.float32)
+    rows = {"floor": _per_example(floor_predictions(splits.z_train, splits.groups, splits.kind, len(Z)), Z,
+                                  splits.groups, splits.kind)}
     attacks: dict[str, Any] = {}
     seeds = np.random.SeedSequence([cfg.seed, 2]).spawn(len(ATTACKERS))
     for arch, ss in zip(ATTACKERS, seeds):
         attack = AttributeAttack(architecture=arch, epochs=cfg.attacker_epochs, rng=np.random.default_rng(ss))
         attacks[arch] = evaluate_attribute(attack, splits, truth, rng=cfg.seed)
+        hits = predict_sets(attack.predict_proba(splits.test), splits.groups, splits.kind, attack.threshold)
+        rows[arch] = _per_example(hits, Z, splits.groups, splits.kind)
     adversary = getattr(objective, "adversary", None)
     if adversary is not None:
         with torch.no_grad():
@@ -212,19 +241,43 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
     metrics["floor_privacy"], metrics["floor_score"] = first["floor_privacy"], first["floor_score"]
     if "paper_floor_privacy" in first:
         metrics["paper_floor_privacy"] = first["paper_floor_privacy"]
+    return AttributeOutcome(run=cfg, metrics=metrics, attacks=attacks, rows=rows, kind=splits.kind,
+                            n={s: int(len(i)) for s, i in idx.items()}, best_epoch=int(model.best_epoch),
+                            dev_curve=list(model.dev_accuracy), train_seconds=float(model.train_seconds),
+                            examples_per_second=model.examples_per_second,
+                            chars_truncated=getattr(objective, "truncated", None),
+                            defense_config=objective.config() if cfg.defense != "leace" else {"defense": "leace"},
+                            seconds=time.perf_counter() - start)
+
+
+def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False) -> ResultRecord:
+    """Run one configuration (module docstring, :func:`train_attribute`) as a record; ``data`` overrides the
+    built-in corpus (tests, user corpora)."""
+    from veil.corpora.attributes import load_attributes
+
+    start = time.perf_counter()
+    data = load_attributes(cfg.corpus, top_k=cfg.top_k) if data is None else data
+    data = data.limit(cfg.max_train, rng=0)
+    out = train_attribute(cfg, data, progress=progress)
     extra = {
-        "n": {s: int(len(i)) for s, i in idx.items()}, "label_names": list(data.label_names),
-        "private": data.private.describe(), "corpus_notes": data.notes, "best_epoch": model.best_epoch,
-        "dev_curve": model.dev_accuracy, "train_seconds": model.train_seconds,
-        "train_examples_per_second": model.examples_per_second,
-        "chars_truncated": getattr(objective, "truncated", None),
-        "attacks": {who: res.to_dict() for who, res in attacks.items()},
-        "defense_config": objective.config() if cfg.defense != "leace" else {"defense": "leace"},
+        "n": out.n, "label_names": list(data.label_names),
+        "private": data.private.describe(), "corpus_notes": data.notes, "best_epoch": out.best_epoch,
+        "dev_curve": out.dev_curve, "train_seconds": out.train_seconds,
+        "train_examples_per_second": out.examples_per_second,
+        "chars_truncated": out.chars_truncated,
+        "attacks": {who: res.to_dict() for who, res in out.attacks.items()},
+        "defense_config": out.defense_config,
     }
-    config = {**cfg.to_dict(), "name": cfg.name, "kind": data.private.kind, "main": main_cfg.to_dict(),
+    config = {**cfg.to_dict(), "name": cfg.name, "kind": data.private.kind, "main": _main_config(cfg),
               "objective": cfg.objective_params()}
-    return ResultRecord(method=METHOD, experiment=cfg.name, config=config, metrics=metrics,
+    return ResultRecord(method=METHOD, experiment=cfg.name, config=config, metrics=out.metrics,
                         wall_time_s=time.perf_counter() - start, extra=extra)
+
+
+def _main_config(cfg: AttributeRun) -> dict[str, Any]:
+    from veil.training.adversarial import MainConfig
+
+    return MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed).to_dict()
 
 
 def existing_result(cfg: AttributeRun, root: str | Path, *, force: bool = False) -> ResultRecord | None:
