@@ -168,8 +168,9 @@ def test_report_is_self_contained(tmp_path):
     assert parser.external == []  # nothing fetched from a network
     assert parser.tables >= 2 and parser.rows >= 3
     text = md.read_text()
-    assert "## rt-polarity" in text and "report_rt-polarity.png" in text and "## Provenance" in text
-    assert (tmp_path / "out" / "report_rt-polarity.png").stat().st_size > 1000
+    assert "## vectors: one vector per text" in text and "### rt-polarity" in text and "## Provenance" in text
+    assert "report_rt-polarity_vectors.png" in text
+    assert (tmp_path / "out" / "report_rt-polarity_vectors.png").stat().st_size > 1000
 
 
 @pytest.mark.slow
