@@ -7,8 +7,8 @@ defense's release kind (:func:`veil.kinds.observable` of :attr:`~veil.defenses.b
 :attr:`~veil.attacks.base.Attack.observes`, and whose :meth:`bench_applies` accepts the setting), plus one utility
 cell. Negative controls (deliberately broken defenses) are never planned. Floor attacks (random guessing, the
 tag-frequency guess) are paired with the undefended baseline where it releases what they observe, else (obfuscated
-text, which no undefended setting releases) with every defense. A defense or attack registered later adds its cells here with no
-change to this module.
+text, which no undefended setting releases) with every defense. A defense or attack registered later adds its cells
+here with no change to this module.
 """
 
 from __future__ import annotations

@@ -34,6 +34,6 @@ from veil.bench.cells.vectors import AS_VECTORS, release_vectors, retrieval_cell
 RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations")
 
 __all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
-           "word_recovery_cell", "parsing_utility", "attribute_cell",
-           "representations_utility", "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
+           "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility",
+           "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

@@ -24,8 +24,8 @@ import numpy as np
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["AttributeRun", "AttributeOutcome", "train_attribute", "run_attribute", "result_path", "run_or_skip", "existing_result", "sweep",
-           "ATTACKERS", "ENCODERS"]
+__all__ = ["AttributeRun", "AttributeOutcome", "train_attribute", "run_attribute", "result_path", "run_or_skip",
+           "existing_result", "sweep", "ATTACKERS", "ENCODERS"]
 
 ATTACKERS = ("mlp", "mlp-wide", "linear")
 ENCODERS = ("lstm", "minilm")
