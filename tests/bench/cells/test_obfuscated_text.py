@@ -66,8 +66,9 @@ def small_treebank(real_home):
 
 
 def _run(cell, data):
-    from veil.bench.runner import _target, run_cell  # noqa: F401 - run_cell is the path the bench takes
+    """The cell through the function the bench runs it with (its attack's bench_cell, or the utility measure)."""
     from veil.attacks.base import get_attack
+    from veil.bench.runner import _target
     from veil.bench.cells.utility import utility_cell
 
     return utility_cell(cell, data) if cell.attack == UTILITY else _target(get_attack(cell.attack).bench_cell)(
