@@ -36,3 +36,22 @@ def test_broken_needs_a_stronger_attack_whose_interval_clears_the_papers():
     assert broken(safe) is None  # the stronger attack does not beat random
     own = _point("o", 0.7, {"rss": (0.9, 0.88, 0.92, True)})
     assert broken(own) is None  # the paper's attack is the strongest
+
+
+def test_the_provenance_says_how_much_of_the_plan_has_records(tmp_path):
+    """A resuming run (the full bench over several sessions) says what is missing; the committed quick run is whole."""
+    import shutil
+    from pathlib import Path
+
+    from veil.report.bench import _completeness, load_bench
+
+    committed = Path(__file__).resolve().parents[2] / "results" / "bench"
+    records, _ = load_bench(committed)
+    assert _completeness(records) == f"{len(records)} of the {len(records)} cells planned on these corpora"
+    (tmp_path / "cells").mkdir()
+    kept = sorted((committed / "cells").glob("rt-polarity--*.json"))[:-3]  # three cells not run yet
+    for p in kept:
+        shutil.copy(p, tmp_path / "cells" / p.name)
+    partial, _ = load_bench(tmp_path)
+    assert _completeness(partial).endswith("(not run yet: 3 on rt-polarity; `veil bench` on the same folder "
+                                           "resumes them)")
