@@ -23,8 +23,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 
 __all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
-           "use_corpus",
-           "use_treebank", "SIZES", "TASK_CORPORA"]
+           "use_corpus", "use_treebank", "every_kth", "provenance_of", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -65,7 +64,14 @@ def bench_names() -> list[str]:
     return [*vc.names(), *TASK_CORPORA]
 
 
-def _every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
+def provenance_of(corpus: Any) -> list[dict[str, Any]]:
+    """A loaded corpus' source files as the bench records them (package==version, file, sha256)."""
+    return [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
+            for p in (corpus.provenance or [])]
+
+
+def every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    """At most ``limit`` of ``idx``, evenly spaced in order (seed-free: every run sees the same examples)."""
     if limit is None or len(idx) <= limit:
         return idx
     return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
@@ -277,14 +283,14 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
     size = SIZES[kind][0 if quick else 1]
     if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)
         keep = np.asarray([len(d) >= 2 for d in corpus.documents])
-        picks = [_every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if size is None else size[s])
+        picks = [every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if size is None else size[s])
                  for s in ("train", "dev", "test")]
     else:
-        picks = [_every_kth(corpus.indices(s), None if size is None else
+        picks = [every_kth(corpus.indices(s), None if size is None else
                             max(1, int(round(size * len(corpus.indices(s)) / len(corpus))))) for s in
                  ("train", "dev", "test")]
     if limit is not None:
-        picks = [_every_kth(p, limit) for p in picks]
+        picks = [every_kth(p, limit) for p in picks]
     sel_idx = np.sort(np.concatenate(picks))
     tag = ("quick" if quick else "full") + ("" if limit is None else f"-limit{limit}")
     sel = corpus.select(sel_idx, name=f"{name}-bench-{tag}{len(sel_idx)}")
@@ -303,8 +309,7 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
         announce_corpus(encoder, sel, what=f"texts of the bench's {tag} slice of {name}")
         X = np.ascontiguousarray(encoder.encode_corpus(sel, None, progress=True), dtype=np.float32)
     splits = {s: sel.indices(s) for s in ("train", "dev", "test")}
-    prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
-            for p in (corpus.provenance or [])]
+    prov = provenance_of(corpus)
     sentences = ([list(d) for d in sel.documents] if sel.documents is not None else [[t] for t in sel.texts])
     data = BenchData(name=name, task=task, quick=quick, texts=list(sel.texts), labels=np.asarray(sel.labels),
                      X=X, splits=splits, num_classes=int(corpus.num_classes), label_names=list(corpus.label_names),

@@ -69,34 +69,18 @@ class AttributeBenchData:
                 "limit": self.limit}
 
 
-def _every_kth(idx: np.ndarray, limit: int | None) -> np.ndarray:
-    if limit is None or len(idx) <= limit:
-        return idx
-    return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
-
-
 def attribute_data(name: str, quick: bool, limit: int | None = None) -> AttributeBenchData:
     """The attribute corpus behind the bench corpus ``name`` (:data:`ATTRIBUTE_CORPORA`), every split capped at
     ``limit`` examples (None: whole). Its base corpus must be pulled (``veil corpora pull debates-2016``)."""
     import veil.corpora as vc
+    from veil.bench.data import provenance_of
     from veil.corpora.attributes import load_attributes
 
     if name not in ATTRIBUTE_CORPORA:
         raise InvalidParameterError(f"{name!r} is not a private-attribute bench corpus; choose from "
                                     f"{', '.join(ATTRIBUTE_CORPORA)}")
-    if limit is not None:
-        from veil.validation import check_int
-
-        limit = check_int("limit", limit, minimum=2)
     base = ATTRIBUTE_CORPORA[name]
-    corpus = load_attributes(base)
-    if limit is not None:
-        keep = np.sort(np.concatenate([_every_kth(corpus.indices(s), limit) for s in SPLITS]))
-        corpus = corpus.select(keep)
-    prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
-            for p in (vc.load(base).provenance or [])]
-    return AttributeBenchData(name=name, base=base, task="private-attributes", quick=bool(quick), corpus=corpus,
-                              limit=limit, provenance=prov)
+    return attribute_data_from(name, load_attributes(base), quick, limit, provenance_of(vc.load(base)), base=base)
 
 
 def attribute_corpus_from_file(corpus: Any, column: str, *, top: int = FILE_TOP) -> Any:
@@ -122,18 +106,22 @@ def attribute_corpus_from_file(corpus: Any, column: str, *, top: int = FILE_TOP)
 
 
 def attribute_data_from(name: str, corpus: Any, quick: bool, limit: int | None = None,
-                        provenance: list[dict[str, Any]] | None = None) -> AttributeBenchData:
-    """:class:`AttributeBenchData` over an attribute corpus already loaded (a file of your own), every split capped
-    at ``limit`` examples as :func:`attribute_data` does."""
+                        provenance: list[dict[str, Any]] | None = None, *, base: str | None = None
+                        ) -> AttributeBenchData:
+    """:class:`AttributeBenchData` over an attribute corpus already loaded (a built-in one, or a file of your own),
+    every split capped at ``limit`` examples, every k-th one in corpus order; ``base`` names the attribute corpus
+    (default: ``name``)."""
+    from veil.bench.data import every_kth
+
     if limit is not None:
         from veil.validation import check_int
 
         limit = check_int("limit", limit, minimum=2)
-        keep = np.sort(np.concatenate([_every_kth(corpus.indices(s), limit) for s in SPLITS]))
+        keep = np.sort(np.concatenate([every_kth(corpus.indices(s), limit) for s in SPLITS]))
         corpus = corpus.select(keep)
     missing = [s for s in SPLITS if len(corpus.indices(s)) == 0]
     if missing:
         raise InvalidParameterError(f"{name} has no {', '.join(missing)} examples; the representations cells train "
                                     "on train, select on dev and attack on test (give a split column, or more rows)")
-    return AttributeBenchData(name=name, base=name, task="private-attributes", quick=bool(quick), corpus=corpus,
+    return AttributeBenchData(name=name, base=base or name, task="private-attributes", quick=bool(quick), corpus=corpus,
                               limit=limit, provenance=list(provenance or []))

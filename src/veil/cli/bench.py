@@ -81,11 +81,10 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
     if private:  # the same rows, with the private column as the attribute the representations' attackers infer
         from dataclasses import replace
 
-        from veil.bench.data import use_attributes
+        from veil.bench.data import provenance_of, use_attributes
 
-        prov = [{"package": f"{p.package}=={p.version}", "file": p.file, "sha256": p.sha256}
-                for p in (corpus.provenance or [])]
-        names.append(use_attributes(replace(attributes, name=_file_name(f"{path.stem}-{private}")), prov))
+        names.append(use_attributes(replace(attributes, name=_file_name(f"{path.stem}-{private}")),
+                                    provenance_of(corpus)))
     return names
 
 

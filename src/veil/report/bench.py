@@ -314,11 +314,11 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
                     xytext=(14, offset(u["mean"], a["mean"])),
                     fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.6, "color": colours[p.defense],
                                             "shrinkA": 0, "shrinkB": 3})
-    floor = _floor(points)
-    own = [(p, _floor([p])) for p in points if p.utility is not None and _floor([p])]
-    if floor and len({round(f[1]["success_metric"]["mean"], 9) for _, f in own} | {
-            round(floor[1]["success_metric"]["mean"], 9)}) > 1:  # each setting has its own floor: mark each
+    floor, own = _floor(points), _own_floors(points)
+    if own:  # each setting has its own floor: mark each
         for p, f in own:
+            if p.utility is None:
+                continue
             ax.plot([p.utility["utility_metric"]["mean"]], [f[1]["success_metric"]["mean"]], marker="_",
                     markersize=18, color="grey", ls="none", label=f"floor of each setting: {f[0]}")
     elif floor:
@@ -455,14 +455,21 @@ def _by_kind(by_corpus: dict[str, list[BenchPoint]]) -> list[tuple[str, str, lis
     return out
 
 
+def _own_floors(points: list[BenchPoint]) -> list[tuple[BenchPoint, tuple[str, dict[str, Any]]]]:
+    """Each point with its own floor, where the points' floors differ (the tag-frequency guess at each obfuscation
+    level); [] where one floor serves them all (random guessing over one index)."""
+    own = [(p, f) for p in points if (f := _floor([p]))]
+    return own if len({round(f[1]["success_metric"]["mean"], 9) for _, f in own}) > 1 else []
+
+
 def _floor_line(points: list[BenchPoint]) -> str:
     floor = _floor(points)
     if not floor:
         return ""
     name, b = floor
-    per_point = [(p, _floor([p])) for p in points if _floor([p])]
-    if len({round(f[1]["success_metric"]["mean"], 9) for _, f in per_point}) > 1:
-        return "Floors: " + "; ".join(f"{p.name}: {f[0]} {_pct(f[1]['success_metric'])}" for p, f in per_point) + "."
+    own = _own_floors(points)
+    if own:
+        return "Floors: " + "; ".join(f"{p.name}: {f[0]} {_pct(f[1]['success_metric'])}" for p, f in own) + "."
     if name == "random-guess" and b.get("random_rate"):
         return f"Random guessing re-identifies {_pct(b['success_metric'])} (1 in {round(1 / b['random_rate']):,})."
     line = f"The floor ({name}) reaches {_pct(b['success_metric'])}"

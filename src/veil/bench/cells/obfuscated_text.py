@@ -60,10 +60,10 @@ def _options(cell: Any, data: Any) -> dict[str, Any]:
     return {"network": _network(cell, data)} if issubclass(get_defense(cell.defense), NeuralObfuscator) else {}
 
 
-def _release(cell: Any, data: Any) -> tuple[Any, list[Any]]:
+def _release(cell: Any, data: Any, options: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
     """The defense, and the private test sentences as it releases them (the obfuscated sentences with their keys;
     the keys reach the scorer only)."""
-    defense = make_defense(cell, data, **_options(cell, data))
+    defense = make_defense(cell, data, **(_options(cell, data) if options is None else options))
     return defense, defense.transform((t.words, t.tags) for t in data.test)
 
 
@@ -151,7 +151,7 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
     start = time.perf_counter()
     setup = data.setup(cell.config.seed)
     options = _options(cell, data)
-    defense, obf = _release(cell, data)
+    defense, obf = _release(cell, data, options)
     text, originals = observe(obf), [list(o.key.originals) for o in obf]
     targets = [[w.lower() for w in o] for o in originals]
     make = _attackers_mechanism(cell, data, options)
