@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 
 from veil import __version__
-from veil.cli import (adversarial, attack, audit, bench, corpora, encode, federated, obfuscate, parse, registries,
-                      report, sentdp, texthide)
+from veil.cli import (adversarial, attack, audit, bench, corpora, encode, federated, models, obfuscate, parse,
+                      registries, report, sentdp, texthide)
 
 __all__ = ["app", "COMMAND_MODULES"]
 
@@ -37,9 +37,9 @@ def _root(
 
 
 #: the command modules; commands: encode, demo, report, bench, obfuscate; groups: corpora, defenses, attacks,
-#: texthide, attack, sentdp, audit, adversarial, parse, federated
+#: texthide, attack, sentdp, audit, adversarial, parse, models, federated
 COMMAND_MODULES = (encode, report, bench, obfuscate, corpora, registries, texthide, attack, sentdp, audit, adversarial,
-                   parse, federated)
+                   parse, models, federated)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

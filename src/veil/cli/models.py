@@ -1,0 +1,152 @@
+"""``veil models train mlm`` and ``veil models list``: the models veil trains itself, cached under VEIL_HOME.
+
+``train mlm`` continues masked-LM training of MiniLM (:mod:`veil.training.mlm`) on the silver treebank's train
+split (public text: news-articles and Brown documents that are never in its dev or test split); ``--quick``
+trains the small model of the tests and the quick bench on the quick silver treebank (built first if missing,
+about 20 s). ``list`` shows every model file veil has cached: masked LMs, parsers, neural obfuscators and the
+word-level masked-LM attackers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite
+
+__all__ = ["register", "models_app", "cached_models"]
+
+models_app = typer.Typer(help="The models veil trains itself (cached under VEIL_HOME): train and list them.",
+                         no_args_is_help=True)
+train_app = typer.Typer(help="Train one of veil's models.", no_args_is_help=True)
+models_app.add_typer(train_app, name="train")
+
+
+def _treebank_sentences(treebank: str, quick: bool) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """The train split (tagged sentences), the dev split (held-out) and what the manifest says about them."""
+    from veil.parsing.treebank import QUICK_SILVER, SILVER, build_silver, load_treebank, silver_dir, \
+        treebank_fingerprint, treebank_info
+
+    if quick and not (silver_dir(QUICK_SILVER) / "meta.json").is_file():
+        build_silver(name=QUICK_SILVER, progress=True)
+    if treebank == SILVER:
+        from veil.cli.obfuscate import needs_silver
+
+        needs_silver(treebank, "veil models train mlm")
+    train = load_treebank("train", treebank)
+    dev = load_treebank("dev", treebank)
+    info = treebank_info(treebank)
+    data = {"treebank": str(treebank), "treebank_sha256": treebank_fingerprint(treebank), "split": "train",
+            "heldout_split": "dev", "sources": info.get("sources"),
+            "note": "public text: the treebank's train split; its test split (the word-recovery targets) is never "
+                    "read"}
+    return [(t.words, t.tags) for t in train], [(t.words, t.tags) for t in dev], data
+
+
+@train_app.command("mlm")
+def train_mlm_command(
+    quick: Annotated[bool, typer.Option("--quick", help="The small model of the tests and the quick bench "
+                                                        "(mlm-quick, on the quick silver treebank; about 2 "
+                                                        "minutes).")] = False,
+    max_minutes: Annotated[Optional[float], typer.Option(help="Training budget in minutes (default 45; --quick "
+                                                               "6).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(min=1, help="Passes over the training text (default 2; "
+                                                              "--quick 3).")] = None,
+    max_train: Annotated[Optional[int], typer.Option(min=1, help="Training sentences (a random subset).")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="torch CPU threads.")] = 2,
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue an interrupted run of the same "
+                                                                     "configuration.")] = True,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train veil's masked LM: MiniLM's weights, masked-LM training continued on the silver treebank's train split
+    (resumable; with the defaults about 45 minutes on 2 cores, after `veil parse treebank`)."""
+    from dataclasses import replace
+
+    from veil.models.mlm import check_replaceable, mlm_dir
+    from veil.training.mlm import FULL_MLM, QUICK_MLM, state_path, train_mlm
+
+    config = QUICK_MLM if quick else FULL_MLM
+    if max_minutes is not None:
+        finite("--max-minutes", max_minutes, low=0.0)
+        config = replace(config, max_minutes=max_minutes)
+    config = replace(config, epochs=epochs or config.epochs, max_train=max_train, threads=threads)
+    folder = mlm_dir(config.name)
+    check_replaceable(folder)  # before any work
+    if folder.exists() and not force and not (resume and state_path(folder).is_file()):
+        raise typer.BadParameter(f"the masked LM {folder} already exists; pass --force to train it again "
+                                 f"(`veil models list` shows it)", param_hint="--force")
+    msg = console(as_json)
+    train, heldout, data = _treebank_sentences(config.treebank, quick)
+    manifest = train_mlm(config, train, heldout, data=data, resume=resume, force=force,
+                         log=lambda line: msg.print(line, highlight=False))
+    if as_json:
+        echo_json({"folder": str(folder), **{k: v for k, v in manifest.items() if k != "curve"}})
+        return
+    msg.print(f"held-out masked-token accuracy {manifest['heldout']['accuracy']:.2f}% after {manifest['steps']} steps "
+              f"({manifest['minutes']:.1f} min); wrote {folder}", highlight=False)
+
+
+def cached_models() -> list[dict[str, Any]]:
+    """Every model file veil trains itself that is cached under VEIL_HOME (kind, name, path, size, details)."""
+    from veil._io import veil_home
+    from veil.models.mlm import MANIFEST, MLM_NAMES, mlm_dir
+
+    rows: list[dict[str, Any]] = []
+    for name in MLM_NAMES:
+        folder = mlm_dir(name)
+        if (folder / MANIFEST).is_file():
+            import json
+
+            try:
+                m = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+                detail = (f"held-out accuracy {m['heldout']['accuracy']:.2f}%, {m['steps']} steps, "
+                          f"{m['tokens_seen']:,} tokens, {m['minutes']:.1f} min, sha256 {str(m['sha256'])[:12]}")
+            except (OSError, ValueError, KeyError, TypeError):
+                detail = "damaged manifest (`veil models train mlm --force` rebuilds it)"
+            rows.append({"kind": "masked-lm", "name": name, "path": str(folder), "size_mb": _size_mb(folder),
+                         "detail": detail})
+        elif folder.with_name(folder.name + ".state.pt").is_file():
+            rows.append({"kind": "masked-lm", "name": name, "path": str(folder.with_name(folder.name + ".state.pt")),
+                         "size_mb": _size_mb(folder.with_name(folder.name + ".state.pt")),
+                         "detail": "interrupted run: `veil models train mlm` resumes it"})
+    parsing = veil_home() / "parsing"
+    for path in sorted((parsing / "models").glob("*.pt")):
+        if path.name.endswith(".state.pt"):
+            continue
+        kind = "neural-obfuscator" if path.name.startswith("neural-") else "parser"
+        rows.append({"kind": kind, "name": path.stem, "path": str(path), "size_mb": _size_mb(path), "detail": ""})
+    for path in sorted((parsing / "attackers").glob("*.pt")):
+        rows.append({"kind": "word-recovery-attacker", "name": path.stem, "path": str(path),
+                     "size_mb": _size_mb(path), "detail": ""})
+    return rows
+
+
+def _size_mb(path: Path) -> float:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return round(sum(p.stat().st_size for p in files) / 1e6, 1)
+
+
+@models_app.command("list")
+def list_models(as_json: JsonOpt = False) -> None:
+    """Show the models veil has trained and cached under VEIL_HOME."""
+    from veil._io import veil_home
+
+    rows = cached_models()
+    if as_json:
+        echo_json({"home": str(veil_home()), "models": rows})
+        return
+    msg = console(False)
+    if not rows:
+        msg.print(f"no model cached under {veil_home()}; `veil models train mlm --quick` trains the small masked LM "
+                  "(about 2 minutes)", highlight=False)
+        return
+    for r in rows:
+        msg.print(f"{r['kind']:<24} {r['name']:<28} {r['size_mb']:>8.1f} MB  {r['path']}"
+                  + (f"\n{'':<24} {r['detail']}" if r["detail"] else ""), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")
