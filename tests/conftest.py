@@ -187,3 +187,15 @@ def ray_leftovers():
 
     yield
     gc.collect()
+
+
+@pytest.fixture(scope="session")
+def quick_mlm():
+    """veil's quick masked LM (``veil models train mlm --quick``), from the real cache: trained there first if it
+    is missing (about 2 minutes on 2 cores), then loaded."""
+    from veil.models.mlm import load_mlm
+    from veil.parsing.mlm import ensure_mlm
+
+    with _real_home_env():
+        ensure_mlm("mlm-quick")
+        return load_mlm("mlm-quick")

@@ -56,7 +56,8 @@ def test_the_families_of_the_four_papers_and_the_deployed_defenses_are_all_there
     assert set(attack_names()) >= {"rss", "abs-rss", "reprecon", "random-guess", "mask-recovery", "unmix",
                                    "gradmatch", "analytic", "update-chain", "encoding-match", "exact-audit",
                                    "attribute", "word-recovery-trained", "word-recovery-mlm", "word-recovery-minilm",
-                                   "keep-word", "tag-frequency"}
+                                   "word-recovery-veil-mlm", "word-recovery-veil-mlm-tuned", "keep-word",
+                                   "tag-frequency"}
 
 
 @pytest.mark.parametrize("name", defense_names(controls=True))

@@ -285,6 +285,8 @@ _REGISTRY = LazyRegistry("attack", {
     "word-recovery-minilm": "veil.attacks.word_recovery.contextual:ContextualAttacker",
     "word-recovery-trained": "veil.attacks.word_recovery.neural:TrainedAttacker",
     "word-recovery-mlm": "veil.attacks.word_recovery.neural:MaskedLMAttacker",
+    "word-recovery-veil-mlm": "veil.attacks.word_recovery.veil_mlm:ZeroShotMLMAttacker",
+    "word-recovery-veil-mlm-tuned": "veil.attacks.word_recovery.veil_mlm:TunedMLMAttacker",
     "keep-word": "veil.attacks.word_recovery.floors:KeepWord",
     "tag-frequency": "veil.attacks.word_recovery.floors:TagFrequency",
 })

@@ -124,7 +124,12 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
     if not cells:
         raise InvalidParameterError("the bench plan has no cells; choose corpora, defenses and attacks that apply "
                                     "to each other (`veil bench --list` shows a plan)")
-    finished_cells(cells, out, force=force)  # every record checked before the output folder is touched
+    done = finished_cells(cells, out, force=force)  # every record checked before the output folder is touched
+    if any(getattr(c, "attack", None) and str(c.attack).startswith("word-recovery-veil-mlm") and c.config.quick
+           and c.id not in done for c in cells):
+        from veil.parsing.mlm import ensure_mlm
+
+        ensure_mlm("mlm-quick", log=log or print)  # once, here: never raced by parallel workers
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
     return run_sweep(_sweep(out_dir), cells, out=out_dir, workers=workers, ray_address=ray_address, force=force,

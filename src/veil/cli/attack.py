@@ -449,13 +449,17 @@ def attack_attribute(
 # --------------------------------------------------------------------------- word recovery (obfuscated parsing)
 @attack_app.command("word-recovery")
 def attack_word_recovery(
-    method: Annotated[str, typer.Option(help="minilm (a head over frozen MiniLM), trained, mlm, keep-word or "
-                                             "tag-frequency.")] = "trained",
+    method: Annotated[str, typer.Option(help="minilm (a head over frozen MiniLM), trained, mlm, veil-mlm (veil's own "
+                                             "masked LM, zero-shot), veil-mlm-tuned (it, fine-tuned on the "
+                                             "attacker's own obfuscations), keep-word or tag-frequency.")] = "trained",
     level: LevelOpt = "P3",
     treebank: TreebankOpt = "silver-sm",
     n_test: parse.NTestOpt = 2000,
     train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences the attacker learns from.")] = 20000,
-    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of a neural attacker.")] = 8.0,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of a neural attacker (a cap for trained and "
+                                                         "veil-mlm-tuned, which stop when their own dev MRR stops "
+                                                         "rising).")] = 8.0,
+    mlm: parse.MLMOpt = "mlm",
     seed: parse.SeedOpt = 0,
     results: parse.ResultsOpt = None,
     force: ForceOpt = False,
@@ -468,7 +472,7 @@ def attack_word_recovery(
         raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
     finite("--minutes", minutes, low=0.0)
     setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, attack_train=train_sentences,
-                         attack_minutes=minutes, seed=seed)
+                         attack_minutes=minutes, seed=seed, mlm=parse.check_mlm(mlm, [method]))
     parse.run_one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[],
                        levels=[check_level(level)], attackers=[method])
 

@@ -24,34 +24,13 @@ train_app = typer.Typer(help="Train one of veil's models.", no_args_is_help=True
 models_app.add_typer(train_app, name="train")
 
 
-def _treebank_sentences(treebank: str, quick: bool) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """The train split (tagged sentences), the dev split (held-out) and what the manifest says about them."""
-    from veil.parsing.treebank import QUICK_SILVER, SILVER, build_silver, load_treebank, silver_dir, \
-        treebank_fingerprint, treebank_info
-
-    if quick and not (silver_dir(QUICK_SILVER) / "meta.json").is_file():
-        build_silver(name=QUICK_SILVER, progress=True)
-    if treebank == SILVER:
-        from veil.cli.obfuscate import needs_silver
-
-        needs_silver(treebank, "veil models train mlm")
-    train = load_treebank("train", treebank)
-    dev = load_treebank("dev", treebank)
-    info = treebank_info(treebank)
-    data = {"treebank": str(treebank), "treebank_sha256": treebank_fingerprint(treebank), "split": "train",
-            "heldout_split": "dev", "sources": info.get("sources"),
-            "note": "public text: the treebank's train split; its test split (the word-recovery targets) is never "
-                    "read"}
-    return [(t.words, t.tags) for t in train], [(t.words, t.tags) for t in dev], data
-
-
 @train_app.command("mlm")
 def train_mlm_command(
     quick: Annotated[bool, typer.Option("--quick", help="The small model of the tests and the quick bench "
                                                         "(mlm-quick, on the quick silver treebank; about 2 "
                                                         "minutes).")] = False,
     max_minutes: Annotated[Optional[float], typer.Option(help="Training budget in minutes (default 45; --quick "
-                                                               "6).")] = None,
+                                                               "30).")] = None,
     epochs: Annotated[Optional[int], typer.Option(min=1, help="Passes over the training text (default 2; "
                                                               "--quick 3).")] = None,
     max_train: Annotated[Optional[int], typer.Option(min=1, help="Training sentences (a random subset).")] = None,
@@ -78,8 +57,10 @@ def train_mlm_command(
     if folder.exists() and not force and not (resume and state_path(folder).is_file()):
         raise typer.BadParameter(f"the masked LM {folder} already exists; pass --force to train it again "
                                  f"(`veil models list` shows it)", param_hint="--force")
+    from veil.parsing.mlm import mlm_training_data
+
     msg = console(as_json)
-    train, heldout, data = _treebank_sentences(config.treebank, quick)
+    train, heldout, data = mlm_training_data(config.treebank)
     manifest = train_mlm(config, train, heldout, data=data, resume=resume, force=force,
                          log=lambda line: msg.print(line, highlight=False))
     if as_json:

@@ -31,6 +31,24 @@ NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget
 PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
 
 
+MLMOpt = Annotated[str, typer.Option(help="veil's masked LM for the veil-mlm attackers: mlm (`veil models train mlm`) "
+                                           "or mlm-quick.")]
+
+
+def check_mlm(name: str, attackers: Any) -> str:
+    """``--mlm``: a masked LM veil makes; when a veil-mlm attacker is asked for, it must be cached (checked before
+    any work; the quick one is trained here if missing, about 2 minutes)."""
+    from veil.models.mlm import MLM_NAMES
+
+    if name not in MLM_NAMES:
+        raise typer.BadParameter(f"--mlm must be one of {', '.join(MLM_NAMES)}, got {name!r}")
+    if any(str(a).startswith("veil-mlm") for a in attackers):
+        from veil.parsing.mlm import ensure_mlm
+
+        ensure_mlm(name)
+    return name
+
+
 def _root(results: Optional[Path]) -> Path:
     from veil.outputs import check_output_dir, default_results_dir
 
@@ -194,12 +212,16 @@ def obfuscator_train(
 def parse_sweep(
     parsers: Annotated[str, typer.Option(help="Comma-separated parsers.")] = "biaffine,spacy-sm,spacy-md",
     levels: Annotated[str, typer.Option(help="Comma-separated levels (none, P1..P5).")] = "none,P1,P2,P3,P4,P5",
-    attackers: Annotated[str, typer.Option(help="Comma-separated attackers.")] =
+    attackers: Annotated[str, typer.Option(help="Comma-separated attackers (veil-mlm and veil-mlm-tuned need "
+                                                "veil's masked LM: `veil models train mlm`).")] =
     "minilm,trained,mlm,keep-word,tag-frequency",
     treebank: TreebankOpt = "silver-sm",
     n_test: NTestOpt = 2000,
     train_sentences: Annotated[int, typer.Option(min=1, help="Public sentences each attacker learns from.")] = 20000,
-    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of each neural attacker.")] = 8.0,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of each neural attacker (a cap for trained "
+                                                         "and veil-mlm-tuned, which stop when their own dev MRR "
+                                                         "stops rising).")] = 8.0,
+    mlm: MLMOpt = "mlm",
     seed: SeedOpt = 0,
     defense: Annotated[str, typer.Option(help="Comma-separated defenses: random (substitution) and/or neural (the "
                                               "neural obfuscator, one per level and training seed).")] = "random",
@@ -237,7 +259,7 @@ def parse_sweep(
         finite(option, value, low=0.0)
     finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
     setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, attack_train=train_sentences,
-                         attack_minutes=minutes, seed=seed)
+                         attack_minutes=minutes, seed=seed, mlm=check_mlm(mlm, attacker_names))
     root = _root(results)
     msg = console(as_json)
     paths = run_parsing(root, parsers=parser_names, levels=lvls, attackers=attacker_names, setup=setup,

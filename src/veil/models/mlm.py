@@ -173,6 +173,9 @@ def save_mlm(model: Any, tokenizer: Any, folder: str | os.PathLike, manifest: di
         manifest = {**manifest, "sha256": sha256_file(tmp / WEIGHTS)}
         atomic_write_json(tmp / MANIFEST, manifest)
         mark_owned(tmp, f"veil's masked LM ({manifest.get('name')}, veil models train mlm)")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the model folder is as any other veil writes
         remove_owned_dir(folder)
         os.replace(tmp, folder)
     except BaseException:

@@ -63,8 +63,10 @@ def _table2(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str,
              "silver tree of the original sentence. prv = 100 - 100 x MRR of the attacker (pessimistic ties, told "
              "which positions were replaced); ratio = UAS / (100 - prv), the paper's breach ratio (its footnote "
              "says LAS, its numbers are UAS: veil follows the numbers). MiniLM: a head "
-             "trained over a frozen all-MiniLM-L6-v2 (the paper has no such column). The paper's numbers (PTB, "
-             "gold trees; BERT-base as the masked-LM attacker) are in parentheses.", ""]
+             "trained over a frozen all-MiniLM-L6-v2 (the paper has no such column); masked LM: veil's earlier "
+             "word-level BiLSTM masked LM. Strongest: the lowest prv of every attacker at that level (see "
+             "*Attackers and floors*), with how its training ended. The paper's numbers (PTB, gold trees; BERT-base "
+             "as the masked-LM attacker) are in parentheses.", ""]
     if not evals and not attacks:
         return lines + ["No results yet (`veil parse eval`, `veil attack word-recovery`).", ""]
     for parser, title in _PARSERS.items():
@@ -72,7 +74,7 @@ def _table2(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str,
             continue
         paper = PAPER_BIAFFINE if parser == "biaffine" else PAPER_ALLENNLP
         lines += [f"### {title}", "", "| obf. terms | UAS | LAS | UAS no punct | prv MiniLM | ratio | prv trained | "
-                  "ratio | prv masked LM | ratio |", "|---" * 10 + "|"]
+                  "ratio | prv masked LM | ratio | prv strongest (which; how it ended) | ratio |", "|---" * 12 + "|"]
         for lv in _LEVELS:
             rec = evals.get((parser, lv))
             if rec is None:
@@ -95,6 +97,13 @@ def _table2(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str,
                     cells += [f"{_f(a.metrics['prv'])} ({paper_prv})", f"{ratio} ({p[0] / (100 - paper_prv):.2f})"]
                 else:
                     cells += [_f(a.metrics["prv"]), ratio]
+            best = _strongest(attacks, lv) if lv != "none" else None
+            if best is None:
+                cells += ["–", "–"]
+            else:
+                prv = best[0].metrics["prv"].mean
+                cells += [f"{_f(best[0].metrics['prv'])} ({best[0].config['attacker']}; {best[1]})",
+                          f"{uas / (100 - prv):.2f}" if prv < 100 else "inf"]
             lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
@@ -119,14 +128,42 @@ def _pattern(evals: dict[tuple[str, str], ResultRecord]) -> list[str]:
                     "the early rate) |", "|---|---|---|---|", *rows, ""]
 
 
+_ATTACKERS = ("veil-mlm-tuned", "veil-mlm", "trained", "minilm", "mlm", "tag-frequency", "keep-word")
+
+
+def _ended(rec: ResultRecord) -> str:
+    """How a learning attacker's training ended: "flattened" (its own dev MRR stopped rising), "cut short" (the
+    budget or the epochs ended it first), "no curve" (a fixed budget, no dev split) or "no training"."""
+    attack = rec.config.get("attack", {})
+    if rec.config.get("attacker") in ("veil-mlm", "tag-frequency", "keep-word"):
+        return "no training"
+    stopped = attack.get("stopped")
+    if stopped is None:
+        return "no curve"
+    return "flattened" if stopped == "flattened" else "cut short"
+
+
+def _strongest(attacks: dict[tuple[str, str], ResultRecord], lv: str) -> tuple[ResultRecord, str] | None:
+    """The attacker with the lowest prv at ``lv`` and how its training ended."""
+    ran = [(attacks[(n, lv)].metrics["prv"].mean, n) for n in _ATTACKERS if (n, lv) in attacks]
+    if not ran:
+        return None
+    rec = attacks[(min(ran)[1], lv)]
+    return rec, _ended(rec)
+
+
 def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
-    names = ("minilm", "trained", "mlm", "tag-frequency", "keep-word")
+    names = _ATTACKERS
     if not attacks:
         return []
-    lines = ["## Attackers and floors", "", "prv / top-1 (%) / coverage (share of true words in the attacker's "
-             "vocabulary; the rest count as misses) per level. Strongest: the attacker with the lowest prv at that "
-             "level (the one to believe; a prv near the floors' means veil's attackers found little, not that the "
-             "text is private).", "",
+    lines = ["## Attackers and floors", "", "prv / top-1 (%) / coverage (share of true words the attacker can rank "
+             "at all: in its vocabulary or candidate words; the rest count as misses) per level. veil-mlm and "
+             "veil-mlm-tuned: veil's own masked LM, zero-shot and fine-tuned on the attacker's own obfuscations "
+             "(their candidates are every word of the public text). Strongest: the attacker with the lowest prv "
+             "at that level, and how its training ended: a verdict rests on it only when its learning curve "
+             "flattened (or it does not train); \"cut short\" means the budget ended it while its own dev MRR "
+             "still rose, so its prv is an upper bound on privacy, not a measurement of it; \"no curve\": an "
+             "attacker of the earlier fixed-budget kind.", "",
              "| level | " + " | ".join(names) + " | strongest |", "|---" * (len(names) + 2) + "|"]
     for lv in _LEVELS[1:]:
         cells = []
@@ -134,11 +171,117 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
             a = attacks.get((n, lv))
             cells.append("–" if a is None else f"{a.metrics['prv'].mean:.1f} / {a.metrics['top1'].mean:.1f} / "
                                                f"{a.metrics['coverage'].mean:.0f}")
-        if any(c != "–" for c in cells):
-            ran = [(attacks[(n, lv)].metrics["prv"].mean, n) for n in names if (n, lv) in attacks]
-            best = min(ran)
-            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + f" | {best[1]} ({best[0]:.1f}) |")
+        best = _strongest(attacks, lv)
+        if best is not None:
+            rec, ended = best
+            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + f" | {rec.config['attacker']} "
+                         f"({rec.metrics['prv'].mean:.1f}; {ended}) |")
     return lines + [""]
+
+
+def _curves(attacks: dict[tuple[str, str], ResultRecord], out_dir: Path) -> list[str]:
+    """Learning curves of the attackers that record them: test prv against training minutes, per level."""
+    curved = {k: r for k, r in attacks.items() if (r.extra or {}).get("curve")}
+    if not curved:
+        return []
+    levels = [lv for lv in _LEVELS[1:] if any(k[1] == lv for k in curved)]
+    n = max(int((r.extra or {}).get("curve_sentences", 0)) for r in curved.values())
+    lines = ["## Learning curves", "",
+             f"Each learning attacker measures the MRR on a held-out share of its OWN public sentences at every "
+             f"evaluation (it selects its weights and stops on that alone); at the same moments the experiment "
+             f"scores it on the first {n} test sentences (prv, drawn here; the attacker never sees them). A curve "
+             "that has flattened supports a verdict; one still falling when the budget ran out says the attacker "
+             "was cut short. Dashed: attackers that do not train (veil's masked LM zero-shot, the tag-frequency "
+             "floor), on all test sentences.", ""]
+    png = out_dir / "parsing_learning_curves.png"
+    _plot_curves(curved, attacks, levels, png)
+    lines += [f"![word-recovery learning curves]({png.name})", "",
+              "| attacker | level | ended | minutes | evaluations | selected at (min) | own dev MRR there | "
+              "test prv: start -> selected -> last | final prv (all test sentences) |", "|---" * 9 + "|"]
+    for (who, lv), rec in sorted(curved.items(), key=lambda kv: (kv[0][0], _LEVELS.index(kv[0][1]))):
+        curve = rec.extra["curve"]
+        sel = rec.config.get("attack", {}).get("selected") or {}
+        at = next((c for c in curve if c.get("step") == sel.get("step")), curve[-1])
+        lines.append(f"| {who} | {lv} | {_ended(rec)} | {curve[-1]['minutes']:.1f} | {len(curve)} | "
+                     f"{sel.get('minutes', float('nan')):.1f} | {sel.get('dev_mrr', float('nan')):.3f} | "
+                     f"{curve[0]['test_prv']:.1f} -> {at['test_prv']:.1f} -> {curve[-1]['test_prv']:.1f} | "
+                     f"{_f(rec.metrics['prv'])} |")
+    return lines + [""]
+
+
+def _plot_curves(curved: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord],
+                 levels: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    colors = {"veil-mlm-tuned": "tab:red", "trained": "tab:blue", "veil-mlm": "tab:red", "tag-frequency": "gray"}
+    fig, axes = plt.subplots(1, len(levels), figsize=(3.2 * len(levels) + 0.6, 3.4), squeeze=False, sharey=True)
+    for ax, lv in zip(axes[0], levels):
+        for (who, level), rec in sorted(curved.items()):
+            if level != lv:
+                continue
+            curve = rec.extra["curve"]
+            ax.plot([c["minutes"] for c in curve], [c["test_prv"] for c in curve], marker="o", markersize=3,
+                    color=colors.get(who, "black"), label=who)
+        for who in ("veil-mlm", "tag-frequency"):
+            if (who, lv) in attacks:
+                ax.axhline(attacks[(who, lv)].metrics["prv"].mean, color=colors[who], linestyle="--", linewidth=1,
+                           label=f"{who} (no training)")
+        ax.set_title(_ROWS[lv])
+        ax.set_xlabel("training minutes")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test prv (lower: stronger attacker)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100)
+    plt.close(fig)
+
+
+def _models(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    """veil's masked LM: what it learned from, and its held-out accuracy against training time."""
+    models = [r for r in recs if r.experiment.startswith("model-")]
+    if not models:
+        return []
+    lines = ["## veil's masked LM", "",
+             "The veil-mlm attackers use veil's own masked LM (`veil models train mlm`): all-MiniLM-L6-v2's weights "
+             "with masked-LM training continued on the public train split of the silver treebank (whole words "
+             "masked, open-class words at a rate drawn per sentence). Held-out accuracy: the share of masked "
+             "subword tokens of the treebank's dev split predicted exactly (open-class words masked at 30%).", "",
+             "| model | trained on | sentences | tokens seen | steps | minutes | ended | held-out accuracy (%) | "
+             "sha256 |", "|---" * 9 + "|"]
+    for r in sorted(models, key=lambda r: r.experiment):
+        c = r.config
+        lines.append(f"| {c['name']} | {c['data'].get('treebank')} train split ({', '.join(c['data'].get('sources') or [])}) "
+                     f"| {c['train_sentences']} | {c['tokens_seen']:,} | {c['steps']} | {c['minutes']:.1f} | "
+                     f"{c['stopped']} | {_f(r.metrics['heldout_accuracy'], 2)} (from "
+                     f"{r.metrics['start_accuracy'].mean:.2f}) | {str(c['sha256'])[:12]} |")
+    png = out_dir / "parsing_mlm_curve.png"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    for r in sorted(models, key=lambda r: r.experiment):
+        curve = r.extra.get("curve", [])
+        ax.plot([c["minutes"] for c in curve], [c["accuracy"] for c in curve], marker="o", markersize=3,
+                label=r.config["name"])
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("held-out masked-token accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(png, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100)
+    plt.close(fig)
+    return lines + ["", f"![held-out accuracy of veil's masked LM against training time]({png.name})", ""]
 
 
 def _interval(values: list[float], ref: float) -> tuple[float, float | None, float | None]:
@@ -373,5 +516,7 @@ def parsing_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir:
     lines += _knob(evals, attacks, neural)
     lines += _pattern(evals)
     lines += _floors(attacks)
+    lines += _curves(attacks, out_dir)
+    lines += _models(recs, out_dir)
     lines += regenerate_section(parsing_commands(records), "parsing")
     return "\n".join(lines)

@@ -13,11 +13,13 @@ norm clipped at 1, matrix products in bfloat16 (``bf16``; these CPUs have AVX512
 Held-out accuracy: ``heldout`` sentences of the treebank's dev split (never its test split), masked once with a
 fixed seed (open-class words at rate 0.3, other words at ``other_rate``); the share of masked subword tokens
 whose top-1 prediction is the original. It is measured every ``eval_every`` steps, giving the learning curve
-(accuracy against minutes) the manifest keeps.
+(accuracy against minutes) the manifest keeps; the weights of the best evaluation are the ones saved
+(``selected_step``).
 
 Resuming: every evaluation writes ``<folder>.state.pt`` beside the model folder (weights, optimizer, step,
-the position in the epoch, minutes spent, the curve), atomically; a run of the same configuration (up to its
-budget) resumes from it. The finished model is written by :func:`veil.models.mlm.save_mlm`, then the state file
+the position in the epoch, torch's generator, minutes spent, the curve), atomically; a run of the same
+configuration (up to its budget) resumes from it and continues exactly as the uninterrupted run would have
+(masks are drawn per batch from the seed, the epoch and the batch's index). The finished model is written by :func:`veil.models.mlm.save_mlm`, then the state file
 is removed.
 """
 
@@ -96,8 +98,9 @@ class MLMConfig:
 #: the full model: two passes over the silver treebank's train split (about 3.4M subword tokens each), within
 #: 45 minutes
 FULL_MLM = MLMConfig()
-#: the quick model (tests, the quick bench): three passes over the quick silver treebank's train split
-QUICK_MLM = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=3, max_minutes=6.0, heldout=300,
+#: the quick model (tests, the quick bench): three passes over the quick silver treebank's train split (its epochs end
+#: it, about 2 minutes on 2 cores; the 30-minute budget only guards a very loaded machine)
+QUICK_MLM = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=3, max_minutes=30.0, heldout=300,
                       eval_every=50, warmup=50)
 
 #: config keys a resumed run may change (the budget of each session)
@@ -175,8 +178,10 @@ def _masked_loss(model: Any, ids: Any, att: Any, labels: Any, bf16: bool) -> tup
     """Cross-entropy at the masked tokens (the decoder runs on those alone) and the top-1 hits there."""
     import torch
 
+    device = next(model.parameters()).device
+    ids, att, labels = ids.to(device), att.to(device), labels.to(device)
     sel = labels >= 0
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         hidden = model.bert(input_ids=ids, attention_mask=att).last_hidden_state
         logits = model.cls(hidden[sel])
     logits = logits.float()
@@ -210,13 +215,15 @@ def _check_state(st: dict[str, Any], config: MLMConfig, path: Path) -> None:
 def train_mlm(config: MLMConfig, train: Sequence[tuple[Sequence[str], Sequence[str]]],
               heldout: Sequence[tuple[Sequence[str], Sequence[str]]], *, data: dict[str, Any] | None = None,
               out: str | os.PathLike | None = None, resume: bool = True, force: bool = False,
-              log: Callable[[str], None] = print) -> dict[str, Any]:
+              device: str = "cpu", log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train (or resume) the masked LM on public tagged ``train`` sentences; returns its manifest.
 
     ``heldout``: tagged sentences for the held-out accuracy (the treebank's dev split); ``data``: what the
     manifest says about the text (corpora, treebank, fingerprint). ``out``: the model folder (default
     ``VEIL_HOME/models/<config.name>``). An existing model is replaced only with ``force``; a state file of an
     interrupted run of this configuration is resumed (``resume``). torch's global generator is forked for the run.
+    ``device``: where the model trains ("cpu", or "cuda" where a GPU is lent: the manifest records which); the
+    saved model is on the CPU either way.
     """
     import torch
 
@@ -241,11 +248,11 @@ def train_mlm(config: MLMConfig, train: Sequence[tuple[Sequence[str], Sequence[s
             _check_state(state, config, spath)
     with torch_threads(config.threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return _train(config, list(train), list(heldout), data or {}, folder, spath, state, log)
+        return _train(config, list(train), list(heldout), data or {}, folder, spath, state, log, device)
 
 
 def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[str, Any], folder: Path,
-           spath: Path, st: dict[str, Any] | None, log: Callable[[str], None]) -> dict[str, Any]:
+           spath: Path, st: dict[str, Any] | None, log: Callable[[str], None], device: str = "cpu") -> dict[str, Any]:
     import datetime
 
     import torch
@@ -256,6 +263,7 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
     from veil.progress import format_seconds
 
     model, tokenizer, base_id = base_mlm(config.encoder)
+    model.to(device)
     if config.max_train is not None and config.max_train < len(train):
         keep = np.sort(np.random.default_rng(config.seed).permutation(len(train))[:config.max_train])
         train = [train[i] for i in keep]
@@ -274,6 +282,7 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
                              {"params": head, "lr": config.head_lr, "base": config.head_lr}], weight_decay=0.01)
     step, epoch, batch_at, spent, seen = 0, 0, 0, 0.0, 0
     curve: list[dict[str, Any]] = []
+    best: list[Any] = []  # [held-out accuracy, step, weights] of the best evaluation so far
     if st is not None:
         try:
             model.load_state_dict(st["model"])
@@ -282,6 +291,10 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
             raise DataFormatError(f"the masked LM's resume state {spath} does not fit this model "
                                   f"({type(exc).__name__}); pass --force to start afresh") from None
         step, epoch, batch_at, spent = int(st["step"]), int(st["epoch"]), int(st["batch"]), float(st["spent"])
+        if isinstance(st.get("torch_rng"), torch.Tensor):
+            torch.set_rng_state(st["torch_rng"])  # dropout goes on as it would have
+        if isinstance(st.get("best"), list) and len(st["best"]) == 3:
+            best[:] = st["best"]
         curve = list(st["curve"])
         seen = int(curve[-1].get("tokens", 0)) if curve else 0
         log(f"resumed at step {step} (epoch {epoch + 1}, {spent:.1f} min spent)")
@@ -299,12 +312,17 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
                "train_loss": None if loss is None else round(loss, 4),
                **_heldout_accuracy(model, dev, dev_batches, config.bf16)}
         curve.append(row)
-        rate = seen / max(minutes() * 60, 1e-9)
-        log(f"step {step} epoch {min(epoch + 1, config.epochs)}/{config.epochs} {format_seconds(minutes() * 60)} {rate:,.0f} tokens/s "
-            f"train loss {'-' if loss is None else f'{loss:.3f}'} held-out accuracy {row['accuracy']:.2f}%")
+        if not best or row["accuracy"] > best[0]:  # the held-out best is what is saved at the end
+            best[:] = [row["accuracy"], step, {k: v.detach().to("cpu", copy=True)
+                                               for k, v in model.state_dict().items()}]
         with atomic_write(spath, "wb") as fh:
             torch.save({"config": config.to_dict(), "model": model.state_dict(), "opt": opt.state_dict(),
-                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve}, fh)
+                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve,
+                        "torch_rng": torch.get_rng_state(), "best": best}, fh)
+        rate = seen / max(minutes() * 60, 1e-9)
+        log(f"step {step} epoch {min(epoch + 1, config.epochs)}/{config.epochs} {format_seconds(minutes() * 60)} "
+            f"{rate:,.0f} tokens/s train loss {'-' if loss is None else f'{loss:.3f}'} held-out accuracy "
+            f"{row['accuracy']:.2f}%")
 
     model.train()
     stopped = "epochs"
@@ -314,8 +332,8 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
         rng = np.random.default_rng([config.seed, epoch])
         batches = enc.batches(config.batch_tokens, rng)
         n_batches = len(batches)
-        mrng = np.random.default_rng([config.seed, epoch, batch_at])
         while batch_at < len(batches):
+            mrng = np.random.default_rng([config.seed, epoch, batch_at])  # per batch: a resumed run draws the same
             ids, att, labels = enc.masked(batches[batch_at], mrng, config.open_rate, config.other_rate, mask_id,
                                           pad_id)
             for group in opt.param_groups:
@@ -338,19 +356,22 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
         epoch, batch_at = epoch + 1, 0
     if curve[-1]["step"] != step:
         checkpoint(float(np.mean(running)) if running else None)
-    final = curve[-1]
+    if best and best[1] != step:
+        model.load_state_dict(best[2])  # the held-out best
+    final = next(r for r in curve if r["step"] == (best[1] if best else step))
     manifest = {"name": config.name, "kind": "masked-lm", "base": base_id, "veil": __version__,
-                "torch": torch.__version__,
+                "torch": torch.__version__, "device": torch.cuda.get_device_name() if device.startswith("cuda") else
+                "cpu",
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "data": data, "train_sentences": len(enc), "train_tokens": enc.tokens, "tokens_seen": seen,
                 "steps": step, "epochs_done": round(epoch + batch_at / max(n_batches, 1), 2),
-                "minutes": round(minutes(), 2), "stopped": stopped,
+                "minutes": round(minutes(), 2), "stopped": stopped, "selected_step": final["step"],
                 "heldout": {"split": "dev", "sentences": len(dev), "masked_tokens": final["masked_tokens"],
                             "open_rate": _HELDOUT_RATE, "other_rate": config.other_rate,
                             "accuracy": final["accuracy"], "loss": final["loss"],
                             "start_accuracy": curve[0]["accuracy"]},
                 "curve": curve, "config": config.to_dict()}
-    save_mlm(model, tokenizer, folder, manifest)
+    save_mlm(model.to("cpu"), tokenizer, folder, manifest)
     spath.unlink(missing_ok=True)
     log(f"masked LM {config.name}: held-out accuracy {final['accuracy']:.2f}% (from {curve[0]['accuracy']:.2f}%) "
         f"after {step} steps, {seen:,} tokens, {format_seconds(minutes() * 60)}; wrote {folder}")

@@ -18,7 +18,7 @@ def test_the_plan_pairs_each_obfuscation_with_every_word_recovery_attack_and_the
     cells = plan_cells(["silver-sm"], config=BenchConfig(quick=quick), corpus_tasks=TREEBANK)
     random = {(c.setting["level"], c.attack) for c in cells if c.defense == "obfuscation-random"}
     attacks = {"keep-word", "tag-frequency", "word-recovery-trained", "word-recovery-minilm", "word-recovery-mlm",
-               UTILITY}
+               "word-recovery-veil-mlm", "word-recovery-veil-mlm-tuned", UTILITY}
     assert random == {(lv, a) for lv in ("P3", "P5") for a in attacks}
     neural = {c.setting["level"] for c in cells if c.defense == "obfuscation-neural"}
     assert neural == (set() if quick else {"P3", "P5"})  # the neural obfuscator trains through the parser: full only

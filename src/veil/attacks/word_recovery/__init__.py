@@ -1,5 +1,5 @@
 """Word-recovery attacks on obfuscated text (Hu et al. 2020, Sec. 5.2): contextual (frozen MiniLM), trained and
-masked-LM attackers, floors.
+masked-LM attackers, attackers on veil's own masked LM (zero-shot and fine-tuned), floors.
 
 >>> from veil.attacks.word_recovery import observe, score_attack, TrainedAttacker, AttackVocabulary
 >>> text = observe(obfuscated)                  # what the service sees: words, tags, obfuscated positions
@@ -18,7 +18,10 @@ from veil.attacks.word_recovery.observe import ObfuscatedText, observe, score_at
 
 _LAZY = {"ContextualAttacker": "veil.attacks.word_recovery.contextual",
          "TrainedAttacker": "veil.attacks.word_recovery.neural",
-         "MaskedLMAttacker": "veil.attacks.word_recovery.neural"}
+         "MaskedLMAttacker": "veil.attacks.word_recovery.neural",
+         "ZeroShotMLMAttacker": "veil.attacks.word_recovery.veil_mlm",
+         "TunedMLMAttacker": "veil.attacks.word_recovery.veil_mlm",
+         "CandidateWords": "veil.attacks.word_recovery.veil_mlm"}
 
 
 def attacker_names() -> list[str]:

@@ -109,22 +109,27 @@ def _mcnemar(hits: np.ndarray, floor_hits: np.ndarray) -> dict[str, Any]:
             "discordant": {"attack_only": b, "floor_only": c}}
 
 
-def budget_note(history: list[dict[str, Any]], minutes: float) -> str:
-    """How a learning attacker's budget ended, from its training history: whether the wall-clock budget stopped it,
-    and whether its own dev MRR (or, without a dev split, its training loss) had stopped improving. A budget that
-    ran out with the curve still rising means the attacker was cut short, and its success is a lower bound."""
+def budget_note(history: list[dict[str, Any]], minutes: float, stopped: str | None = None) -> str:
+    """How a learning attacker's budget ended, from its training history (and ``stopped``, what an attacker that
+    stops on its own dev MRR says ended it): whether the wall-clock budget stopped it, and whether its own dev MRR
+    (or, without a dev split, its training loss) had stopped improving. A budget that ran out with the curve still
+    rising means the attacker was cut short, and its success is a lower bound."""
     if not history:
         return ""
     last = history[-1]
     used = float(last.get("minutes", 0.0))
-    stop = (f"stopped by the {minutes:g}-minute budget" if used >= 0.98 * minutes else
-            f"{len(history)} epochs in {used:.2f} min (its epoch limit)")
+    unit = "evaluations" if "step" in last else "epochs"
+    if stopped == "flattened":
+        stop = f"stopped after {used:.2f} min when its own dev MRR stopped rising (early stopping)"
+    else:
+        stop = (f"stopped by the {minutes:g}-minute budget" if used >= 0.98 * minutes or stopped == "budget" else
+                f"{len(history)} {unit} in {used:.2f} min (its epoch limit)")
     tail = history[-4:]
     if all("dev_mrr" in h for h in tail) and len(tail) >= 2:
         first, end = tail[0]["dev_mrr"], tail[-1]["dev_mrr"]
         best_before = max(h["dev_mrr"] for h in tail[:-1])
         trend = "still rising" if end > best_before + 0.001 else "flat"
-        return f"{stop}; dev MRR {first:.3f} -> {end:.3f} over its last {len(tail)} epochs ({trend})"
+        return f"{stop}; dev MRR {first:.3f} -> {end:.3f} over its last {len(tail)} {unit} ({trend})"
     if all("loss" in h for h in tail) and len(tail) >= 2:
         first, end = tail[0]["loss"], tail[-1]["loss"]
         trend = "still falling" if end < 0.99 * tail[-2]["loss"] else "flat"
@@ -172,7 +177,8 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
         floor_top1 = Metric(mean=float(floor_hits.mean()), n=int(len(floor_hits)))
         metrics["floor_top1"] = Metric(mean=100.0 * floor_top1.mean, n=floor_top1.n)
     metrics["random_top1"] = Metric(mean=100.0 * float(rates.mean()), n=int(len(rates)))
-    budget = budget_note(list(attacker.config().get("history") or []), setup.attack_minutes)
+    budget = budget_note(list(attacker.config().get("history") or []), setup.attack_minutes,
+                         attacker.config().get("stopped"))
     rec = ResultRecord(method="bench", experiment=cell.id,
                        config={"attack": attacker.config(), "setup": setup.to_dict(), "defense": defense.config(),
                                "sentences": len(text), "positions": int(text.n_positions)},

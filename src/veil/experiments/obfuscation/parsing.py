@@ -9,8 +9,10 @@ passed off as this setup's). Cells:
   ``spacy-sm`` or ``spacy-md`` on the test sentences obfuscated at ``level`` (``none``: the originals), each
   tree compared by position with the silver tree of the ORIGINAL sentence;
 * ``attack-<attacker>-<level>``: MRR, prv, top-1 of ``minilm`` (a head trained over a frozen
-  MiniLM, :class:`~veil.attacks.word_recovery.ContextualAttacker`), ``trained``, ``mlm``, ``keep-word`` or
-  ``tag-frequency`` on the same obfuscated test sentences.
+  MiniLM, :class:`~veil.attacks.word_recovery.ContextualAttacker`), ``trained``, ``mlm``, ``veil-mlm`` and
+  ``veil-mlm-tuned`` (veil's own masked LM, zero-shot and fine-tuned), ``keep-word`` or ``tag-frequency`` on the
+  same obfuscated test sentences; ``trained`` and ``veil-mlm-tuned`` records carry their learning curve
+  (``extra["curve"]``: their own dev MRR and the test prv at each evaluation).
 
 These are the cells of the ``random`` defense (random substitution). The ``neural`` defense (Hu et al.'s neural
 obfuscator, :mod:`veil.defenses.obfuscation.neural`) adds ``eval-<parser>-<level>-neural-s<seed>`` and
@@ -69,6 +71,7 @@ class ParsingSetup:
     attack_minutes: float = 8.0
     seed: int = 0
     model: str | None = None
+    mlm: str = "mlm"
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -180,7 +183,11 @@ def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str],
 #: setup fields each kind of cell depends on (n_test and seed are in the file name)
 _EVAL_FIELDS = ("treebank", "model")
 _ATTACK_FIELDS = ("treebank", "attack_train", "attack_minutes")
-_NEURAL = ("minilm", "trained", "mlm")  # every attack record is checked on _ATTACK_FIELDS: it states them
+_NEURAL = ("minilm", "trained", "mlm", "veil-mlm-tuned")  # every attack record is checked on _ATTACK_FIELDS
+#: the attackers whose training is drawn as a learning curve (test prv at each of their dev evaluations)
+CURVED = ("trained", "veil-mlm-tuned")
+#: how many test sentences (the first ones) each point of a learning curve is scored on
+CURVE_SENTENCES = 500
 
 
 def _record(experiment: str, config: dict[str, Any], metrics: dict[str, Any], seconds: float,
@@ -286,9 +293,10 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                 return _record(_experiment(spec, suffix), {**base, "parser": who, "level": level, **extra}, metrics,
                                timer.seconds)
             with Timer() as timer:
-                metrics, config = _attack(who, level, train, test, vocab, setup, make)
+                metrics, config, curve = _attack(who, level, train, test, vocab, setup, make, log=log)
             return _record(_experiment(spec, suffix), {**base, "attacker": who, "level": level, "attack": config,
-                                                        **extra}, metrics, timer.seconds)
+                                                        **extra}, metrics, timer.seconds,
+                           {"curve": curve, "curve_sentences": min(CURVE_SENTENCES, len(test))} if curve else None)
 
         def finished(spec: tuple[str, str, str], path: Path) -> bool:
             return _kept(path, setup, False, _EVAL_FIELDS if spec[0] == "eval" else _ATTACK_FIELDS, key)
@@ -301,6 +309,8 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                       summary=_summary, skip_log="none")
         paths.extend(run_records(sweep, specs, root, force=force, progress=False, log=log))
 
+    if any(str(a).startswith("veil-mlm") for a in attackers):
+        paths.append(_model_record(root, setup, force))
     if "random" in defenses:
         cells("", levels, None, {})
     if "neural" in defenses:
@@ -321,6 +331,30 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
     return paths
 
 
+def _model_record(root: Path, setup: ParsingSetup, force: bool) -> Path:
+    """``model-<name>``: what veil's masked LM ``setup.mlm`` was trained on and its held-out learning curve, from
+    its manifest (the attack records name its sha256). A record of another model is refused unless ``force``."""
+    from veil.models.mlm import load_mlm, mlm_dir, read_manifest
+    from veil.results import Metric, ResultRecord, check_same_config
+
+    load_mlm(setup.mlm)  # missing or damaged: a typed error naming `veil models train mlm`
+    m = read_manifest(mlm_dir(setup.mlm), setup.mlm)
+    path = cell_path(root, f"model-{setup.mlm}", setup)
+    config = {k: m.get(k) for k in ("name", "base", "data", "train_sentences", "train_tokens", "tokens_seen", "steps",
+                                     "epochs_done", "minutes", "stopped", "sha256", "config", "veil", "torch",
+                                     "created")}
+    if path.exists() and not force:
+        check_same_config({"sha256": ResultRecord.read(path).config.get("sha256")}, {"sha256": m["sha256"]}, path)
+        return path
+    held = m["heldout"]
+    ResultRecord(method="parsing", experiment=f"model-{setup.mlm}", config=config,
+                 metrics={"heldout_accuracy": Metric(mean=float(held["accuracy"]), n=int(held["masked_tokens"])),
+                          "start_accuracy": Metric(mean=float(held["start_accuracy"]), n=int(held["masked_tokens"]))},
+                 wall_time_s=60.0 * float(m.get("minutes") or 0.0),
+                 extra={"curve": m.get("curve", []), "heldout": held}).write(path)
+    return path
+
+
 def _experiment(spec: tuple[str, str, str], suffix: str) -> str:
     """``eval-<parser>-<level><suffix>`` or ``attack-<attacker>-<level><suffix>``."""
     kind, who, level = spec
@@ -335,43 +369,68 @@ def _summary(rec: Any) -> str:
 
 
 def _attack(attacker: str, level: str, train: list[Any], test: list[Any], vocab: Any, setup: ParsingSetup,
-            make: Callable[[int], Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Score ``attacker`` on the test sentences obfuscated by random substitution or by ``make(seed)``."""
-    from veil.attacks.word_recovery import observe, score_attack
+            make: Callable[[int], Any] | None = None, log: Callable[[str], None] | None = None
+            ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Score ``attacker`` on the test sentences obfuscated by random substitution or by ``make(seed)``; for the
+    attackers of :data:`CURVED`, also its learning curve: at each of its own dev evaluations, prv and top-1 on the
+    first :data:`CURVE_SENTENCES` test sentences (scored only: the attacker selects on its own dev split)."""
+    from veil.attacks.word_recovery import ObfuscatedText, observe, score_attack
 
     make = make or (lambda sd: _obfuscator(vocab, level, sd))
     obf = obfuscated_test(test, vocab, level, setup.seed, make)
     text, originals = observe(obf), [list(o.key.originals) for o in obf]
-    atk = build_attacker(attacker, train, vocab, setup, make)
-    return score_attack(atk, text, originals, seed=setup.seed), atk.config()
+    curve: list[dict[str, Any]] = []
+    on_eval = None
+    if attacker in CURVED:
+        n = min(CURVE_SENTENCES, len(text))
+        head = ObfuscatedText(text.words[:n], text.tags[:n], text.positions[:n])
+
+        def on_eval(atk: Any, row: dict[str, Any]) -> None:
+            scored = score_attack(atk, head, originals[:n], n_boot=200, seed=setup.seed)
+            curve.append({**row, "test_prv": round(scored["prv"].mean, 3), "test_top1": round(scored["top1"].mean, 3)})
+
+    atk = build_attacker(attacker, train, vocab, setup, make, on_eval=on_eval, log=log)
+    return score_attack(atk, text, originals, seed=setup.seed), atk.config(), curve
 
 
 def build_attacker(attacker: str, train: list[Any], vocab: Any, setup: ParsingSetup,
-                   make: Callable[[int], Any]) -> Any:
-    """The word-recovery ``attacker`` (``keep-word``, ``tag-frequency``, ``trained``, ``minilm`` or ``mlm``),
-    trained where it learns on its own obfuscations of public ``train`` sentences made by ``make(seed)`` (the
-    mechanism, with the attacker's own draws: seed ``setup.seed + 1000``), within ``setup.attack_minutes``."""
+                   make: Callable[[int], Any], *, on_eval: Callable[[Any, dict[str, Any]], None] | None = None,
+                   log: Callable[[str], None] | None = None) -> Any:
+    """The word-recovery ``attacker`` (``keep-word``, ``tag-frequency``, ``trained``, ``minilm``, ``mlm``,
+    ``veil-mlm`` or ``veil-mlm-tuned``), trained where it learns on its own obfuscations of public ``train``
+    sentences made by ``make(seed)`` (the mechanism, with the attacker's own draws: seed ``setup.seed + 1000``).
+    ``trained`` and ``veil-mlm-tuned`` stop when their own dev MRR stops rising, within ``setup.attack_minutes``
+    (``on_eval(attacker, row)`` sees each of their evaluations); the others train for ``setup.attack_minutes``.
+    ``veil-mlm`` and ``veil-mlm-tuned`` use veil's masked LM ``setup.mlm`` (``veil models train mlm``)."""
     import numpy as np
 
     from veil.attacks.word_recovery import AttackVocabulary, KeepWord, TagFrequency, observe
 
     avocab = AttackVocabulary.build(t.words for t in train)
     public = [train[i] for i in np.random.default_rng(setup.seed).permutation(len(train))[:setup.attack_train]]
+    tagged = [(t.words, t.tags) for t in train]
     if attacker == "keep-word":
         return KeepWord(avocab)
     if attacker == "tag-frequency":
-        return TagFrequency(avocab, ((t.words, t.tags) for t in train))
-    if attacker in ("trained", "minilm"):
-        from veil.attacks.word_recovery import ContextualAttacker, TrainedAttacker
+        return TagFrequency(avocab, tagged)
+    if attacker == "veil-mlm":
+        from veil.attacks.word_recovery import ZeroShotMLMAttacker
+
+        return ZeroShotMLMAttacker(tagged, model=setup.mlm)
+    if attacker in ("trained", "minilm", "veil-mlm-tuned"):
+        from veil.attacks.word_recovery import ContextualAttacker, TrainedAttacker, TunedMLMAttacker
 
         own = make(setup.seed + 1000)  # the same mechanism (and network), the attacker's own draws
         made = own.transform((t.words, t.tags) for t in public)
+        pairs = (observe(made), [list(o.key.originals) for o in made])
+        if attacker == "veil-mlm-tuned":
+            return TunedMLMAttacker(tagged, model=setup.mlm, seed=setup.seed).fit(
+                *pairs, max_minutes=setup.attack_minutes, on_eval=on_eval, log=log)
         if attacker == "trained":
             return TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
-                observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes)
+                *pairs, max_minutes=setup.attack_minutes, on_eval=on_eval)
         return ContextualAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
-            observe(made), [list(o.key.originals) for o in made], max_minutes=setup.attack_minutes,
-            progress=True)
+            *pairs, max_minutes=setup.attack_minutes, progress=True)
     return _mlm(avocab, vocab, public, setup)
 
 

@@ -1,0 +1,67 @@
+"""The text veil's masked LM trains on (the silver treebank's train split), and the quick model made on demand.
+
+The masked LM (:mod:`veil.models.mlm`, trained by :mod:`veil.training.mlm`) learns from public text only: the train
+split of a silver treebank (news-articles and Brown documents; a document's sentences are all in one split), with
+held-out accuracy on its dev split. The test split, whose sentences the word-recovery attacks are scored on, is
+never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["mlm_training_data", "ensure_mlm"]
+
+
+def mlm_training_data(treebank: str) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """``(train, heldout, data)``: the treebank's train split and dev split as (words, tags) pairs, and what the
+    model's manifest says about them. The quick silver treebank is built first if missing (about 20 s)."""
+    from veil.parsing.treebank import QUICK_SILVER, SILVER, SILVER_HOW, build_silver, load_treebank, silver_dir, \
+        treebank_fingerprint, treebank_info
+
+    if str(treebank) == QUICK_SILVER and not (silver_dir(QUICK_SILVER) / "meta.json").is_file():
+        build_silver(name=QUICK_SILVER, progress=True)
+    if str(treebank) == SILVER and not (silver_dir() / "meta.json").is_file():
+        from veil.errors import ResourceMissingError
+
+        raise ResourceMissingError("the silver treebank", "veil parse treebank",
+                                   message=f"veil's masked LM trains on the silver treebank's train split, which is "
+                                           f"not built yet; {SILVER_HOW}")
+    train = load_treebank("train", treebank)
+    dev = load_treebank("dev", treebank)
+    info = treebank_info(treebank)
+    data = {"treebank": str(treebank), "treebank_sha256": treebank_fingerprint(treebank), "split": "train",
+            "heldout_split": "dev", "sources": info.get("sources"),
+            "note": "public text: the treebank's train split; its test split (the word-recovery targets) is never "
+                    "read"}
+    return [(t.words, t.tags) for t in train], [(t.words, t.tags) for t in dev], data
+
+
+def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
+    """Make sure the masked LM ``name`` is cached: the quick one is trained here if missing or made by another
+    configuration than :data:`~veil.training.mlm.QUICK_MLM` (about 2 minutes); the full one must have been trained
+    (``veil models train mlm``, about 45 minutes) and is named in the error."""
+    from veil.models.mlm import MANIFEST, WEIGHTS, load_mlm, mlm_dir
+
+    from veil.training.mlm import QUICK_MLM, train_mlm
+
+    folder = mlm_dir(name)
+    cached = (folder / WEIGHTS).is_file() and (folder / MANIFEST).is_file()
+    if name != "mlm-quick":
+        if not cached:
+            load_mlm(name)  # raises ResourceMissingError naming `veil models train mlm`
+        return
+    if cached:
+        from veil.models.mlm import read_manifest
+
+        made = dict(read_manifest(folder, name).get("config") or {})
+        want = QUICK_MLM.to_dict()
+        if {k: v for k, v in made.items() if k != "threads"} == {k: v for k, v in want.items() if k != "threads"}:
+            return
+        log("veil's quick masked LM was made by another configuration: training it again (about 2 minutes)")
+    else:
+        log("veil's quick masked LM is not cached yet: training it now (`veil models train mlm --quick`, about 2 "
+            "minutes)")
+    train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
+    train_mlm(QUICK_MLM, train, heldout, data=data, force=cached, log=log)

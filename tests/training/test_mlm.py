@@ -1,0 +1,105 @@
+"""veil's masked LM: the quick model and its manifest, integrity checks, and a resumed run that ends where an
+uninterrupted one does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from veil.errors import CacheCorruptError, InvalidParameterError, ResourceMissingError
+from veil.models.mlm import WEIGHTS, load_mlm
+from veil.parsing.treebank import load_treebank
+from veil.training.mlm import QUICK_MLM, MLMConfig, state_path, train_mlm
+
+
+def test_the_quick_model_learned_and_its_manifest_says_from_what(quick_mlm):
+    m = quick_mlm.manifest
+    assert m["name"] == "mlm-quick" and m["kind"] == "masked-lm"
+    assert m["data"]["treebank"] == "silver-sm-quick" and m["data"]["split"] == "train"
+    assert m["heldout"]["split"] == "dev" and m["heldout"]["masked_tokens"] > 1000
+    assert m["config"] == QUICK_MLM.to_dict()
+    curve = m["curve"]
+    assert curve[0]["step"] == 0 and curve[-1]["step"] == m["steps"] > 0
+    # a fresh MLM head predicts nothing; training must have taught it (far above its starting point)
+    assert m["heldout"]["accuracy"] >= m["heldout"]["start_accuracy"] + 5.0
+    assert quick_mlm.model.cls.predictions.decoder.weight.data_ptr() == \
+        quick_mlm.model.bert.embeddings.word_embeddings.weight.data_ptr()  # the decoder stays tied
+
+
+def test_a_damaged_or_missing_model_is_refused(quick_mlm, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(quick_mlm.folder, folder)
+    assert load_mlm(folder).manifest["sha256"] == quick_mlm.manifest["sha256"]
+    data = bytearray((folder / WEIGHTS).read_bytes())
+    data[-100] ^= 0xFF
+    (folder / WEIGHTS).write_bytes(bytes(data))
+    with pytest.raises(CacheCorruptError, match="veil models train mlm"):
+        load_mlm(folder)
+    with pytest.raises(ResourceMissingError, match="veil models train mlm"):
+        load_mlm(tmp_path / "nothing-here")
+
+
+def _tiny() -> tuple[MLMConfig, list, list]:
+    trees = load_treebank("train", "silver-sm-quick")[:60]
+    dev = load_treebank("dev", "silver-sm-quick")[:8]
+    config = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=1, batch_tokens=256, eval_every=2,
+                       heldout=8, warmup=2, threads=1, seed=3)
+    return config, [(t.words, t.tags) for t in trees], [(t.words, t.tags) for t in dev]
+
+
+def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(quick_mlm, tmp_path):
+    config, train, heldout = _tiny()
+    whole = train_mlm(config, train, heldout, out=tmp_path / "whole", log=lambda _: None)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(line: str) -> None:
+        if line.startswith("step 4 "):
+            raise Stop
+
+    folder = tmp_path / "resumed"
+    with pytest.raises(Stop):
+        train_mlm(config, train, heldout, out=folder, log=interrupt)
+    assert state_path(folder).is_file() and not folder.exists()
+    lines: list[str] = []
+    again = train_mlm(config, train, heldout, out=folder, log=lines.append)
+    assert any(line.startswith("resumed at step 4") for line in lines)
+    assert not state_path(folder).exists()  # finished: the resume state is gone
+    assert again["steps"] == whole["steps"] and [r["step"] for r in again["curve"]] == [r["step"] for r in
+                                                                                        whole["curve"]]
+    a, b = load_mlm(tmp_path / "whole").model.state_dict(), load_mlm(folder).model.state_dict()
+    assert all(torch.allclose(a[k], b[k]) for k in a)
+    # a state of another configuration is never resumed
+    with pytest.raises(InvalidParameterError, match="already exists"):
+        train_mlm(config, train, heldout, out=folder, log=lambda _: None)
+    with pytest.raises(InvalidParameterError, match="lr"):
+        replace(config, lr=float("nan"))
+
+
+def test_models_list_shows_the_cached_model(quick_mlm, real_home, monkeypatch, capsys):
+    from veil.cli.entry import main
+
+    monkeypatch.setenv("VEIL_HOME", str(real_home))
+    assert main(["models", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["models"]
+    row = next(r for r in rows if r["name"] == "mlm-quick")
+    assert row["kind"] == "masked-lm" and quick_mlm.manifest["sha256"][:12] in row["detail"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-minutes", "nan"], "--max-minutes"),
+    (["--max-minutes", "0"], "--max-minutes"),
+    (["--epochs", "0"], "--epochs"),
+])
+def test_bad_training_options_fail_before_any_work(args, message, tmp_path, monkeypatch, capsys):
+    from veil.cli.entry import main
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    assert main(["models", "train", "mlm", "--quick", *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "models").exists()
