@@ -115,3 +115,8 @@ def test_the_budget_note_says_when_an_attacker_was_cut_short():
     falling = [{"epoch": 0, "loss": 8.0, "minutes": 0.1}, {"epoch": 1, "loss": 7.0, "minutes": 0.2}]
     assert "still falling; no dev split" in budget_note(falling, 1.0)
     assert budget_note([], 1.0) == ""
+    # attackers that stop on their own dev MRR say so, per evaluation rather than per epoch
+    early = [{"step": 100 * k, "minutes": 0.2 * k, "dev_mrr": v} for k, v in enumerate([0.1, 0.2, 0.21, 0.2, 0.2])]
+    note = budget_note(early, 8.0, "flattened")
+    assert note.startswith("stopped after 0.80 min when its own dev MRR stopped rising") and "evaluations (flat)" in note
+    assert budget_note(early, 0.8, "budget").startswith("stopped by the 0.8-minute budget")

@@ -231,16 +231,20 @@ class TrainedAttacker(_NeuralAttacker):
 
     def fit(self, text: ObfuscatedText, originals: Sequence[Sequence[str]], *, epochs: int = 30,
             max_minutes: float = 10.0, batch_size: int = 32, eval_every: int = 200, patience: int = 4,
-            dev_share: float = 0.05, max_dev: int = 500, on_eval: Any = None) -> "TrainedAttacker":
+            dev_share: float = 0.05, max_dev: int = 500, min_delta: float = 0.002,
+            on_eval: Any = None) -> "TrainedAttacker":
         """Train on the attacker's own obfuscations ``text`` of public sentences and their ``originals``.
 
         Every ``eval_every`` batches the MRR on a held-out ``dev_share`` of those sentences (at most ``max_dev``)
-        is measured (``on_eval(self, row)`` sees each row); training stops when ``patience`` evaluations bring no
-        new best (``stopped = "flattened"``), when ``max_minutes`` are spent ("budget") or after ``epochs``; the
-        best evaluation's weights are kept (``selected``). With fewer than 20 sentences nothing is held out."""
+        is measured (``on_eval(self, row)`` sees each row); training stops when ``patience`` evaluations raise it
+        by no more than ``min_delta`` over the last one that did (``stopped = "flattened"``), when ``max_minutes``
+        are spent ("budget") or after ``epochs``; the best evaluation's weights are kept (``selected``). With fewer
+        than 20 sentences nothing is held out."""
         import copy
 
         _check_budget(patience=patience, dev_share=dev_share, max_dev=max_dev)
+        if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not 0 <= min_delta < 1:
+            raise InvalidParameterError(f"min_delta must be a number in [0, 1), got {min_delta!r}")
         rng = np.random.default_rng(self.seed)
         n_dev = min(max_dev, int(round(dev_share * len(text)))) if len(text) >= 20 else 0
         perm = rng.permutation(len(text))
@@ -248,7 +252,7 @@ class TrainedAttacker(_NeuralAttacker):
         dev = ObfuscatedText(tuple(text.words[i] for i in dev_rows), tuple(text.tags[i] for i in dev_rows),
                              tuple(text.positions[i] for i in dev_rows))
         dev_y = [[w.lower() for w in originals[i]] for i in dev_rows]
-        best: list[Any] = [-1.0, None, 0]  # best dev MRR, its weights, evaluations since
+        best: list[Any] = [-1.0, None, 0, -1.0]  # best dev MRR, its weights, evaluations without progress, progress
 
         def evaluate(epoch: int, step: int, minutes: float, loss: float) -> bool:
             row: dict[str, Any] = {"epoch": epoch, "step": step, "minutes": round(minutes, 3), "loss": round(loss, 4)}
@@ -256,8 +260,10 @@ class TrainedAttacker(_NeuralAttacker):
                 ranks = self.rank(dev, dev_y)
                 row["dev_mrr"] = round(float(np.where(ranks > 0, 1.0 / np.maximum(ranks, 1), 0.0).mean()), 5)
                 if row["dev_mrr"] > best[0]:
-                    best[:] = [row["dev_mrr"], copy.deepcopy(self.net.state_dict()), 0]
+                    best[0], best[1] = row["dev_mrr"], copy.deepcopy(self.net.state_dict())
                     self.selected = {"step": step, "minutes": row["minutes"], "dev_mrr": row["dev_mrr"]}
+                if row["dev_mrr"] > best[3] + min_delta:
+                    best[2], best[3] = 0, row["dev_mrr"]
                 else:
                     best[2] += 1
             self.history.append(row)

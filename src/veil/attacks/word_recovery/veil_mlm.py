@@ -430,15 +430,16 @@ class TunedMLMAttacker(_MLMAttack):
     # -- training -------------------------------------------------------------------------------------------
     def fit(self, text: ObfuscatedText, originals: Sequence[Sequence[str]], *, max_minutes: float = 30.0,
             epochs: int = 20, lr: float = 5e-5, head_lr: float = 1e-3, eval_every: int = 100, patience: int = 3,
-            dev_share: float = 0.05, max_dev: int = 400,
+            min_delta: float = 0.002, dev_share: float = 0.05, max_dev: int = 400,
             on_eval: Callable[["TunedMLMAttacker", dict[str, Any]], None] | None = None,
             log: Callable[[str], None] | None = None) -> "TunedMLMAttacker":
         """Fine-tune on the attacker's own obfuscations ``text`` of public sentences and their ``originals``.
 
         Every ``eval_every`` steps the MRR on the held-out ``dev_share`` of the sentences (at most ``max_dev``) is
         measured (``on_eval(self, row)`` is called with the row, e.g. to draw a learning curve); training stops when
-        ``patience`` evaluations in a row bring no new best, when ``max_minutes`` are spent, or after ``epochs``.
-        The best evaluation's weights are kept (``selected``)."""
+        ``patience`` evaluations in a row raise it by no more than ``min_delta`` over the last one that did (the
+        curve has flattened), when ``max_minutes`` are spent, or after ``epochs``. The best evaluation's weights are
+        kept (``selected``)."""
         import torch
 
         from veil.attacks.word_recovery.neural import _check_budget
@@ -446,6 +447,8 @@ class TunedMLMAttacker(_MLMAttack):
         _check_text(text)
         _check_budget(max_minutes=max_minutes, epochs=epochs, lr=lr, head_lr=head_lr, eval_every=eval_every,
                       patience=patience, dev_share=dev_share, max_dev=max_dev)
+        if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not 0 <= min_delta < 1:
+            raise InvalidParameterError(f"min_delta must be a number in [0, 1), got {min_delta!r}")
         if len(originals) != len(text) or any(len(o) != len(p) for o, p in zip(originals, text.positions)):
             raise DataFormatError("originals must hold one word per obfuscated position of each sentence")
         rng = np.random.default_rng(self.seed)
@@ -467,21 +470,23 @@ class TunedMLMAttacker(_MLMAttack):
         head = list(model.cls.predictions.transform.parameters()) + [self.word_bias]
         body = list(model.bert.parameters())
         opt = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": head, "lr": head_lr}], weight_decay=0.01)
-        start, step, best, bad = time.monotonic(), 0, -1.0, 0
+        start, step, best, bad, progress = time.monotonic(), 0, -1.0, 0, -1.0
         best_state: Any = None
         self.history, self.stopped = [], "epochs"
 
         def evaluate(epoch: int, loss: float | None) -> bool:
-            nonlocal best, bad, best_state
+            nonlocal best, bad, best_state, progress
             row: dict[str, Any] = {"step": step, "epoch": epoch, "minutes": round((time.monotonic() - start) / 60, 3),
                                    "loss": None if loss is None else round(loss, 4)}
             if len(dev):
                 ranks = self.rank(dev, dev_y)
                 row["dev_mrr"] = round(float(np.where(ranks > 0, 1.0 / np.maximum(ranks, 1), 0.0).mean()), 5)
                 if row["dev_mrr"] > best:
-                    best, bad = row["dev_mrr"], 0
+                    best = row["dev_mrr"]
                     best_state = (copy.deepcopy(model.state_dict()), self.word_bias.detach().clone())
                     self.selected = {"step": step, "minutes": row["minutes"], "dev_mrr": row["dev_mrr"]}
+                if row["dev_mrr"] > progress + min_delta:
+                    progress, bad = row["dev_mrr"], 0
                 else:
                     bad += 1
             self.history.append(row)
