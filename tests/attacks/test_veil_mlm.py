@@ -131,7 +131,7 @@ def test_a_planted_first_letter_leak_is_caught_by_the_tuned_attacker(quick_mlm, 
                 pools[(g, "")].append(w)
     pairs = _first_letter_leak(train[:1500], pools, seed=2, leaky=True)  # the attacker's own obfuscations
     atk = TunedMLMAttacker([(t.words, t.tags) for t in train], model=quick_mlm, seed=0)
-    atk.fit(*pairs, epochs=1, max_minutes=30.0, eval_every=20, lr=1e-4, head_lr=3e-3)
+    atk.fit(*pairs, epochs=2, max_minutes=30.0, eval_every=20, patience=100, lr=1e-4, head_lr=3e-3)
     leaky = _first_letter_leak(test, pools, seed=1, leaky=True)
     clean = _first_letter_leak(test, pools, seed=1, leaky=False)  # the same sentences and positions, no leak
     r_leaky, r_clean = atk.rank(*leaky), atk.rank(*clean)

@@ -253,6 +253,37 @@ def parsing_attackers(results: Path, bench: Path) -> str:
     return "\n".join(out)
 
 
+@register_fragment("parsing-strongest")
+def parsing_strongest(results: Path, bench: Path) -> str:
+    """Per level of random substitution: the strongest attacker (lowest prv), how its training ended, beside the
+    earlier best and the paper's trained attacker; and what veil's masked LM reached."""
+    from veil.report.parsing import PAPER_BIAFFINE, _ATTACKERS, _ended
+
+    recs = _records(results, "parsing")
+    rand = {(r.config["attacker"], r.config["level"]): r for r in recs if r.experiment.startswith("attack-")
+            and r.config.get("defense", "random") == "random"}
+    out = []
+    for level in ("P1", "P2", "P3", "P4", "P5"):
+        ran = sorted((rand[(a, level)].metrics["prv"].mean, a) for a in _ATTACKERS if (a, level) in rand)
+        if not ran:
+            continue
+        prv, who = ran[0]
+        rec = rand[(who, level)]
+        old = [(p, a) for p, a in ran if not a.startswith("veil-mlm")]
+        earlier = f"; the best attacker before veil's masked LM: {old[0][1]} {old[0][0]:.1f}" if old else ""
+        out.append(f"- {level}: {who} prv {prv:.1f} [{rec.metrics['prv'].ci_low:.1f}, {rec.metrics['prv'].ci_high:.1f}], "
+                   f"top-1 {rec.metrics['top1'].mean:.1f}% ({_ended(rec)}){earlier}; the paper's trained attacker "
+                   f"{PAPER_BIAFFINE[level][2]}.")
+    for r in recs:
+        if r.experiment.startswith("model-"):
+            c = r.config
+            out.append(f"- veil's masked LM `{c['name']}`: held-out masked-token accuracy "
+                       f"{r.metrics['heldout_accuracy'].mean:.1f}% (from {r.metrics['start_accuracy'].mean:.1f}% "
+                       f"with MiniLM's weights and a fresh head) after {c['steps']} steps, {c['tokens_seen']:,} "
+                       f"tokens, {c['minutes']:.1f} minutes.")
+    return "\n".join(out)
+
+
 def _th(results: Path) -> list[ResultRecord]:
     return [r for r in _records(results, "texthide-attacks") if "cell" in r.config]
 

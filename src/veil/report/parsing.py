@@ -252,13 +252,13 @@ def _models(recs: list[ResultRecord], out_dir: Path) -> list[str]:
              "with masked-LM training continued on the public train split of the silver treebank (whole words "
              "masked, open-class words at a rate drawn per sentence). Held-out accuracy: the share of masked "
              "subword tokens of the treebank's dev split predicted exactly (open-class words masked at 30%).", "",
-             "| model | trained on | sentences | tokens seen | steps | minutes | ended | held-out accuracy (%) | "
-             "sha256 |", "|---" * 9 + "|"]
+             "| model | trained on | sentences | tokens seen | steps | minutes | device | ended | held-out accuracy "
+             "(%) | sha256 |", "|---" * 10 + "|"]
     for r in sorted(models, key=lambda r: r.experiment):
         c = r.config
         lines.append(f"| {c['name']} | {c['data'].get('treebank')} train split ({', '.join(c['data'].get('sources') or [])}) "
                      f"| {c['train_sentences']} | {c['tokens_seen']:,} | {c['steps']} | {c['minutes']:.1f} | "
-                     f"{c['stopped']} | {_f(r.metrics['heldout_accuracy'], 2)} (from "
+                     f"{c.get('device') or 'cpu'} | {c['stopped']} | {_f(r.metrics['heldout_accuracy'], 2)} (from "
                      f"{r.metrics['start_accuracy'].mean:.2f}) | {str(c['sha256'])[:12]} |")
     png = out_dir / "parsing_mlm_curve.png"
     import matplotlib

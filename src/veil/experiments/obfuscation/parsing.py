@@ -341,8 +341,8 @@ def _model_record(root: Path, setup: ParsingSetup, force: bool) -> Path:
     m = read_manifest(mlm_dir(setup.mlm), setup.mlm)
     path = cell_path(root, f"model-{setup.mlm}", setup)
     config = {k: m.get(k) for k in ("name", "base", "data", "train_sentences", "train_tokens", "tokens_seen", "steps",
-                                     "epochs_done", "minutes", "stopped", "sha256", "config", "veil", "torch",
-                                     "created")}
+                                     "epochs_done", "minutes", "stopped", "selected_step", "sha256", "config", "veil",
+                                     "torch", "device", "created")}
     if path.exists() and not force:
         check_same_config({"sha256": ResultRecord.read(path).config.get("sha256")}, {"sha256": m["sha256"]}, path)
         return path
