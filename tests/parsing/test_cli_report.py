@@ -92,13 +92,27 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
                rec("attack-trained-P1", {"attacker": "trained", "level": "P1"},
                    {"prv": 70.0, "top1": 20.0, "coverage": 90.0})]
     page = parsing_page("parsing", [r for r in records], tmp_path)
-    assert "| NE (P1) | 90.0 (94.1) | 88.0 (93.0) | 89.0 | – | – | 70.0 (68.3) | 3.00 (2.97) | – | – |" in page
+    assert ("| NE (P1) | 90.0 (94.1) | 88.0 (93.0) | 89.0 | – | – | 70.0 (68.3) | 3.00 (2.97) | – | – | "
+            "70.0 (trained; no curve) | 3.00 |") in page
     records.append(rec("attack-minilm-P1", {"attacker": "minilm", "level": "P1"},
                        {"prv": 60.0, "top1": 30.0, "coverage": 90.0}))
     page = parsing_page("parsing", records, tmp_path)
     assert "| 89.0 | 60.0 | 2.25 | 70.0 (68.3) |" in page  # the MiniLM column, first
-    assert "| NE (P1) | 60.0 / 30.0 / 90 | 70.0 / 20.0 / 90 |" in page
-    assert "| – | – | – | minilm (60.0) |\n" in page  # the strongest, by prv
+    assert "| NE (P1) | – | – | 70.0 / 20.0 / 90 | 60.0 / 30.0 / 90 |" in page
+    assert "| – | – | – | minilm (60.0; no curve) |\n" in page  # the strongest, by prv
+    # an attacker that records its learning curve: the strongest says how its training ended; the curve is drawn
+    curve = [{"step": 0, "minutes": 0.0, "dev_mrr": 0.05, "test_prv": 95.0},
+             {"step": 100, "minutes": 2.0, "dev_mrr": 0.40, "test_prv": 56.0}]
+    path, tuned = rec("attack-veil-mlm-tuned-P1", {"attacker": "veil-mlm-tuned", "level": "P1",
+                                                   "attack": {"stopped": "flattened",
+                                                              "selected": {"step": 100, "minutes": 2.0,
+                                                                           "dev_mrr": 0.40}}},
+                      {"prv": 55.0, "top1": 40.0, "coverage": 95.0})
+    tuned.extra["curve"] = curve
+    page = parsing_page("parsing", [*records, (path, tuned)], tmp_path)
+    assert "| veil-mlm-tuned (55.0; flattened) |\n" in page and "55.0 (veil-mlm-tuned; flattened) | 2.00 |" in page
+    assert "| veil-mlm-tuned | P1 | flattened | 2.0 | 2 | 2.0 | 0.400 | 95.0 -> 56.0 -> 56.0 | 55.0 |" in page
+    assert (tmp_path / "parsing_learning_curves.png").stat().st_size > 1000
 
 
 def test_the_papers_pattern_is_computed_per_parser(tmp_path):

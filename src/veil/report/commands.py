@@ -48,8 +48,6 @@ def parsing_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
                c.get("seed"), neural_minutes, c.get("mlm") or "mlm")
         groups.setdefault(key, []).append(r)
     out, results = [], folder_of(records)
-    for name in sorted({r.config.get("name") for _, r in records if r.experiment.startswith("model-")}):
-        out.append("veil models train mlm" + (" --quick" if name == "mlm-quick" else ""))
     for (defense, weight, treebank, n_test, train, minutes, seed, nmin, mlm), rs in sorted(
             groups.items(), key=lambda kv: (kv[0][0] != "random", str(kv[0]))):
         parsers = sorted({r.config["parser"] for r in rs if "parser" in r.config})
