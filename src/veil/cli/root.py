@@ -14,7 +14,7 @@ import typer
 
 from veil import __version__
 from veil.cli import (adversarial, attack, audit, bench, corpora, encode, federated, models, obfuscate, parse,
-                      registries, report, sentdp, texthide)
+                      redact, registries, report, sentdp, texthide)
 
 __all__ = ["app", "COMMAND_MODULES"]
 
@@ -36,9 +36,9 @@ def _root(
     """veil: privacy-preserving NLP."""
 
 
-#: the command modules; commands: encode, demo, report, bench, obfuscate; groups: corpora, defenses, attacks,
+#: the command modules; commands: encode, demo, report, bench, obfuscate, redact; groups: corpora, defenses, attacks,
 #: texthide, attack, sentdp, audit, adversarial, parse, models, federated
-COMMAND_MODULES = (encode, report, bench, obfuscate, corpora, registries, texthide, attack, sentdp, audit, adversarial,
+COMMAND_MODULES = (encode, report, bench, obfuscate, redact, corpora, registries, texthide, attack, sentdp, audit, adversarial,
                    parse, models, federated)
 
 for _module in COMMAND_MODULES:

@@ -222,6 +222,7 @@ _REGISTRY = LazyRegistry("defense", {
     "leace": "veil.defenses.adversarial.leace:LeaceErasure",
     "obfuscation-random": "veil.defenses.obfuscation.random_substitution:RandomSubstitution",
     "obfuscation-neural": "veil.defenses.obfuscation.neural:NeuralObfuscator",
+    "redaction": "veil.defenses.redaction:PresidioRedaction",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",

