@@ -52,7 +52,8 @@ from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
 __all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "poisson_binomial_tail",
-           "hit_rate_test", "two_sample_test", "check_alpha", "clopper_pearson", "TWO_SAMPLE_METHODS"]
+           "hit_rate_test", "two_sample_test", "paired_hits_test", "check_alpha", "clopper_pearson",
+           "TWO_SAMPLE_METHODS"]
 
 DEFAULT_ALPHA = 0.05
 TWO_SAMPLE_METHODS = ("permutation", "mann-whitney")
@@ -243,6 +244,27 @@ def two_sample_test(scores: Any, baseline: Any, *, alpha: float = DEFAULT_ALPHA,
     p = (1 + extreme) / (n_resamples + 1)
     return _verdict(f"permutation (difference of means, {n_resamples} resamples), one-sided", observed, p, alpha,
                     "scores exchangeable with the baseline's", len(x))
+
+
+def paired_hits_test(hits: Any, baseline: Any, *, alpha: float = DEFAULT_ALPHA) -> Verdict:
+    """Exact one-sided McNemar test: on the SAME targets, does the attack hit more often than a baseline?
+
+    ``hits`` and ``baseline`` are 0/1 per target (the attack's and the baseline's hit on it). Only the discordant
+    targets carry evidence: with b = #(attack hits, baseline misses) and c = #(the reverse), H0 says each
+    discordant target is a fair coin, and p-value = P(Binomial(b + c, 1/2) >= b). No discordant target: p = 1.
+    """
+    from scipy.stats import binomtest
+
+    alpha = check_alpha(alpha)
+    x, y = _scores("hits", hits), _scores("baseline", baseline)
+    if len(x) != len(y):
+        raise DataFormatError(f"hits has {len(x)} targets, baseline {len(y)}: pair them target by target")
+    if not np.isin(x, (0.0, 1.0)).all() or not np.isin(y, (0.0, 1.0)).all():
+        raise DataFormatError("hits and baseline must be 0/1 per target")
+    b, c = int(((x == 1) & (y == 0)).sum()), int(((x == 0) & (y == 1)).sum())
+    p = binomtest(b, b + c, 0.5, alternative="greater").pvalue if b + c else 1.0
+    return _verdict(f"exact McNemar, one-sided ({b} vs {c} discordant targets)", b - c, p, alpha,
+                    "the attack hits no more often than the baseline on the same targets", len(x))
 
 
 def clopper_pearson(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
