@@ -289,6 +289,8 @@ _REGISTRY = LazyRegistry("attack", {
     "word-recovery-veil-mlm-tuned": "veil.attacks.word_recovery.veil_mlm:TunedMLMAttacker",
     "keep-word": "veil.attacks.word_recovery.floors:KeepWord",
     "tag-frequency": "veil.attacks.word_recovery.floors:TagFrequency",
+    "infill": "veil.attacks.text.infilling:Infilling",
+    "reidentify": "veil.attacks.text.reidentify:Reidentification",
 })
 
 

