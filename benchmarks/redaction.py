@@ -181,8 +181,8 @@ def markdown(r: dict) -> str:
         lines.append(
             f"- {model} (pipeline {', '.join(res['pipeline'])}; loaded with the analyzer in {res['setup_s']:.1f} s): "
             f"redaction / spaCy alone (sentences/s) **{res['ratio_redact_over_spacy']:.2f}**; Presidio adds "
-            f"**{res['presidio_share']:.0%}** of the redaction time (analysis beyond spaCy "
-            f"{res['analysis_share']:.0%}, anonymizer alone {res['anonymizer_share']:.0%}); {res['detections']} "
+            f"**{res['presidio_share']:.1%}** of the redaction time (analysis beyond spaCy "
+            f"{res['analysis_share']:.1%}, anonymizer alone {res['anonymizer_share']:.1%}); {res['detections']} "
             f"detections in {res['sentences_with_detections']} of {c['n_sentences']} sentences; same detections "
             f"and redacted texts in every run: {'yes' if res['same_detections_and_texts'] else '**NO**'}")
     lines.append("")
