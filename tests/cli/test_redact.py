@@ -85,6 +85,8 @@ def test_redaction_commands_check_their_options_first(cli):
     cli("redaction", "infill", "--operators", "pseudonym", match="--operators")
     cli("redaction", "reidentify", "--corpus", "rt-polarity", match="--corpus")
     cli("redaction", "detect", "--model", "xl", match="--model")
+    cli("redaction", "attributes", "--entities", "ORG", match="--entities")
+    cli("redaction", "attributes", "--operators", "erase", match="--operators")
 
 
 def test_redaction_detect_writes_a_record_and_reuses_it(tmp_path, capsys):

@@ -125,8 +125,8 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
         raise InvalidParameterError("the bench plan has no cells; choose corpora, defenses and attacks that apply "
                                     "to each other (`veil bench --list` shows a plan)")
     done = finished_cells(cells, out, force=force)  # every record checked before the output folder is touched
-    if any(getattr(c, "attack", None) and str(c.attack).startswith("word-recovery-veil-mlm") and c.config.quick
-           and c.id not in done for c in cells):
+    if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
+           and c.config.quick and c.id not in done for c in cells):
         from veil.parsing.mlm import ensure_mlm
 
         ensure_mlm("mlm-quick", log=log or print)  # once, here: never raced by parallel workers

@@ -1,4 +1,4 @@
-"""``veil redaction detect | news-recall | infill | reidentify | attributes | sweep``: what Presidio finds, and what
+"""``veil redaction detect | news-recall | infill | reidentify | attributes``: what Presidio finds, and what
 still leaks from the text it redacts (veil.experiments.redaction; docs/redaction.md).
 
 Results go to ``./veil-results/redaction/`` (or ``$VEIL_RESULTS/redaction``) unless ``--results`` names another
@@ -169,6 +169,37 @@ def reidentify(
     _report(paths, as_json, lambda r: (f"top-1 {r.metrics['top1']}, top-5 {r.metrics['top5']} among "
                                        f"{int(r.metrics['candidates'].mean)} candidates (floor "
                                        f"{r.metrics['floor'].mean:.3f})"))
+
+
+@redaction_app.command("attributes")
+def attributes(
+    operators: Annotated[str, typer.Option(help="Comma-separated: none (the original text), type, mask, hash, "
+                                                "pseudonym.")] = "none,type,mask,hash,pseudonym",
+    entities: Annotated[str, typer.Option(help="PERSON (every PERSON span redacted, the issue's setting) or all "
+                                               "(every type Presidio finds).")] = "PERSON",
+    model: ModelOpt = "sm",
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds (encoder, attackers).")] = "0,1,2",
+    max_train: Annotated[Optional[int], typer.Option(min=2, help="Use at most this many training passages.")]
+    = None,
+    results: ResultsOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attribute inference (Coavoux et al.'s attackers) on encodings of redacted news passages: which of the five
+    people a passage is about, against the same attackers on the original text and the floor."""
+    from veil.cli.common import parse_seeds
+    from veil.experiments.redaction.attributes import OPERATORS, run_redacted_attributes
+
+    ops = _list("--operators", operators, OPERATORS)
+    if entities not in ("PERSON", "all"):
+        raise typer.BadParameter(f"--entities must be PERSON or all, got {entities!r}")
+    root = _folder(results)
+    paths = run_redacted_attributes(root, operators=ops, entities=None if entities == "all" else ("PERSON",),
+                                    model=_model(model), seeds=parse_seeds(seeds), max_train=max_train, force=force,
+                                    log=_log(as_json))
+    _report(paths, as_json, lambda r: (f"attacker advantage over the floor {r.metrics['advantage[mlp]']} "
+                                       f"(passages still naming their people verbatim: "
+                                       f"{r.metrics['names_verbatim'].mean:.3f})"))
 
 
 def register(app: typer.Typer) -> None:

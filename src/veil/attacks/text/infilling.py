@@ -95,6 +95,7 @@ class Infilling(Attack):
 
     name = "infill"
     observes = "text"
+    bench_cell = "veil.bench.cells.text:infill_cell"
     citation = ("infilling attacks on redacted text (masked-LM span recovery; e.g. Patsakis and Lykousas 2023, "
                 "Staab et al. 2023): veil's masked LM with subword-level candidate scoring")
     threat = ThreatModel("the released (redacted) texts and where the redacted spans are (the operator's public "
@@ -102,6 +103,11 @@ class Infilling(Attack):
                                                  "the redactor finds in public text)", _MLM_NEED,
                                                  "the redaction mechanism and its operator (not its key)"),
                          trains=False)
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """Redaction whose placeholders show where the spans are (not pseudonyms, not rewriting such as metric DP)."""
+        return defense == "redaction" and setting.get("operator") in SLOT_OPERATORS
 
     def __init__(self, candidates: Iterable[str], *, entity: str = "PERSON", model: Any = "mlm",
                  max_pieces: int = 6, window: int = 300, prior: bool = True, use_model: bool = True,

@@ -195,6 +195,12 @@ class Reidentification(Attack):
         knows_key=False, trains=True)
     observes: ClassVar[str] = "text"
 
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """Never planned by the bench: it needs each document's author, which the bench corpora lack; `veil
+        redaction reidentify` runs it on corpora that have them (spam-assassin senders, hoc-speeches speakers)."""
+        return False
+
     def __init__(self, *, public: PublicTexts, variant: str = "kerckhoffs", redactor: Any = None,
                  char_ngrams: tuple[int, int] = (2, 5), word_ngrams: tuple[int, int] = (1, 2), min_df: int = 1,
                  C: float = 1.0, rng: Any = None) -> None:

@@ -12,6 +12,8 @@ across attacks, the random rate and the test against it, or the utility of the s
 - :mod:`~veil.bench.cells.document_embeddings`: the exact SentDP audit.
 - :mod:`~veil.bench.cells.obfuscated_text`: word recovery on obfuscated sentences, and the parsers' utility.
 - :mod:`~veil.bench.cells.representations`: the attribute attackers on r(x), and the main task's utility.
+- :mod:`~veil.bench.cells.text`: infilling of redacted spans (released text read as text; it is also read as
+  vectors by :mod:`~veil.bench.cells.vectors`).
 - :mod:`~veil.bench.cells.utility`: utility by (corpus task, release kind).
 
 An attack names its cell in :attr:`~veil.attacks.base.Attack.bench_cell` (``"module:function"``); the names below
@@ -27,13 +29,14 @@ from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_
                                       utility_cell)
 from veil.bench.cells.obfuscated_text import parsing_utility, word_recovery_cell
 from veil.bench.cells.representations import attribute_cell, representations_utility
+from veil.bench.cells.text import infill_cell
 from veil.bench.cells.vectors import AS_VECTORS, release_vectors, retrieval_cell
 
 #: the release kinds whose bench cells are built: those read as vectors, and the two read in their own form; the
 #: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
-RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations")
+RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations")  # "text" is among AS_VECTORS
 
 __all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
-           "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility",
+           "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility", "infill_cell",
            "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

@@ -81,6 +81,17 @@ class PresidioRedaction(TextDefense):
                           "and everything around the redacted ones are released")
     tasks: ClassVar[tuple[str, ...]] = ("document-classification",)
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """Each operator (quick: the two most deployed, entity types and consistent pseudonyms)."""
+        return [{"operator": op} for op in (("type", "pseudonym") if quick else OPERATORS)]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "PresidioRedaction":
+        """Presidio's default entities on spaCy sm; pseudonyms consistent over the whole release (the bench releases
+        a corpus sentence by sentence); ``rng`` None: OS CSPRNG key and surrogates."""
+        return cls(operator=str(setting["operator"]), scope="release", rng=rng)
+
     def __init__(self, *, operator: str = "type", entities: Sequence[str] | None = None, model: str = "sm",
                  threshold: float = 0.0, scope: str = "document", rng: Any = None) -> None:
         if operator not in OPERATORS:

@@ -389,7 +389,7 @@ def _analyse(data: Any, todo: Sequence[str], entities: tuple[str, ...] | None, m
     from veil.defenses.redaction import Detector
     from veil.encoders import TextEncoder
     from veil.encoders.plan import estimate_seconds, is_cached
-    from veil.experiments.redaction.detection import _silver
+    from veil.experiments.redaction.detection import silver_person_spans
 
     texts = list(data.texts)
     n = len(texts)
@@ -405,9 +405,9 @@ def _analyse(data: Any, todo: Sequence[str], entities: tuple[str, ...] | None, m
         t0 = time.perf_counter()
         found += detector.detect(texts[2:k])
         detect_rate = (time.perf_counter() - t0) / calib
-    silver = _silver(texts[:2], lambda _line: None)
+    silver = silver_person_spans(texts[:2], lambda _line: None)
     t0 = time.perf_counter()
-    silver += _silver(texts[2:k], lambda _line: None)
+    silver += silver_person_spans(texts[2:k], lambda _line: None)
     silver_rate = (time.perf_counter() - t0) / calib
     rest = sum(map(len, texts[k:]))
     enc = TextEncoder("minilm")
@@ -430,7 +430,7 @@ def _analyse(data: Any, todo: Sequence[str], entities: tuple[str, ...] | None, m
         found += detector.detect(texts[k:])
         detect_s = time.perf_counter() - t0 + detect_rate * calib
     t0 = time.perf_counter()
-    silver += _silver(texts[k:], lambda _line: None)
+    silver += silver_person_spans(texts[k:], lambda _line: None)
     silver_s = time.perf_counter() - t0 + silver_rate * calib
     say(f"redacted attributes {data.name}: "
         + (f"Presidio found {sum(map(len, found))} spans in {detect_s:.0f} s; " if redacting else "")

@@ -45,7 +45,7 @@ from veil.results import Metric, ResultRecord
 from veil.validation import check_int
 
 __all__ = ["TYPE_MATCH", "Outcome", "span_outcome", "rate", "evaluate_injection", "run_detection",
-           "run_news_recall", "detection_file_name", "news_file_name", "score_mentions"]
+           "run_news_recall", "detection_file_name", "news_file_name", "score_mentions", "silver_person_spans"]
 
 #: the Presidio types that count as a type match for each injected class (None: any type)
 TYPE_MATCH: dict[str, tuple[str, ...] | None] = {
@@ -266,7 +266,7 @@ def score_mentions(texts: Sequence[str], mentions: Sequence[Sequence[tuple[int, 
     return metrics, extra
 
 
-def _silver(texts: Sequence[str], say: Callable[[str], None]) -> list[list[tuple[int, int, bool]]]:
+def silver_person_spans(texts: Sequence[str], say: Callable[[str], None]) -> list[list[tuple[int, int, bool]]]:
     import spacy
 
     from veil.corpora.attributes_ner import person_key
@@ -316,7 +316,7 @@ def run_news_recall(results: str | Path, *, model: str = "md", max_passages: int
     if existing_record(path, config, force=force) is not None:
         say(f"kept {path} (a record of this configuration)")
         return path
-    mentions = _silver(texts, say)
+    mentions = silver_person_spans(texts, say)
     found = _detect(detector, texts, "news passages", say)
     metrics, extra = score_mentions(texts, mentions, found)
     silver_chars = [{i for a, b, _ in m for i in range(a, b)} for m in mentions]
