@@ -43,7 +43,7 @@ METHOD = "redaction"
 OPERATORS = ("type", "mask", "hash")
 CORPORA = ("news-articles", "debates-2016", "spam-assassin")
 #: the masked-LM weights tried on the attacker's calibration texts
-WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0)
+WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 def record_path(root: str | Path, corpus: str, operator: str, *, model: str, entity: str, max_documents: int,
