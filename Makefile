@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/texthide.py
 	$(BIN)/python benchmarks/texthide_attacks.py
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/redaction.py
 
 report: setup
 	$(BIN)/veil report --results results --out docs/results --docs docs
