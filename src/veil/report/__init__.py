@@ -6,6 +6,7 @@ from veil.report import audit as _audit  # noqa: E402,F401  (registers the audit
 from veil.report import gradients as _gradients  # noqa: E402,F401  (registers its renderer)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
 from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)
+from veil.report import redaction as _redaction  # noqa: E402,F401  (registers its renderer)
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)
 from veil.report import sentdp as _sentdp  # noqa: E402,F401  (registers its renderer)
 from veil.report import texthide as _texthide  # noqa: E402,F401  (registers its renderer)

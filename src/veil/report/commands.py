@@ -13,7 +13,8 @@ from pathlib import Path
 from veil.results import ResultRecord
 
 __all__ = ["folder_of", "parsing_commands", "gradients_commands", "bench_commands", "attributes_commands",
-           "federated_commands", "retrieval_commands", "texthide_attack_commands"]
+           "federated_commands", "retrieval_commands", "texthide_attack_commands", "redaction_commands",
+           "redaction_settings_off_cli"]
 
 _LEVELS = ("none", "P1", "P2", "P3", "P4", "P5")
 
@@ -256,3 +257,77 @@ def texthide_attack_commands(records: list[tuple[Path, ResultRecord]]) -> list[s
             parts.append(f"--public {c['public']}")
         out.append(" ".join(parts) + f" --results {results}")
     return out
+
+
+_REDACTION_OPERATORS = ("none", "type", "mask", "hash", "pseudonym")
+
+
+def _ops(rs: list[ResultRecord]) -> str:
+    return _join(o for o in _REDACTION_OPERATORS if any(r.config.get("operator") == o for r in rs))
+
+
+def redaction_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
+    """``veil redaction detect | news-recall | infill | reidentify | attributes``, one per configuration the records
+    hold (operators joined per corpus), each option as the configs state it."""
+    if not records:
+        return []
+    out, results = [], folder_of(records)
+    groups: dict[tuple, list[ResultRecord]] = {}
+    for _, r in sorted(records, key=lambda x: x[0].name):
+        c, exp = r.config, r.experiment
+        if exp.startswith("detection-"):
+            key = ("detect", f"--model {c['model']} --n-per-entity {c['n_per_entity']} --base {c['corpus']['base']} "
+                             f"--seed {c['seed']}")
+        elif exp.startswith("news-recall-"):
+            key = ("news-recall", f"--model {c['model']} --max-passages {c['max_passages']} --seed {c['seed']}")
+        elif exp.startswith("infill-"):
+            key = ("infill", f"--corpus {c['corpus']}", f"--model {c['model']} --mlm {c['mlm']} --max-documents "
+                                                        f"{c['max_documents']} --max-public {c['max_public']} "
+                                                        f"--seed {c['seed']}")
+        elif exp.startswith("reidentify-"):
+            cands = f" --max-candidates {c['max_candidates']}" if c.get("max_candidates") else ""
+            key = ("reidentify", f"--corpus {c['corpus']}", f"--model {c['model']}{cands} --seed {c['seed']}")
+        elif exp.startswith("attributes-"):
+            ents = "PERSON" if c.get("entities") == ["PERSON"] else "all"
+            train = f" --max-train {c['max_train']}" if c.get("max_train") else ""
+            key = ("attributes", "", f"--entities {ents} --model {c['model']} --seeds {_join(c['seeds'])}{train}")
+        else:
+            continue
+        groups.setdefault(key, []).append(r)
+    order = ("detect", "news-recall", "infill", "reidentify", "attributes")
+    for key, rs in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), "--model md" in kv[0][-1],
+                                                          kv[0])):
+        if len(key) == 2:
+            out.append(f"veil redaction {key[0]} {key[1]} --results {results}")
+        else:
+            corpus = f" {key[1]}" if key[1] else ""
+            out.append(f"veil redaction {key[0]}{corpus} --operators {_ops(rs)} {key[2]} --results {results}")
+    return out
+
+
+def redaction_settings_off_cli(records: list[tuple[Path, ResultRecord]]) -> list[str]:
+    """A line naming the records' settings that ``veil redaction`` has no option for and that differ from the
+    library's defaults (the Regenerate commands cannot state them; the Python API can); none: no line."""
+    import inspect
+
+    from veil.experiments.redaction import attributes, infilling, reidentify
+
+    fixed = {"infill-": (infilling.run_infilling, ("entity", "max_calibration", "max_chars")),
+             "reidentify-": (reidentify.run_reidentification, ("min_texts", "max_texts", "max_chars")),
+             "attributes-": (attributes.run_redacted_attributes, ("corpus", "width", "epochs", "attacker_epochs"))}
+    out = []
+    for _, r in sorted(records, key=lambda x: x[0].name):
+        for prefix, (fn, names) in fixed.items():
+            if not r.experiment.startswith(prefix):
+                continue
+            params = inspect.signature(fn).parameters
+            for name in names:
+                default = params[name].default
+                if prefix == "reidentify-" and name == "min_texts" and default is None:
+                    default = reidentify.SOURCES.get(r.config.get("corpus"), (None, None, None))[2]
+                if name in r.config and r.config[name] != default:
+                    out.append(f"`{r.experiment}`: {name}={r.config[name]} (default {default})")
+    if not out:
+        return []
+    return ["", "The commands below cannot state these settings of the records (no command-line option; pass them "
+            "to the functions of `veil.experiments.redaction`): " + "; ".join(out) + "."]

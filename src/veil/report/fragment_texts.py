@@ -322,3 +322,69 @@ def texthide_attack_summary(results: Path, bench: Path) -> str:
         f"recovered every source of {_pct_range([min(r.metrics['all_sources'].mean for r in unmix)])} of encodings.",
     ]
     return "\n".join(lines)
+
+
+@register_fragment("redaction-summary")
+def redaction_summary(results: Path, bench: Path) -> str:
+    """One bullet per measured finding of the redaction records (none: an empty string)."""
+    from veil.report.redaction import MODELS, _detection_groups, _ops, _p, _pct, _pts, _variant, by_kind
+
+    if not (results / "redaction").is_dir():
+        return ""
+    kinds = by_kind(_records(results, "redaction"))
+    out = []
+
+    def pc(m, ci: bool = True) -> str:
+        return _pct(m, ci, "%")
+
+    for group in _detection_groups(kinds.get("detection", []))[:1]:
+        models = [m for m in MODELS if m in group]
+        if all("recall_PERSON" in group[m].metrics for m in models):
+            worst = []
+            for m in models:
+                vs = sorted((v.mean, k.removeprefix("recall_PERSON_"), v) for k, v in group[m].metrics.items()
+                            if k.startswith("recall_PERSON_"))
+                worst += [f"{m} {_variant(vs[0][1])} {pc(vs[0][2])}"] if vs else []
+            out.append("- **Injected names (PERSON)** with every letter redacted (Wilson 95%): "
+                       + ", ".join(f"{m} {pc(group[m].metrics['recall_PERSON'])}" for m in models)
+                       + f" of {group[models[0]].metrics['recall_PERSON'].n} names"
+                       + (f"; the worst variant: {'; '.join(worst)}." if worst else "."))
+        if all("recall_STREET_ADDRESS" in group[m].metrics for m in models):
+            out.append("- **Street addresses** (Presidio has no recognizer for them) fully redacted: "
+                       + ", ".join(f"{m} {pc(group[m].metrics['recall_STREET_ADDRESS'])}" for m in models)
+                       + f" of {group[models[0]].metrics['recall_STREET_ADDRESS'].n}; touched at all: "
+                       + ", ".join(f"{m} {pc(group[m].metrics.get('touched_STREET_ADDRESS'), False)}"
+                                   for m in models) + ".")
+    for r in kinds.get("news-recall", []):
+        if r.config.get("model") == "md":
+            out.append(f"- **News passages**: Presidio on md covers {pc(r.metrics['recall_PERSON'])} of spaCy sm's "
+                       f"{r.metrics['recall_PERSON'].n} silver PERSON mentions ({r.config['passages']['scored']} "
+                       "passages).")
+    by: dict[tuple[str, str], dict[str, ResultRecord]] = {}
+    for kind in ("infill", "reidentify"):
+        for r in kinds.get(kind, []):
+            by.setdefault((kind, r.config["corpus"]), {})[r.config["operator"]] = r
+    for (kind, corpus), ops in sorted(by.items()):
+        if kind == "infill":
+            parts = [f"{op} {pc(ops[op].metrics['top1'])} of {ops[op].metrics['top1'].n} names against the "
+                     f"floor's {pc(ops[op].metrics['floor_top1'], False)} (p {_p(ops[op].metrics['p_floor'].mean)})"
+                     for op in ("type", "mask") if op in ops and "p_floor" in ops[op].metrics]
+            if parts:
+                out.append(f"- **Infilling** {corpus}, top-1: " + "; ".join(parts) + ".")
+        elif "type" in ops and "none" in ops:
+            t, n = ops["type"].metrics, ops["none"].metrics
+            out.append(f"- **Re-identification** {corpus} among {int(t['candidates'].mean)} candidates: top-1 "
+                       f"{pc(t['top1'])} after `type` redaction (p vs floor {_p(t['p_top1'].mean)}) against "
+                       f"{pc(n['top1'])} on the original text (p {_p(n['p_top1'].mean)}); floor "
+                       f"{pc(t['floor'], False)}.")
+    attr = {r.config["operator"]: r for r in _ops(kinds.get("attributes", [])) if "advantage[mlp]" in r.metrics}
+    if attr:
+        kept = [f"{op} {pc(r.metrics['names_verbatim'], False)}" for op, r in attr.items()
+                if op != "none" and "names_verbatim" in r.metrics]
+        out.append("- **Attribute inference** on news passages, the mlp attacker's advantage over the floor (points, "
+                   "t 95% over seeds): " + ", ".join(
+                       f"{op} {_pts(r.metrics['advantage[mlp]'])}"
+                       + ("" if "beats_floor[mlp]" not in r.metrics else " (beats the floor)"
+                          if r.metrics["beats_floor[mlp]"].mean else " (floor not beaten)") for op, r in attr.items())
+                   + (f"; passages still naming their people verbatim: {', '.join(kept)}." if kept else "."))
+    return "\n".join(out)
