@@ -20,7 +20,7 @@ from veil.report.fragments import render_fragment
 from veil.results import Metric, ResultRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = [ROOT / "results" / "redaction", Path("/work/main/results/redaction")]
+REAL = [ROOT / "results" / "redaction"]
 NAMES = ("detection-sm-n300-seed0.json", "detection-md-n300-seed0.json", "news-recall-md-p2000-seed0.json",
          "news-recall-sm-p2000-seed0.json", "reidentify-spam-assassin-none-msm-min4-max10-s0.json",
          "reidentify-spam-assassin-type-msm-min4-max10-s0.json")
