@@ -169,3 +169,17 @@ def test_redaction_runs_with_the_network_cut_off(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _OFFLINE], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "offline ok" in proc.stdout
+
+
+def test_spans_separated_by_spaces_are_joined_as_presidio_joins_them_and_the_record_lines_up():
+    """Presidio's anonymizer merges same-type detections separated only by spaces ("John" + "Smith"); veil joins
+    them first, so every replaced span has exactly one record with its whole original value."""
+    d = PresidioRedaction()
+    two = [[Detection(0, 4, "PERSON", 0.8), Detection(5, 10, "PERSON", 0.8)]]
+    red = d.redact(["John Smith and more"], detections=two)[0]
+    assert red.text == "<PERSON> and more"
+    assert [(s.value, s.new_start, s.new_end) for s in red.spans] == [("John Smith", 0, 8)]
+    apart = [[Detection(0, 4, "PERSON", 0.8), Detection(4, 9, "LOCATION", 0.8)]]
+    red = d.redact(["JohnSmith and more"], detections=apart)[0]
+    assert [(s.value, red.text[s.new_start:s.new_end]) for s in red.spans] == [("John", "<PERSON>"),
+                                                                                ("Smith", "<LOCATION>")]
