@@ -64,6 +64,20 @@ class MaskedLM:
     def max_length(self) -> int:
         return int(min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings))
 
+    def hidden(self, seqs: list[list[int]]) -> Any:
+        """The last hidden states (batch, width, dim) of token-id sequences, right-padded into one batch, the
+        encoder run under bf16 autocast (the MLM head is applied by the caller, in fp32, where it needs it)."""
+        import torch
+
+        width = max(map(len, seqs))
+        ids = torch.full((len(seqs), width), int(self.tokenizer.pad_token_id), dtype=torch.long)
+        att = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, q in enumerate(seqs):
+            ids[r, :len(q)] = torch.as_tensor(q)
+            att[r, :len(q)] = 1
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.model.bert(input_ids=ids, attention_mask=att).last_hidden_state
+
     def identity(self) -> dict[str, Any]:
         """What a record says about the model it used (name, sha256, training data, held-out accuracy)."""
         m = self.manifest

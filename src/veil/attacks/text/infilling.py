@@ -173,7 +173,7 @@ class Infilling(Attack):
         import torch
 
         model, tok = self.mlm.model, self.mlm.tokenizer
-        cls_id, sep_id, pad_id, mask_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id, self.mlm.mask_id
+        cls_id, sep_id, mask_id = tok.cls_token_id, tok.sep_token_id, self.mlm.mask_id
         side = (self.mlm.max_length - 2 - self.max_pieces) // 2
         contexts = []
         for s in slots:
@@ -191,15 +191,7 @@ class Infilling(Attack):
                 pk = torch.as_tensor(pcs)
                 for b in range(0, len(slots), self.batch_size):
                     chunk = contexts[b:b + self.batch_size]
-                    seqs = [[cls_id] + left + [mask_id] * k + right + [sep_id] for left, right in chunk]
-                    width = max(map(len, seqs))
-                    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-                    att = torch.zeros((len(seqs), width), dtype=torch.long)
-                    for r, q in enumerate(seqs):
-                        ids[r, :len(q)] = torch.as_tensor(q)
-                        att[r, :len(q)] = 1
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        h = model.bert(input_ids=ids, attention_mask=att).last_hidden_state
+                    h = self.mlm.hidden([[cls_id] + left + [mask_id] * k + right + [sep_id] for left, right in chunk])
                     first = torch.as_tensor([1 + len(left) for left, _ in chunk])
                     rows = torch.arange(len(chunk))
                     sc = 0

@@ -229,7 +229,7 @@ class ZeroShotMLMAttacker(_MLMAttack):
         import torch
 
         model, tok = self.mlm.model, self.tokenizer
-        cls_id, sep_id, pad_id, mask_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id, self.mlm.mask_id
+        cls_id, sep_id, mask_id = tok.cls_token_id, tok.sep_token_id, self.mlm.mask_id
         limit = self.mlm.max_length
         offsets = np.concatenate([[0], np.cumsum([len(p) for p in text.positions])]).astype(np.int64)
         prior = torch.as_tensor(self.candidates.prior)
@@ -257,14 +257,7 @@ class ZeroShotMLMAttacker(_MLMAttack):
                     seqs.append(cut)
                     for p in text.positions[i]:
                         where.append((b, first[p]) if first[p] + k <= limit - 1 else None)
-                width = max(map(len, seqs))
-                ids_t = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-                att = torch.zeros((len(seqs), width), dtype=torch.long)
-                for b, q in enumerate(seqs):
-                    ids_t[b, :len(q)] = torch.as_tensor(q)
-                    att[b, :len(q)] = 1
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    h = model.bert(input_ids=ids_t, attention_mask=att).last_hidden_state
+                h = self.mlm.hidden(seqs)
                 ok = np.asarray([w is not None for w in where])
                 reached &= ok
                 if not ok.any():

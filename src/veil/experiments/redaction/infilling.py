@@ -27,7 +27,6 @@ corpus with PERSON names (``debates-2016``, ``spam-assassin``: texts the masked 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
