@@ -186,8 +186,9 @@ class Detector:
                 "model": self.model, "entities": list(self.entities) if self.entities else "all supported",
                 "threshold": self.threshold, "overlaps": "merged into their union"}
 
-    def detect(self, texts: Sequence[str]) -> list[list[Detection]]:
-        """The merged detections of each text (each text analysed on its own; spaCy runs in batches)."""
+    def detect(self, texts: Sequence[str], *, progress: bool = False) -> list[list[Detection]]:
+        """The merged detections of each text (each text analysed on its own; spaCy runs in batches);
+        ``progress``: a bar (terminal) or periodic log lines on stderr."""
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise InvalidTypeError("texts must be a list of strings (pass [text] for one text)")
         for i, t in enumerate(texts):
@@ -198,9 +199,16 @@ class Detector:
                                   "score_threshold": self.threshold}
         if self.entities is not None:
             kwargs["entities"] = list(self.entities)
+        from veil.progress import progress_bar
+
         out = []
-        for results in batch.analyze_iterator(list(texts), **kwargs):
-            out.append(merge_detections(Detection(r.start, r.end, r.entity_type, float(r.score)) for r in results))
+        with progress_bar(len(texts), f"Presidio ({self.model}) analysing texts", progress) as advance:
+            for start in range(0, len(texts), 4 * self.batch_size):
+                chunk = list(texts[start:start + 4 * self.batch_size])
+                for results in batch.analyze_iterator(chunk, **kwargs):
+                    out.append(merge_detections(Detection(r.start, r.end, r.entity_type, float(r.score))
+                                                for r in results))
+                advance(len(chunk))
         return out
 
 

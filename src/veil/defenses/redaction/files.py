@@ -122,7 +122,7 @@ def redact_file(path: str | os.PathLike, out: str | os.PathLike, defense: Any, *
     if log:
         log(f"redacting {len(texts)} texts of {path} with Presidio ({defense.detector.model}, operator "
             f"{defense.operator})")
-    done = defense.redact(texts)
+    done = defense.redact(texts, progress=len(texts) > 200)
     atomic_write_text(out, _written(fmt, [r.text for r in done], layout, text))
     counts = Counter(s.entity for r in done for s in r.spans)
     if spans is not None:

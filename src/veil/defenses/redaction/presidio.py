@@ -162,7 +162,8 @@ class PresidioRedaction(TextDefense):
             return {"DEFAULT": OperatorConfig("hash", {"hash_type": "sha256", "salt": self._key})}
         return {}  # pseudonym: one custom operator per entity type (the lambda must know the type)
 
-    def redact(self, texts: Sequence[str], detections: Sequence[Sequence[Detection]] | None = None) -> list[Redacted]:
+    def redact(self, texts: Sequence[str], detections: Sequence[Sequence[Detection]] | None = None, *,
+               progress: bool = False) -> list[Redacted]:
         """The owner's view: each text redacted, with its spans (``detections``: reuse an earlier
         :meth:`Detector.detect` of the same texts, e.g. to apply several operators to one analysis)."""
         from presidio_anonymizer import AnonymizerEngine
@@ -173,7 +174,7 @@ class PresidioRedaction(TextDefense):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise DataFormatError(f"texts[{i}] is a {type(t).__name__}, not a str")
-        found = self.detector.detect(texts) if detections is None else detections
+        found = self.detector.detect(texts, progress=progress) if detections is None else detections
         if len(found) != len(texts):
             raise InvalidParameterError(f"detections has {len(found)} entries for {len(texts)} texts")
         engine = AnonymizerEngine()
