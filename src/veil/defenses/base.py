@@ -19,7 +19,7 @@ Every defense
   (training-encodings), ``release_embeddings(documents)`` (document-embeddings),
   ``transform(texts)`` (text), ``transform(tagged sentences)`` (obfuscated-text),
   ``objective()`` (representations: the training objective, or None for plain
-  training followed by ``protect``);
+  training followed by ``protect``), ``train(data)`` (model: the trained model released);
 * declares :attr:`Defense.tasks` (keys of :data:`veil.kinds.TASKS`), which decide
   the corpora the bench plans it on, and :meth:`Defense.bench_settings` /
   :meth:`Defense.bench_make` (the settings the bench runs, and the defense for
@@ -44,7 +44,7 @@ from veil._registry import LazyRegistry
 from veil.errors import VeilError
 
 __all__ = ["Defense", "VectorsDefense", "TrainingEncodingsDefense", "DocumentEmbeddingsDefense", "TextDefense",
-           "ObfuscatedTextDefense", "RepresentationsDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
+           "ObfuscatedTextDefense", "RepresentationsDefense", "ModelDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
            "register_defense", "defense_table", "make_defense"]
 
 
@@ -199,11 +199,23 @@ class RepresentationsDefense(Defense):
         """The training objective (adversary and encoder losses), or None to train plainly."""
 
 
-#: release kind -> the base class whose abstract method is the kind's verb (``updates`` and ``model`` have no
-#: registered defense yet: federated training and DP-SGD land as their own issues)
+class ModelDefense(Defense):
+    """Releases a trained model (its outputs or its weights): ``train(data)`` fits it on the owner's private
+    training data and returns what is released."""
+
+    releases: ClassVar[str] = "model"
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def train(self, data: Any) -> Any:
+        """The trained model the owner releases, fitted on ``data`` (the private training examples)."""
+
+
+#: release kind -> the base class whose abstract method is the kind's verb (``updates`` has no registered defense
+#: yet: federated DP lands as its own issue)
 KIND_BASES: dict[str, type[Defense]] = {c.releases: c for c in (
     VectorsDefense, TrainingEncodingsDefense, DocumentEmbeddingsDefense, TextDefense, ObfuscatedTextDefense,
-    RepresentationsDefense)}
+    RepresentationsDefense, ModelDefense)}
 
 
 # ---------------------------------------------------------------- registry
