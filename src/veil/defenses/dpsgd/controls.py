@@ -1,0 +1,27 @@
+"""Negative control: a deliberately broken DP-SGD that the noise test must catch.
+
+:class:`HalfNoise` draws Gaussian noise at half the standard deviation it accounts for (sigma / 2 while the
+accountant and :attr:`~veil.defenses.dpsgd.TrainedModel.accounting` say sigma), so the epsilon it reports is far
+too small. Everything else (lots, clipping, accounting, the record) is :class:`~veil.defenses.dpsgd.DPSGD`'s. The
+test of the noise actually added (tests/defenses/test_dpsgd.py: the noise recovered from one full-batch step,
+Kolmogorov-Smirnov against N(0, (sigma clip)^2) at alpha = 1e-6) passes DPSGD and must reject this control; a test
+that passes it is broken itself. It never protects anything (``control = True``: listed as a control, never planned
+by the bench).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from veil.defenses.dpsgd.mechanism import DPSGD
+
+__all__ = ["HalfNoise"]
+
+
+class HalfNoise(DPSGD):
+    """Negative control: DP-SGD adding noise of standard deviation sigma clip / 2 while accounting sigma clip."""
+
+    name = "dpsgd-broken-half-noise"
+    citation = "veil negative control (DP-SGD drawing half the noise it accounts for)"
+    control: ClassVar[bool] = True
+    _noise_scale: ClassVar[float] = 0.5
