@@ -235,9 +235,12 @@ _REGISTRY = LazyRegistry("defense", {
     "obfuscation-random": "veil.defenses.obfuscation.random_substitution:RandomSubstitution",
     "obfuscation-neural": "veil.defenses.obfuscation.neural:NeuralObfuscator",
     "redaction": "veil.defenses.redaction:PresidioRedaction",
+    "plain": "veil.defenses.dpsgd:PlainTraining",
+    "dpsgd": "veil.defenses.dpsgd:DPSGD",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",
+    "dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:HalfNoise",
 })
 
 

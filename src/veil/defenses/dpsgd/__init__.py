@@ -38,8 +38,9 @@ bound). Opacus' own ``secure_mode`` needs torchcsprng, which does not exist for 
 
 from veil.defenses.dpsgd.accounting import ACCOUNTANTS, Accounting, account, calibrate_sigma
 from veil.defenses.dpsgd.errors import UnsupportedModelError
-from veil.defenses.dpsgd.mechanism import DEFAULT_HIDDEN, DPSGD, Evaluation, PlainTraining, TrainedModel
+from veil.defenses.dpsgd.mechanism import (BENCH_RECIPE, DEFAULT_HIDDEN, DPSGD, Evaluation, PlainTraining,
+                                           TrainedModel, from_recipe)
 
 __all__ = ["DPSGD", "PlainTraining", "TrainedModel", "Evaluation", "Accounting", "account", "calibrate_sigma",
-           "ACCOUNTANTS", "DEFAULT_HIDDEN", "UnsupportedModelError"]
+           "ACCOUNTANTS", "DEFAULT_HIDDEN", "BENCH_RECIPE", "UnsupportedModelError", "from_recipe"]
 

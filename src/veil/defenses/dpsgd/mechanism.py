@@ -28,9 +28,13 @@ from veil.defenses.dpsgd.accounting import ACCOUNTANTS, Accounting, account, cal
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError, VeilError
 from veil.validation import check_choice, check_epsilon, check_int, check_real, check_rng, seeded_rng
 
-__all__ = ["DPSGD", "PlainTraining", "TrainedModel", "Evaluation", "DEFAULT_HIDDEN"]
+__all__ = ["DPSGD", "PlainTraining", "TrainedModel", "Evaluation", "DEFAULT_HIDDEN", "BENCH_RECIPE", "from_recipe"]
 
 DEFAULT_HIDDEN = (128,)
+#: what the bench trains (``model`` cells): the defaults of ``veil dpsgd train``
+BENCH_RECIPE: dict[str, Any] = {"epochs": 10, "batch_size": 256, "lr": 1e-3, "hidden": DEFAULT_HIDDEN}
+#: the DP-SGD epsilons the bench runs: quick, full
+BENCH_EPSILONS = ((8.0,), (1.0, 3.0, 8.0))
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class TrainedModel:
         """Logits (n, classes) for embeddings ``X`` (n, d)."""
         import torch
 
-        X = _embeddings(X)
+        X = np.require(_embeddings(X), requirements=["W"])  # torch refuses read-only arrays (a copy if so)
         with torch.no_grad():
             out = [self.model(torch.from_numpy(X[i:i + 4096])) for i in range(0, len(X), 4096)]
         return torch.cat(out).numpy() if out else np.zeros((0, self.num_classes), dtype=np.float32)
@@ -113,7 +117,7 @@ class _Trainer(ModelDefense):
     """What :class:`DPSGD` and :class:`PlainTraining` share: parameters, data checks, the head, the loop."""
 
     abstract: ClassVar[bool] = True
-    tasks: ClassVar[tuple[str, ...]] = ()  # the bench has no `model` cells yet
+    tasks: ClassVar[tuple[str, ...]] = ("sentence-classification",)
     private: ClassVar[bool] = False
     #: the noise drawn, as a multiple of what is accounted: 1, except in negative controls (controls.py)
     _noise_scale: ClassVar[float] = 1.0
@@ -140,6 +144,32 @@ class _Trainer(ModelDefense):
     def config(self) -> dict[str, Any]:
         return {**super().config(), "epochs": self.epochs, "batch_size": self.batch_size, "lr": self.lr,
                 "optimizer": self.optimizer, "model": self._model_name(), "init_seed": self.init_seed}
+
+    def recipe(self) -> dict[str, Any]:
+        """The public training recipe as JSON-ready data: the registry name and the constructor's keywords (no
+        ``rng``: the lots and noise are the defense's own). An attacker who knows it trains shadow models the same
+        way (:func:`from_recipe`). A defense built with a ``model`` object has no JSON recipe
+        (:class:`~veil.errors.InvalidParameterError`)."""
+        if self.model is not None:
+            raise InvalidParameterError("a defense built with a given torch model has no JSON recipe; use the default "
+                                        "head (hidden=...) to describe it as data")
+        return {"defense": self.name, "params": {"epochs": self.epochs, "batch_size": self.batch_size, "lr": self.lr,
+                                                 "optimizer": self.optimizer, "hidden": list(self.hidden),
+                                                 "num_classes": self.num_classes, "init_seed": self.init_seed,
+                                                 **self._recipe_extra()}}
+
+    def _recipe_extra(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        return [{}]
+
+    @classmethod
+    def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "_Trainer":
+        """The bench's recipe (:data:`BENCH_RECIPE`, the corpus' label set, ``init_seed`` from ``options``: the
+        cell's seed) at the setting's parameters; ``rng`` None: lots and noise from the OS CSPRNG."""
+        return cls(**{**BENCH_RECIPE, "num_classes": int(data.num_classes), **options, **setting}, rng=rng)
 
     def _model_name(self) -> str:
         if self.model is not None:
@@ -252,6 +282,19 @@ class DPSGD(_Trainer):
             "hyperparameters are public; real arithmetic (see veil.defenses.dpsgd)", epsilon=self.epsilon,
             delta=self.delta)
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        return [{"epsilon": e} for e in BENCH_EPSILONS[0 if quick else 1]]
+
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        e = float(setting["epsilon"])
+        return Guarantee("epsilon-delta-dp", f"(epsilon <= {e:g}, delta = 1/(10 n))-DP of the trained model under "
+                         "adding or removing one training example (PRV accountant)", epsilon=e)
+
+    def _recipe_extra(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "clip": self.clip, "accountant": self.accountant}
+
     def __repr__(self) -> str:
         return (f"DPSGD(epsilon={self.epsilon:g}, delta={self.delta}, clip={self.clip:g}, epochs={self.epochs}, "
                 f"batch_size={self.batch_size}, accountant={self.accountant!r})")
@@ -343,3 +386,21 @@ class PlainTraining(_Trainer):
         return TrainedModel(model=module, guarantee=self.guarantee, accounting=None, num_classes=num_classes,
                             n_train=len(X), steps=steps, sample_rate=accounted_q, config=self.config(),
                             seconds=time.perf_counter() - start)
+
+
+def from_recipe(recipe: Any, *, rng: Any = None) -> _Trainer:
+    """The defense a :meth:`_Trainer.recipe` describes (``plain`` or ``dpsgd``, or a control of theirs), with ``rng``
+    for its lots and noise (None: the OS CSPRNG)."""
+    from collections.abc import Mapping
+
+    from veil.defenses.base import get_defense
+
+    if not isinstance(recipe, Mapping) or not isinstance(recipe.get("params"), Mapping):
+        raise InvalidTypeError("a recipe is a mapping {'defense': name, 'params': {...}}, as _Trainer.recipe() gives")
+    cls = get_defense(str(recipe.get("defense")))
+    if not issubclass(cls, _Trainer):
+        raise InvalidParameterError(f"defense {recipe.get('defense')!r} is not trained by veil's DP-SGD loop; a "
+                                    "recipe names 'plain' or 'dpsgd'")
+    params = dict(recipe["params"])
+    params["hidden"] = tuple(params.get("hidden", DEFAULT_HIDDEN))
+    return cls(**params, rng=rng)
