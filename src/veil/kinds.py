@@ -55,7 +55,8 @@ RELEASE_KINDS: dict[str, ReleaseKind] = {k.name: k for k in (
                 "dependency parsing (UAS/LAS)", "veil.attacks.word_recovery.observe:ObfuscatedText"),
     ReleaseKind("representations", "a trained encoder's hidden states r(x)", "objective",
                 "the encoder's main task", "veil.attacks.attribute:AttackerSplits"),
-    ReleaseKind("model", "a trained model (its outputs or weights)", "train", "classification"),
+    ReleaseKind("model", "a trained model (its outputs or weights)", "train", "classification",
+                "veil.attacks.membership.observe:ModelAccess"),
 )}
 
 #: release kind -> the kinds an attack may read it as (besides itself)

@@ -291,6 +291,9 @@ _REGISTRY = LazyRegistry("attack", {
     "tag-frequency": "veil.attacks.word_recovery.floors:TagFrequency",
     "infill": "veil.attacks.text.infilling:Infilling",
     "reidentify": "veil.attacks.text.reidentify:Reidentification",
+    "membership-loss": "veil.attacks.membership.loss:LossThreshold",
+    "membership-lira": "veil.attacks.membership.lira:LiRA",
+    "membership-rmia": "veil.attacks.membership.rmia:RMIA",
 })
 
 
