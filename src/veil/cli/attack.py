@@ -10,6 +10,8 @@ leaks.
   ``./veil-results/attributes/``.
 - Word recovery from obfuscated sentences (Hu et al. 2020), veil.experiments.obfuscation.parsing: ``word-recovery``;
   results in ``./veil-results/parsing/``.
+- Membership inference on a released classifier (plain or DP-SGD), veil.experiments.membership: ``membership``;
+  results in ``./veil-results/membership/``.
 
 Results go under ``$VEIL_RESULTS`` instead when it is set, or to ``--results``; every value and output location is
 checked before any work starts.
@@ -23,8 +25,8 @@ from typing import Annotated, Optional
 import typer
 
 from veil.cli import adversarial, parse
-from veil.cli.common import (ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_ints, parse_m,
-                             positive)
+from veil.cli.common import (ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_floats,
+                             parse_ints, parse_m, positive)
 from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
 from veil.cli.texthide import check_mode
 
@@ -475,6 +477,56 @@ def attack_word_recovery(
                          attack_minutes=minutes, seed=seed, mlm=parse.check_mlm(mlm, [method]))
     parse.run_one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[],
                        levels=[check_level(level)], attackers=[method])
+
+
+# --------------------------------------------------------------------------- membership inference (release kind model)
+_MEMBERSHIP_DEFENSES = {"all": ("plain", "dpsgd"), "none": ("plain",), "plain": ("plain",), "dpsgd": ("dpsgd",)}
+
+
+@attack_app.command("membership")
+def attack_membership(
+    corpus: Annotated[str, typer.Option(help="Labelled sentence corpus, e.g. rt-polarity.")] = "rt-polarity",
+    defense: Annotated[str, typer.Option(help="none (plain training), dpsgd (at each --epsilon) or all.")] = "all",
+    method: Annotated[str, typer.Option(help="loss, lira (online), lira-offline, rmia, or all.")] = "all",
+    epsilon: Annotated[str, typer.Option(help="DP-SGD target epsilon(s), comma-separated.")] = "1,3,8",
+    shadows: Annotated[int, typer.Option(min=2, help="LiRA's shadow models.")] = 16,
+    members: Annotated[int, typer.Option(min=2, help="The target's training examples (as many non-members are "
+                                                     "candidates; the rest of the train split is the attacker's "
+                                                     "population).")] = 2000,
+    epochs: Annotated[int, typer.Option(min=1, help="Epochs of the target (and of every shadow).")] = 10,
+    seed: Annotated[int, typer.Option(min=0, help="Sets the game, initial weights and the attacker's choices (never "
+                                                  "the target's lots or noise).")] = 0,
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/membership).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Membership inference (loss threshold, LiRA, RMIA) on plain training and DP-SGD: AUC, TPR at 1% and 0.1% FPR."""
+    import veil.corpora as vc
+    from veil.errors import UnknownNameError
+    from veil.experiments.membership import METHODS, run_membership
+    from veil.outputs import check_output_dir, default_results_dir
+    from veil.results import ResultRecord
+
+    if corpus not in vc.names():
+        raise UnknownNameError("corpus", corpus, vc.names())
+    if defense not in _MEMBERSHIP_DEFENSES:
+        raise typer.BadParameter(f"--defense must be one of {', '.join(_MEMBERSHIP_DEFENSES)}, got {defense!r}")
+    if method != "all" and method not in METHODS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} or all, got {method!r}")
+    eps = parse_floats(epsilon, "--epsilon", distinct=True)
+    root = check_output_dir(results if results is not None else default_results_dir("membership"))
+    say = console(as_json)
+    paths = run_membership(root, corpus=corpus, defenses=_MEMBERSHIP_DEFENSES[defense], epsilons=eps,
+                           methods=METHODS if method == "all" else (method,), shadows=shadows, members=members,
+                           epochs=epochs, seed=seed, force=force,
+                           log=lambda line: say.print(line, highlight=False, soft_wrap=True))
+    if as_json:
+        rows = []
+        for p in paths:
+            rec = ResultRecord.read(p)
+            rows.append({"path": str(p), "defense": rec.config["defense"], "epsilon": rec.config["epsilon"],
+                         "method": rec.config["method"], "metrics": {k: m.to_dict() for k, m in rec.metrics.items()}})
+        echo_json(rows)
 
 
 def register(app: typer.Typer) -> None:

@@ -76,7 +76,12 @@ class RMIA(MembershipAttack):
         start = time.perf_counter()
         Xp, yp = self.population
         order = self._gen.permutation(len(Xp))
-        nz = min(self.z_samples, len(Xp) - 1)
+        nz = min(self.z_samples, len(Xp) - int(access.n_train))  # the rest trains the references
+        if nz < 1:
+            from veil.errors import InvalidParameterError
+
+            raise InvalidParameterError(f"RMIA needs more population examples than the target's {access.n_train} "
+                                        f"training examples (for z samples beside the references'), got {len(Xp)}")
         z, rest = order[:nz], order[nz:]
         p_x = np.exp(log_true_prob(access.logits(), access.y))
         p_z = np.exp(log_true_prob(access.logits(Xp[z]), yp[z]))

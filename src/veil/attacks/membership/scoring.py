@@ -26,7 +26,7 @@ from veil.errors import DataFormatError
 from veil.results import Metric
 
 __all__ = ["MembershipScores", "Roc", "MembershipScore", "roc", "auc", "tpr_at_fpr", "score_membership",
-           "roc_reference", "auc_reference", "FPRS", "metric_name"]
+           "roc_reference", "auc_reference", "membership_test", "FPRS", "metric_name"]
 
 #: the false-positive rates at which TPR is reported
 FPRS = (0.01, 0.001)
@@ -184,3 +184,20 @@ def score_membership(result: MembershipScores, truth: Any, *, level: float = 0.9
     res = AttackResult(attack=result.attack, defense=result.defense, n_queries=len(s), metrics=metrics,
                        config=config, wall_time_s=result.wall_time_s)
     return MembershipScore(result=res, roc=curve)
+
+
+def membership_test(scores: Any, members: Any, *, alpha: float = 0.05) -> Any:
+    """One-sided Mann-Whitney U test: do members score higher than non-members? (a
+    :class:`~veil.metrics.stats.Verdict`). Exact under H0 whenever the target's answers do not depend on which
+    candidates were members: membership is a uniformly random half of the candidates, drawn independently of
+    everything the attacker computes, so every split of the scores is equally likely. ``statistic`` is the AUC."""
+    from scipy.stats import mannwhitneyu
+
+    from veil.metrics.stats import Verdict, check_alpha
+
+    alpha = check_alpha(alpha)
+    s, m = _check(scores, members)
+    res = mannwhitneyu(s[m], s[~m], alternative="greater")
+    return Verdict(test="Mann-Whitney U, one-sided (members score higher)", statistic=auc(s, m),
+                   p_value=float(res.pvalue), alpha=alpha, reject=bool(res.pvalue <= alpha),
+                   null="members' and non-members' scores are exchangeable (AUC 0.5)", n=len(s))
