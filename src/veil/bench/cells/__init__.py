@@ -14,6 +14,8 @@ across attacks, the random rate and the test against it, or the utility of the s
 - :mod:`~veil.bench.cells.representations`: the attribute attackers on r(x), and the main task's utility.
 - :mod:`~veil.bench.cells.text`: infilling of redacted spans (released text read as text; it is also read as
   vectors by :mod:`~veil.bench.cells.vectors`).
+- :mod:`~veil.bench.cells.model`: membership inference on a released model (plain training, DP-SGD), and its test
+  accuracy.
 - :mod:`~veil.bench.cells.utility`: utility by (corpus task, release kind).
 
 An attack names its cell in :attr:`~veil.attacks.base.Attack.bench_cell` (``"module:function"``); the names below
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from veil.bench.cells.common import AttackResources, key_rng, make_defense
 from veil.bench.cells.document_embeddings import audit_cell
+from veil.bench.cells.model import membership_cell, model_utility
 from veil.bench.cells.training_encodings import mask_recovery_cell, unmix_cell
 from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_utility_cell, sentence_utility_cell,
                                       utility_cell)
@@ -32,11 +35,12 @@ from veil.bench.cells.representations import attribute_cell, representations_uti
 from veil.bench.cells.text import infill_cell
 from veil.bench.cells.vectors import AS_VECTORS, release_vectors, retrieval_cell
 
-#: the release kinds whose bench cells are built: those read as vectors, and the two read in their own form; the
+#: the release kinds whose bench cells are built: those read as vectors, and the three read in their own form; the
 #: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
-RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations")  # "text" is among AS_VECTORS
+RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model")  # "text" is among AS_VECTORS
 
 __all__ = ["AttackResources", "retrieval_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
            "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility", "infill_cell",
+           "membership_cell", "model_utility",
            "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from veil.bench.cells.common import finish, make_defense, release_kind
+from veil.bench.cells.model import model_utility
 from veil.bench.cells.obfuscated_text import parsing_utility
 from veil.bench.cells.representations import representations_utility
 from veil.bench.cells.vectors import release_vectors
@@ -141,6 +142,7 @@ def _on_release(cell: Any, data: Any) -> ResultRecord:
 UTILITY_MEASURES: dict[tuple[str, str], Callable[[Any, Any], ResultRecord]] = {
     ("sentence-classification", "vectors"): partial(_sentence_head, inputs=_through_protect),
     ("sentence-classification", "training-encodings"): partial(_sentence_head, inputs=_through_hook),
+    ("sentence-classification", "model"): model_utility,  # the released model itself, on the test split
     ("document-classification", "vectors"): _on_release,
     ("document-classification", "document-embeddings"): _on_release,
     ("document-classification", "text"): _on_release,  # tested on the rewritten documents' encodings
