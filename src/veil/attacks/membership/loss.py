@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from veil.attacks.base import ThreatModel
 from veil.attacks.membership.scoring import MembershipScores
 from veil.attacks.membership.shadows import MembershipAttack, log_true_prob
-from veil.attacks.base import ThreatModel
 
 __all__ = ["LossThreshold"]
 
