@@ -312,6 +312,8 @@ def _edge(c: dict[str, Any]) -> str | None:
     if not grid or "weight" not in c or len(grid) < 2:
         return None
     w = float(c["weight"])
+    if w == 0.0:  # frequency alone: the masked LM did not help on the calibration texts (a natural end, not a cut)
+        return None
     return "top" if w == max(grid) else "bottom" if w == min(grid) else None
 
 
@@ -351,6 +353,11 @@ def _infill(recs: list[ResultRecord]) -> list[str]:
     if edges:
         lines += [f"The chosen weight sits at an edge of the grid for {', '.join(edges)}: a weight beyond the grid "
                   "may do better, so those rows may understate the attack.", ""]
+    off = [f"{r.config['corpus']} {r.config['operator']}" for r in recs if float(r.config.get("weight", 1)) == 0.0]
+    if off:
+        lines += [f"LM weight 0 ({', '.join(off)}): on the attacker's own calibration texts the masked LM did not "
+                  "raise top-1 over public frequency, so the attack ranks by frequency and what the operator gives "
+                  "away alone: there veil's masked LM adds nothing measurable.", ""]
     return lines
 
 

@@ -8,7 +8,7 @@ a span was; pseudonyms hide it: :mod:`~veil.experiments.redaction.reidentify` at
   count): the candidate set is stated in each record (its size, and ``coverage``: the share of targets in it);
 * calibration: the dev split (at most ``max_calibration`` texts), redacted by the attacker's own copy of the
   redactor: the weight of the masked-LM term against the prior is chosen there from :data:`WEIGHTS` (by top-1, then
-  top-10), never on the targets;
+  top-10; 0 = frequency alone, where the masked LM does not help), never on the targets;
 * targets: the test split (at most ``max_documents`` texts, drawn with ``seed``) redacted by the owner (key and
   randomness from OS entropy); every redacted span Presidio labelled ``entity`` is a target, its original value
   the truth. Texts are cut to ``max_chars`` characters.
@@ -41,8 +41,9 @@ __all__ = ["CORPORA", "OPERATORS", "WEIGHTS", "run_infilling", "record_path"]
 METHOD = "redaction"
 OPERATORS = ("type", "mask", "hash")
 CORPORA = ("news-articles", "debates-2016", "spam-assassin")
-#: the masked-LM weights tried on the attacker's calibration texts
-WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+#: the masked-LM weights tried on the attacker's calibration texts (0: public frequency and the operator's facts
+#: alone, when the masked LM does not help on the attacker's own data)
+WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 def record_path(root: str | Path, corpus: str, operator: str, *, model: str, entity: str, max_documents: int,
@@ -84,6 +85,13 @@ def _ranks(scores: np.ndarray, rows: Sequence[int | None]) -> np.ndarray:
         if j is not None and np.isfinite(scores[i, j]):
             out[i] = int((scores[i] >= scores[i, j]).sum())
     return out
+
+
+def _combine(lm: np.ndarray, prior: np.ndarray, weight: float) -> np.ndarray:
+    """``weight`` x the masked-LM scores + the log prior; a candidate the operator rules out (-inf, e.g. another
+    length under ``mask``) stays ruled out at every weight, 0 included."""
+    finite = np.isfinite(lm)
+    return np.where(finite, weight * np.where(finite, lm, 0.0), -np.inf) + prior[None, :]
 
 
 def _rate(hits: np.ndarray) -> Metric:
@@ -194,10 +202,10 @@ def _one(op: str, base: dict[str, Any], candidates: list[str], loaded: Any, cali
     lm_c = attack.scores(obs_c, slots_c) if slots_c else np.zeros((0, len(attack.keys)))
     grid = []
     for w in WEIGHTS:
-        r = _ranks(w * lm_c + attack.prior[None, :], rows_c)
+        r = _ranks(_combine(lm_c, attack.prior, w), rows_c)
         grid.append({"weight": w, "top1": float((r == 1).mean()) if len(r) else 0.0,
                      "top10": float(((r >= 1) & (r <= 10)).mean()) if len(r) else 0.0, "n": int(len(r))})
-    best = max(grid, key=lambda g: (g["top1"], g["top10"], -abs(np.log(g["weight"]))))
+    best = max(grid, key=lambda g: (g["top1"], g["top10"], -abs(np.log(max(g["weight"], 1e-3)))))
     weight = best["weight"]
     tried = ", ".join("{:g}: {:.3f}".format(g["weight"], g["top1"]) for g in grid)
     say(f"infill {base['corpus']} {op}: weight {weight:g} chosen on {len(slots_c)} calibration slots ({tried})")
@@ -209,9 +217,8 @@ def _one(op: str, base: dict[str, Any], candidates: list[str], loaded: Any, cali
     slots, values = _targets(red, obs, entity, op)
     rows = [attack.index(v) for v in values]
     lm = attack.scores(obs, slots) if slots else np.zeros((0, len(attack.keys)))
-    ranks = _ranks(weight * lm + attack.prior[None, :], rows)
-    restricted = np.where(np.isfinite(lm), 0.0, -np.inf) + attack.prior[None, :]  # no LM: prior + operator facts
-    ranks_prior = _ranks(restricted, rows)
+    ranks = _ranks(_combine(lm, attack.prior, weight), rows)
+    ranks_prior = _ranks(_combine(lm, attack.prior, 0.0), rows)  # no LM: prior + the operator's facts
     top1, top10 = ranks == 1, (ranks >= 1) & (ranks <= 10)
     p1, p10 = ranks_prior == 1, (ranks_prior >= 1) & (ranks_prior <= 10)
     f1 = np.asarray([r == 0 for r in rows], dtype=bool)  # candidate row 0: the most frequent public value
@@ -230,7 +237,7 @@ def _one(op: str, base: dict[str, Any], candidates: list[str], loaded: Any, cali
     for i in range(min(8, len(slots))):
         s = slots[i]
         text = obs.texts[s.doc]
-        order = np.argsort(-(weight * lm[i] + attack.prior), kind="stable")[:5]
+        order = np.argsort(-_combine(lm[i:i + 1], attack.prior, weight)[0], kind="stable")[:5]
         examples.append({"context": text[max(0, s.start - 80):s.end + 80], "slot": s.text, "truth": values[i],
                          "rank": int(ranks[i]), "guesses": [attack.values[j] for j in order]})
     config = {**base, "operator": op, "weight": weight, "calibration": grid, "attack": attack.config(),
