@@ -236,7 +236,7 @@ def test_summary_fragment(folder, tmp_path):
     text = render_fragment("redaction-summary", results, tmp_path / "no-bench.md")
     assert re.search(r"Infilling\*\* news-articles, top-1: type 35\.8% \[\d.*\] of 400 names against the floor's "
                      r"3\.0% \(p 2\.5e-09\); mask 40\.2%", text)
-    assert "none +15.2 [+12.7, +17.7] (beats the floor), type +6.2 [+3.7, +8.7] (floor not beaten)" in text
+    assert "none +15.2 [+12.7, +17.7] (every seed), type +6.2 [+3.7, +8.7] (not every seed)" in text
     assert "verbatim: type 13.7%." in text
     assert all(line.startswith("- **") for line in text.splitlines())
     assert render_fragment("redaction-summary", tmp_path / "empty", tmp_path / "no-bench.md") == ""
@@ -274,6 +274,6 @@ def test_a_real_infilling_record(tmp_path):
     assert row[4] == f"{int(m['targets'].mean)} ({int(m['documents_with_targets'].mean)})"
     assert row[7] == _pct(m["top1"].to_dict()) and row[10] == _pct(m["floor_top1"].to_dict())
     assert row[11].startswith(f"{m['p_floor'].mean:.1e}" if m["p_floor"].mean < 0.001 else f"{m['p_floor'].mean:.3f}")
-    edge = c["weight"] in (min(c["weights"]), max(c["weights"]))
+    edge = c["weight"] != 0 and c["weight"] in (min(c["weights"]), max(c["weights"]))  # 0: frequency alone
     assert row[13].startswith(f"{c['weight']:g}") and ("edge of the grid" in row[13]) == edge
     assert "## Detection quality" not in page and "## Infilling" in page

@@ -382,9 +382,10 @@ def redaction_summary(results: Path, bench: Path) -> str:
         kept = [f"{op} {pc(r.metrics['names_verbatim'], False)}" for op, r in attr.items()
                 if op != "none" and "names_verbatim" in r.metrics]
         out.append("- **Attribute inference** on news passages, the mlp attacker's advantage over the floor (points, "
-                   "t 95% over seeds): " + ", ".join(
+                   "t 95% over the seeds; 'every seed' when each seed's paired randomization test beats the floor "
+                   "at 0.05): " + ", ".join(
                        f"{op} {_pts(r.metrics['advantage[mlp]'])}"
-                       + ("" if "beats_floor[mlp]" not in r.metrics else " (beats the floor)"
-                          if r.metrics["beats_floor[mlp]"].mean else " (floor not beaten)") for op, r in attr.items())
+                       + ("" if "beats_floor[mlp]" not in r.metrics else " (every seed)"
+                          if r.metrics["beats_floor[mlp]"].mean else " (not every seed)") for op, r in attr.items())
                    + (f"; passages still naming their people verbatim: {', '.join(kept)}." if kept else "."))
     return "\n".join(out)
