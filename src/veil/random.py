@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RngLike = Union[None, int, np.random.Generator]
 
-__all__ = ["RngLike", "as_generator", "torch_generator", "os_entropy_seed", "is_seeded", "secure_uniform", "uniform"]
+__all__ = ["RngLike", "as_generator", "torch_generator", "os_entropy_seed", "is_seeded", "secure_uniform", "uniform",
+           "standard_normals"]
 
 
 def os_entropy_seed(bits: int = 128) -> int:
@@ -53,6 +54,16 @@ def uniform(rng: RngLike, size: int) -> np.ndarray:
     if rng is None:
         return secure_uniform(size)
     return as_generator(rng).random(int(size))
+
+
+def standard_normals(rng: RngLike, size: int) -> np.ndarray:
+    """``size`` N(0, 1) draws (float64) by Box-Muller on 53-bit uniforms (:func:`uniform`: ``rng`` None = the OS
+    CSPRNG), for DP noise (word-level metric DP, DP-SGD)."""
+    pairs = (int(size) + 1) // 2
+    u = uniform(rng, 2 * pairs)
+    radius = np.sqrt(-2.0 * np.log1p(-u[:pairs]))  # 1 - u in (0, 1]: finite
+    angle = 2.0 * np.pi * u[pairs:]
+    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:size]
 
 
 def is_seeded(rng: RngLike) -> bool:

@@ -48,18 +48,9 @@ from veil.defenses.base import Guarantee, TextDefense
 from veil.validation import check_epsilon, check_int, seeded_rng
 from veil.encoders.word_vectors import WordVectors, split_words
 from veil.errors import DataFormatError, InvalidTypeError
-from veil.random import RngLike, uniform
+from veil.random import RngLike, standard_normals, uniform
 
 __all__ = ["WordMetricDP", "standard_normals", "metric_noise"]
-
-
-def standard_normals(rng: np.random.Generator | None, size: int) -> np.ndarray:
-    """``size`` N(0, 1) draws by Box-Muller from uniforms (rng=None: the OS CSPRNG)."""
-    pairs = (int(size) + 1) // 2
-    u = uniform(rng, 2 * pairs)
-    radius = np.sqrt(-2.0 * np.log1p(-u[:pairs]))  # 1 - u in (0, 1]: finite
-    angle = 2.0 * np.pi * u[pairs:]
-    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:size]
 
 
 def metric_noise(rng: np.random.Generator | None, n: int, dim: int, epsilon: float) -> np.ndarray:

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from veil.random import uniform
+from veil.random import standard_normals, uniform
 
 __all__ = ["sampling_rate", "poisson_lot", "gaussian", "standard_normals"]
 
@@ -36,15 +36,6 @@ def poisson_lot(rng: np.random.Generator | None, n: int, q: float) -> np.ndarray
     """The indices of one Poisson lot over ``n`` examples: each in independently with probability
     ``sampling_rate(q)`` (``rng`` None: the OS CSPRNG). May be empty."""
     return np.flatnonzero(uniform(rng, n) < q)
-
-
-def standard_normals(rng: np.random.Generator | None, size: int) -> np.ndarray:
-    """``size`` N(0, 1) draws (float64) by Box-Muller on 53-bit uniforms (``rng`` None: the OS CSPRNG)."""
-    pairs = (int(size) + 1) // 2
-    u = uniform(rng, 2 * pairs)
-    radius = np.sqrt(-2.0 * np.log1p(-u[:pairs]))  # 1 - u in (0, 1]: finite
-    angle = 2.0 * np.pi * u[pairs:]
-    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:size]
 
 
 def gaussian(rng: np.random.Generator | None, size: int, std: float) -> np.ndarray:
