@@ -70,6 +70,46 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
     return "\n".join(lines)
 
 
+def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    """One log-log ROC plot per corpus: every attack against every target (the chance line is TPR = FPR)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    out = []
+    for corpus in sorted({r.config["corpus"] for r in recs}):
+        rs = [r for r in recs if r.config["corpus"] == corpus and r.extra.get("roc")]
+        if not rs:
+            continue
+        targets = sorted({(r.config["defense"], r.config.get("epsilon")) for r in rs},
+                         key=lambda t: (t[0] != "plain", t[1] or 0))
+        fig, axes = plt.subplots(1, len(targets), figsize=(3.2 * len(targets), 3.2), squeeze=False)
+        for ax, (defense, eps) in zip(axes[0], targets):
+            for r in sorted((r for r in rs if (r.config["defense"], r.config.get("epsilon")) == (defense, eps)),
+                            key=lambda r: r.config["method"]):
+                fpr, tpr = np.asarray(r.extra["roc"]["fpr"]), np.asarray(r.extra["roc"]["tpr"])
+                keep = fpr > 0
+                ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), label=f"{r.config['method']} "
+                        f"(AUC {100 * r.metrics['auc'].mean:.1f})")
+            ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
+            ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
+                   title="plain" if defense == "plain" else f"{defense} eps {_eps(eps)}")
+            ax.legend(fontsize=6, loc="lower right")
+        axes[0][0].set_ylabel("TPR")
+        fig.tight_layout()
+        name = f"membership_{corpus}_roc.png"
+        with atomic_write(out_dir / name, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+        plt.close(fig)
+        out += [f"![membership ROC on {corpus}, log-log]({name})", "",
+                "Log-log ROC per target: the low-FPR end is where an attack is dangerous (a guess that is rarely "
+                "wrong); the dotted line is chance.", ""]
+    return out
+
+
 @register_renderer("membership")
 def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = sorted((r for _, r in records), key=lambda r: (r.config["corpus"], r.config["defense"] != "plain",
@@ -88,6 +128,7 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                      f"{100 * m['test_accuracy'].mean:.1f} | {c['method']} | {c.get('shadows') or '–'} | "
                      f"{_ci(m['auc'])} | {_ci(m['tpr@1%fpr'])} | {_ci(m['tpr@0.1%fpr'])} |")
     lines.append("")
+    lines += _roc_plots(recs, out_dir)
     commits = sorted({r.git_commit for r in recs})
     lines.append(f"Commits: {', '.join(commits)}.")
     cmds = []
