@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/texthide_attacks.py
 	$(BIN)/python benchmarks/bench.py
 	$(BIN)/python benchmarks/redaction.py
+	$(BIN)/python benchmarks/dpsgd.py
 
 report: setup
 	$(BIN)/veil report --results results --out docs/results --docs docs
