@@ -23,6 +23,7 @@ own calls (:func:`quiet_opacus`), nothing else.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import warnings
 from collections.abc import Iterator
@@ -141,11 +142,18 @@ def calibrate_sigma(epsilon: float, delta: float, q: float, steps: int, *, accou
     """The smallest noise multiplier (to Opacus' search tolerance, :data:`EPS_ERROR` in epsilon) whose
     ``accountant`` epsilon is at most ``epsilon`` (``opacus.accountants.utils.get_noise_multiplier`` with exactly
     this q and number of steps, not Opacus' ``1 / len(data_loader)`` rate)."""
-    from opacus.accountants.utils import get_noise_multiplier
-
     if accountant not in ACCOUNTANTS:
         raise InvalidParameterError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
     _check(1.0, q, steps, delta)
+    return _calibrated(float(epsilon), float(delta), float(q), int(steps), accountant)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated(epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
+    """:func:`calibrate_sigma`'s search, once per setting and process: a deterministic function of its arguments,
+    and a few seconds each (a membership attack's shadow models all share the target's setting)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
     kwargs = {"eps_error": EPS_ERROR} if accountant == "prv" else {}
     with quiet_opacus(), _full_lots(float(q)):
         try:
