@@ -176,15 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.n < 1 or args.batch_size < 1 or args.reps < 1:
         parser.error("--n, --batch-size and --reps must be >= 1")
 
-    from veil._io import atomic_write_json, atomic_write_text
+    from veil._io import atomic_write_json
 
     result = run(args.n, args.batch_size, args.reps)
     print(json.dumps(result))
     if args.out:
         atomic_write_json(args.out, result)
-    old = args.results.read_text(encoding="utf-8") if args.results.exists() else ""
-    head = "" if old.strip() else "# Benchmark results\n\nAppended by the scripts in benchmarks/; newest last.\n\n"
-    atomic_write_text(args.results, old + head + ("\n" if old.strip() else "") + markdown(result))
+    from _record import append_section
+
+    append_section(args.results, markdown(result))
     return 0
 
 

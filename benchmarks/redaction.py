@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import shlex
@@ -211,27 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # before numpy is imported; threadpoolctl enforces it as well
 
-    from veil.results import git_commit
+    from _record import publish, refuse_dirty
 
-    if not args.no_append and git_commit(HERE.parent).endswith("-dirty"):
-        sys.exit("the tree has uncommitted changes: commit first (recorded numbers name a commit), or pass "
-                 "--no-append to print the section only")
-
-    from veil._io import atomic_write_json, atomic_write_text
-
+    refuse_dirty(HERE.parent, args.no_append)
     result = run(args)
-    print(json.dumps(result))
-    if args.out:
-        atomic_write_json(args.out, result)
-    section = markdown(result)
-    if args.no_append:
-        print(section)
-        return 0
-    old = args.results_file.read_text(encoding="utf-8") if args.results_file.exists() else ""
-    head = "" if old.strip() else "# Benchmark results\n\nAppended by the scripts in benchmarks/; newest last.\n\n"
-    atomic_write_text(args.results_file, old + head + ("\n" if old.strip() else "") + section)
-    print(f"appended to {args.results_file}", file=sys.stderr)
-    return 0
+    return publish(result, markdown(result), out=args.out, results_file=args.results_file, no_append=args.no_append)
 
 
 if __name__ == "__main__":
