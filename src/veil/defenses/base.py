@@ -241,6 +241,7 @@ _REGISTRY = LazyRegistry("defense", {
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",
     "dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:HalfNoise",
+    "dpsgd-broken-no-clip": "veil.defenses.dpsgd.controls:NoClip",
 })
 
 

@@ -1,21 +1,26 @@
-"""Negative control: a deliberately broken DP-SGD that the noise test must catch.
+"""Negative controls: deliberately broken DP-SGD that the noise test and the one-run audit must catch.
 
 :class:`HalfNoise` draws Gaussian noise at half the standard deviation it accounts for (sigma / 2 while the
 accountant and :attr:`~veil.defenses.dpsgd.TrainedModel.accounting` say sigma), so the epsilon it reports is far
 too small. Everything else (lots, clipping, accounting, the record) is :class:`~veil.defenses.dpsgd.DPSGD`'s. The
 test of the noise actually added (tests/defenses/test_dpsgd.py: the noise recovered from one full-batch step,
 Kolmogorov-Smirnov against N(0, (sigma clip)^2) at alpha = 1e-6) passes DPSGD and must reject this control; a test
-that passes it is broken itself. It never protects anything (``control = True``: listed as a control, never planned
-by the bench).
+that passes it is broken itself.
+
+:class:`NoClip` clips nothing (each example's gradient enters the sum at its full norm) while the noise and the
+accountant assume the clip bound: its sensitivity is unbounded. ``veil audit dpsgd --control no-clip`` must fail it.
+
+Neither protects anything (``control = True``: listed as a control, never planned by the bench).
 """
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from veil.defenses.dpsgd.mechanism import DPSGD
 
-__all__ = ["HalfNoise"]
+__all__ = ["HalfNoise", "NoClip"]
 
 
 class HalfNoise(DPSGD):
@@ -25,3 +30,12 @@ class HalfNoise(DPSGD):
     citation = "veil negative control (DP-SGD drawing half the noise it accounts for)"
     control: ClassVar[bool] = True
     _noise_scale: ClassVar[float] = 0.5
+
+
+class NoClip(DPSGD):
+    """Negative control: DP-SGD that does not clip (bound infinity) while its noise and accountant assume ``clip``."""
+
+    name = "dpsgd-broken-no-clip"
+    citation = "veil negative control (DP-SGD without clipping, accounting the clip bound)"
+    control: ClassVar[bool] = True
+    _clip_scale: ClassVar[float] = math.inf

@@ -17,6 +17,7 @@ Per step: a Poisson lot (:func:`~veil.defenses.dpsgd.noise.poisson_lot`), then
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,12 +125,22 @@ class FitLog:
 
 def fit(module: nn.Module, X: torch.Tensor, y: torch.Tensor, *, private: bool, sigma: float, clip: float, q: float,
         accounted_q: float, steps: int, lr: float, optimizer: str, sampling_rng: np.random.Generator | None,
-        noise_rng: np.random.Generator | None, noise_scale: float = 1.0) -> FitLog:
+        noise_rng: np.random.Generator | None, noise_scale: float = 1.0, clip_applied: float | None = None,
+        transcript: Callable[[int, list[torch.Tensor], list[torch.Tensor]], None] | None = None,
+        public_n: int | None = None) -> FitLog:
     """Train ``module`` in place for ``steps`` Poisson lots of rate ``q`` (module docstring). ``accounted_q`` is
     the exact rate the lots are drawn at (:func:`~veil.defenses.dpsgd.noise.sampling_rate`), recorded by the
     accountant hook; ``sigma`` and ``clip`` are ignored when ``private`` is False. ``noise_scale`` multiplies the
-    noise actually drawn (not what is accounted): 1 always, except in the negative controls
-    (:mod:`veil.defenses.dpsgd.controls`)."""
+    noise actually drawn (not what is accounted) and ``clip_applied`` (None: ``clip``) is the bound actually
+    applied to each example's gradient (the noise is always ``sigma * clip``): both are the accounted values
+    always, except in the negative controls (:mod:`veil.defenses.dpsgd.controls`).
+
+    ``transcript`` (private only): called at every step, after the noise is added and before the weights move,
+    with ``(step, weights, gradients)``: the trainable parameters as they are (detached) and the noisy gradient
+    each receives (the noisy clipped sum divided by ``q * n``, n = ``public_n``, by default ``len(X)``: the
+    divisor must not depend on the data where the number of examples is private, as in the one-run audit). That is what the mechanism releases at that step
+    (the DP guarantee covers it); the one-run audit's white-box auditor reads it
+    (:mod:`veil.attacks.audit.one_run`)."""
     n = len(X)
     module.train()
     if not private:
@@ -147,17 +158,27 @@ def fit(module: nn.Module, X: torch.Tensor, y: torch.Tensor, *, private: bool, s
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 
-    expected = q * n
+    expected = q * (n if public_n is None else public_n)
     with quiet_opacus():
         gsm = GradSampleModuleFastGradientClipping(module, batch_first=True, loss_reduction="mean",
-                                                   max_grad_norm=clip, use_ghost_clipping=True)
+                                                   max_grad_norm=clip if clip_applied is None else clip_applied,
+                                                   use_ghost_clipping=True)
         try:
             params = [p for p in gsm.parameters() if p.requires_grad]
             opt = _noise_optimizer_class()(_make_optimizer(optimizer, params, lr), noise_multiplier=sigma,
                                            max_grad_norm=clip, expected_batch_size=expected, loss_reduction="mean",
                                            noise_rng=noise_rng, noise_scale=noise_scale)
             acct = PRVAccountant()
-            opt.attach_step_hook(acct.get_optimizer_hook_fn(sample_rate=accounted_q))
+            account_step = acct.get_optimizer_hook_fn(sample_rate=accounted_q)
+            counter = [0]
+
+            def hook(optim: Any) -> None:  # Opacus calls it after the noise, before the weights move
+                account_step(optim)
+                if transcript is not None:
+                    transcript(counter[0], [p.detach() for p in params], [p.grad.detach() for p in params])
+                counter[0] += 1
+
+            opt.attach_step_hook(hook)
             criterion = DPLossFastGradientClipping(gsm, opt, nn.CrossEntropyLoss(), loss_reduction="mean")
             for _ in range(steps):
                 idx = torch.from_numpy(poisson_lot(sampling_rng, n, q))

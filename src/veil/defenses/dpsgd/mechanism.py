@@ -121,6 +121,9 @@ class _Trainer(ModelDefense):
     private: ClassVar[bool] = False
     #: the noise drawn, as a multiple of what is accounted: 1, except in negative controls (controls.py)
     _noise_scale: ClassVar[float] = 1.0
+    #: the bound applied to each example's gradient, as a multiple of the accounted clip: 1, except in negative
+    #: controls (controls.py: infinity, no clipping)
+    _clip_scale: ClassVar[float] = 1.0
 
     def _init_common(self, *, epochs: Any, batch_size: Any, lr: Any, optimizer: Any, hidden: Any,
                      num_classes: Any, model: Any, init_seed: Any) -> None:
@@ -177,13 +180,13 @@ class _Trainer(ModelDefense):
         return f"MLPHead(hidden={list(self.hidden)}, dropout=0) on embeddings scaled by sqrt(d)"
 
     # ---------------------------------------------------------------- data
-    def _data(self, data: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    def _data(self, data: Any, public_n: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         if not isinstance(data, tuple) or len(data) != 2:
             raise InvalidTypeError("data must be a pair (X, y): embeddings (n, d) and integer labels (n,)")
         X = _embeddings(data[0])
         y = _labels(data[1], len(X), self.num_classes)
         num_classes = self.num_classes if self.num_classes is not None else max(2, int(y.max()) + 1)
-        if self.batch_size > len(X):
+        if public_n is None and self.batch_size > len(X):
             raise InvalidParameterError(f"batch_size={self.batch_size} is more than the {len(X)} training examples; "
                                         f"use batch_size <= {len(X)}")
         return X, y, num_classes
@@ -210,7 +213,7 @@ class _Trainer(ModelDefense):
         return a, b
 
     def _fit(self, X: np.ndarray, y: np.ndarray, num_classes: int, *, sigma: float, clip: float, q: float,
-             accounted_q: float, steps: int) -> tuple[Any, Any]:
+             accounted_q: float, steps: int, transcript: Any = None, public_n: int | None = None) -> tuple[Any, Any]:
         import torch
 
         from veil.defenses.dpsgd.engine import fit
@@ -219,13 +222,17 @@ class _Trainer(ModelDefense):
         sampling, noise = self._streams()
         log = fit(module, torch.from_numpy(X), torch.from_numpy(y), private=self.private, sigma=sigma, clip=clip,
                   q=q, accounted_q=accounted_q, steps=steps, lr=self.lr, optimizer=self.optimizer,
-                  sampling_rng=sampling, noise_rng=noise, noise_scale=self._noise_scale)
+                  sampling_rng=sampling, noise_rng=noise, noise_scale=self._noise_scale,
+                  clip_applied=clip * self._clip_scale, transcript=transcript, public_n=public_n)
         module.eval()
         return module, log
 
     def _steps(self, n: int) -> tuple[float, float, int]:
         from veil.defenses.dpsgd.noise import sampling_rate
 
+        if self.batch_size > n:
+            raise InvalidParameterError(f"batch_size={self.batch_size} is more than the {n} training examples; "
+                                        f"use batch_size <= {n}")
         q = self.batch_size / n
         return q, sampling_rate(q), max(1, round(self.epochs * n / self.batch_size))
 
@@ -307,8 +314,6 @@ class DPSGD(_Trainer):
         """The accounting of a run on ``n`` examples (sigma calibrated to the target), before any training."""
         n = check_int("n", n, minimum=1)
         delta = self._delta(n)
-        if self.batch_size > n:
-            raise InvalidParameterError(f"batch_size={self.batch_size} is more than the {n} training examples")
         _, accounted_q, steps = self._steps(n)
         sigma = calibrate_sigma(self.epsilon, delta, accounted_q, steps, accountant=self.accountant)
         acc = account(sigma, accounted_q, steps, delta, accountant=self.accountant)
@@ -326,18 +331,25 @@ class DPSGD(_Trainer):
                                         f"(None gives 1/(10 n) = {1 / (10 * n):.3g})")
         return self.delta
 
-    def train(self, data: Any) -> TrainedModel:
+    def train(self, data: Any, *, public_n: int | None = None, transcript: Any = None) -> TrainedModel:
         """Train on ``data = (X, y)`` (embeddings (n, d), labels (n,)) with DP-SGD; the model and its accounting.
 
         Everything is checked and sigma calibrated before the first step; after the last, the accountant's history
         read from the optimizer's step hook must be exactly (sigma, q, steps), else :class:`~veil.errors.VeilError`
-        and nothing is released."""
+        and nothing is released.
+
+        ``public_n`` (default: the number of examples given) is the n that sets the sampling rate, the steps and the
+        default delta. The one-run audit fixes it in advance, because there the number of examples depends on
+        which canaries were included, and the guarantee is accounted for a rate that does not. ``transcript``: a
+        callable receiving every step's noisy gradients (see :func:`veil.defenses.dpsgd.engine.fit`); the
+        white-box auditor's view, covered by the guarantee."""
         start = time.perf_counter()
-        X, y, num_classes = self._data(data)
-        acc = self.plan(len(X))
-        q, _, _ = self._steps(len(X))
+        X, y, num_classes = self._data(data, public_n)
+        n = len(X) if public_n is None else check_int("public_n", public_n, minimum=1)
+        acc = self.plan(n)
+        q, _, _ = self._steps(n)
         module, log = self._fit(X, y, num_classes, sigma=acc.sigma, clip=self.clip, q=q, accounted_q=acc.sample_rate,
-                                steps=acc.steps)
+                                steps=acc.steps, transcript=transcript, public_n=n)
         if log.history != [(acc.sigma, acc.sample_rate, acc.steps)]:
             raise VeilError(f"internal error: the optimizer stepped {log.history}, not the accounted "
                             f"{[(acc.sigma, acc.sample_rate, acc.steps)]}; the model is not released")
