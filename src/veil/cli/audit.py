@@ -1,5 +1,6 @@
-"""``veil audit sentdp | empirical``: thin commands over veil.experiments.sentdp.audit (the exact privacy audit) and
-veil.experiments.sentdp.empirical (the empirical lower bounds)."""
+"""``veil audit sentdp | empirical | dpsgd``: thin commands over veil.experiments.sentdp.audit (the exact privacy
+audit), veil.experiments.sentdp.empirical (the empirical lower bounds) and veil.experiments.dpsgd.audit (the one-run
+audit of DP-SGD)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from veil.cli.sentdp import check_depth
 
 __all__ = ["register", "audit_app"]
 
-audit_app = typer.Typer(help="Privacy audits of DP mechanisms: exact (sentdp) and empirical lower bounds (empirical).",
-                        no_args_is_help=True)
+audit_app = typer.Typer(help="Privacy audits of DP mechanisms: exact (sentdp), empirical lower bounds (empirical) and "
+                             "the one-run audit of DP-SGD (dpsgd).", no_args_is_help=True)
 
 
 @audit_app.command("sentdp")
@@ -130,6 +131,69 @@ def audit_empirical(
     if violations:
         msg.print(f"lower bound above the formal epsilon: {', '.join(violations)}", highlight=False)
         raise typer.Exit(1)
+
+
+@audit_app.command("dpsgd")
+def audit_dpsgd(
+    corpus: Annotated[str, typer.Option(help="Labelled corpus whose train split holds the real examples.")]
+    = "rt-polarity",
+    epsilons: Annotated[str, typer.Option(help="Comma-separated claimed epsilons.")] = "1,2,4",
+    settings: Annotated[str, typer.Option(help="Comma-separated: one-step (the whole set in one lot, one step) "
+                                               "and/or recipe (10 epochs, lots of 256).")] = "one-step,recipe",
+    canaries: Annotated[int, typer.Option(min=20, help="Canaries m, each included with probability 1/2.")] = 10000,
+    max_train: Annotated[int, typer.Option(min=2, help="Real training examples (an evenly spaced subset).")] = 2000,
+    control: Annotated[Optional[str], typer.Option(help="Audit a deliberately broken DP-SGD instead (half-noise, "
+                                                        "no-clip): it must FAIL; exit 1 if it passes.")] = None,
+    clip: Annotated[float, typer.Option(help="Clip bound C.")] = 1.0,
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds of the initial weights (one audit each).")] = "0",
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/dpsgd-audit).")]
+    = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """One-run audit of DP-SGD (Steinke et al. 2023): canaries in one training run; exit 1 if a bound or a check fails.
+
+    White-box (every step's noisy gradients) and black-box (the released model's outputs) lower bounds on epsilon
+    at 95% confidence, and checks of the noise and the clipping on the transcript. About a minute per audit with
+    the defaults; existing records are kept (resumable).
+    """
+    import veil.corpora as vc
+    from veil.errors import UnknownNameError
+    from veil.experiments.dpsgd.audit import CONTROLS, headline, run_audit
+    from veil.outputs import default_results_dir
+    from veil.results import ResultRecord
+
+    if corpus not in vc.names():
+        raise UnknownNameError("corpus", corpus, vc.names())
+    if control is not None and control not in CONTROLS:
+        raise UnknownNameError("control", control, sorted(CONTROLS))
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds must be comma-separated ints, got {seeds!r}") from None
+    msg = console(as_json)
+    paths = run_audit(results if results is not None else default_results_dir("dpsgd-audit"), corpus=corpus,
+                      epsilons=parse_floats(epsilons, "--epsilons"),
+                      settings=[s.strip() for s in settings.split(",") if s.strip()], canaries=canaries,
+                      max_train=max_train, control=control, clip=finite("--clip", clip, low=0.0), seeds=seed_list,
+                      force=force, log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
+    records = [ResultRecord.read(p) for p in paths]
+    if as_json:
+        echo_json([rec.to_dict() for rec in records])
+    else:
+        for rec in records:
+            msg.print(headline(rec), highlight=False, soft_wrap=True)
+    passed = [rec.metrics["passed"].mean == 1.0 for rec in records]
+    if control is None and not all(passed):
+        msg.print("the audit rejected DP-SGD's claim in at least one run (see FAIL above)", highlight=False)
+        raise typer.Exit(1)
+    if control is not None:
+        caught = sum(not p for p in passed)
+        msg.print(f"negative control {control}: caught in {caught} of {len(passed)} audits"
+                  + ("" if caught == len(passed) else " (NOT CAUGHT in the others: the audit passed a broken "
+                     "mechanism)"), highlight=False)
+        if caught < len(passed):
+            raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
