@@ -72,3 +72,14 @@ def test_bad_input_is_refused():
         best_bound([1.0, np.nan], [True, False], delta=0.0)
     with pytest.raises(InvalidParameterError, match="too few"):
         best_bound([1.0, 2.0], [True, False], delta=0.0)
+
+
+def test_the_ideal_auditor_certifies_more_when_the_noise_is_smaller_and_never_beyond_the_truth():
+    from veil.attacks.audit.one_run import ideal_bound
+
+    loud = ideal_bound(4000, sigma=4.0, q=1.0, steps=1, delta=1e-5, rng=0).epsilon
+    quiet = ideal_bound(4000, sigma=1.0, q=1.0, steps=1, delta=1e-5, rng=0).epsilon
+    # the Gaussian mechanism with sigma 1 (in units of the sensitivity) is about (4.5, 1e-5)-DP: a valid bound stays
+    # below that, and a much noisier mechanism certifies much less
+    assert 0 <= loud < quiet < 4.5 and loud < 0.5
+    assert ideal_bound(2000, sigma=1.0, q=0.3, steps=20, delta=1e-5, rng=1).m == 2000

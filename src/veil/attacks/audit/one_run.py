@@ -34,7 +34,7 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError
 from veil.validation import check_int, check_real
 
-__all__ = ["GUESSES", "Bound", "p_value", "epsilon_lower_bound", "best_bound"]
+__all__ = ["GUESSES", "Bound", "p_value", "epsilon_lower_bound", "best_bound", "ideal_bound"]
 
 #: the (k+, k-) guess counts tried, fixed in advance: "in" only, and as many "in" as "out"
 GUESSES: tuple[tuple[int, int], ...] = tuple((k, 0) for k in (10, 30, 100, 300, 1000, 3000)) + tuple(
@@ -140,3 +140,28 @@ def best_bound(scores: Any, included: Any, *, delta: float, alpha: float = 0.05,
                          tried=len(pairs), delta=delta)
     assert best is not None
     return best
+
+
+def ideal_bound(m: int, *, sigma: float, q: float, steps: int, delta: float, alpha: float = 0.05,
+                rng: Any = None) -> Bound:
+    """The bound a perfect white-box auditor would get from the claimed mechanism itself: m canaries, each in with
+    probability 1/2, whose clipped gradient is exactly the clip bound along a direction nothing else touches, in
+    ``steps`` Poisson lots of rate ``q``, observed through N(0, sigma^2) noise (in units of the clip), scored by the
+    exact log-likelihood ratio. A simulation (``rng`` None: OS entropy), the ceiling of what one run can certify at
+    this size; a real auditor's bound below it is the price of a real model, one above it is chance."""
+    from veil.random import as_generator
+
+    m = check_int("m", m, minimum=1)
+    steps = check_int("steps", steps, minimum=1)
+    sigma = check_real("sigma", sigma, low=0.0, high=math.inf, low_open=True)
+    q = check_real("q", q, low=0.0, high=1.0, low_open=True)
+    gen = as_generator(rng)
+    included = gen.random(m) < 0.5
+    scores = np.zeros(m)
+    for start in range(0, steps, 64):  # in chunks of steps: memory m x 64
+        t = min(64, steps - start)
+        sampled = (gen.random((m, t)) < q) & included[:, None]
+        x = sampled + gen.normal(0.0, sigma, (m, t))
+        log_in = math.log(q) + (x - 0.5) / sigma ** 2
+        scores += np.logaddexp(math.log1p(-q) if q < 1.0 else -math.inf, log_in).sum(1)
+    return best_bound(scores, included, delta=delta, alpha=alpha)

@@ -14,6 +14,8 @@ Measured, per run:
 * ``epsilon_lower_white``: the one-run lower bound (:func:`veil.attacks.audit.one_run.best_bound`, 95%
   confidence, Bonferroni over the fixed guess counts) from the white-box scores (every step's noisy gradients);
 * ``epsilon_lower_black``: the same from the released model's log-probability of each canary's label;
+* ``epsilon_lower_ideal``: what a perfect white-box auditor would certify from the claimed mechanism at the same
+  size (:func:`veil.attacks.audit.one_run.ideal_bound`, a simulation): the ceiling of a one-run audit here;
 * ``noise_variance_ratio`` and ``sensitivity_z``: the transcript checks of the noise and the clipping
   (:func:`veil.attacks.audit.canaries.mechanism_checks`, each at level 1e-6);
 * ``passed``: 1 when neither bound exceeds the accounted epsilon and both checks pass, else 0.
@@ -120,7 +122,7 @@ def audit_one(run: AuditRun, X: np.ndarray, y: np.ndarray, num_classes: int, *, 
     ``rng`` None: the canaries' inclusion and labels, and the defense's lots and noise, from the OS CSPRNG; a seed
     for tests only."""
     from veil.attacks.audit.canaries import DiracCanaries, WhiteBoxScorer, black_box_scores, mechanism_checks
-    from veil.attacks.audit.one_run import best_bound
+    from veil.attacks.audit.one_run import best_bound, ideal_bound
     from veil.defenses.base import get_defense
     from veil.random import as_generator, uniform
 
@@ -147,10 +149,12 @@ def audit_one(run: AuditRun, X: np.ndarray, y: np.ndarray, num_classes: int, *, 
     white = best_bound(scorer.scores, included, delta=acc.delta, alpha=ALPHA)
     black = best_bound(black_box_scores(model, canaries), included, delta=acc.delta, alpha=ALPHA)
     checks = mechanism_checks(scorer, included)
+    ideal = ideal_bound(m, sigma=acc.sigma, q=acc.sample_rate, steps=acc.steps, delta=acc.delta, alpha=ALPHA,
+                        rng=None if rng is None else own.spawn(1)[0])
     claimed = float(acc.epsilon)
     passed = white.epsilon <= claimed and black.epsilon <= claimed and checks["noise"]["passed"] and \
         checks["sensitivity"]["passed"]
-    return {"claimed": claimed, "accounting": acc, "white": white, "black": black, "checks": checks,
+    return {"claimed": claimed, "accounting": acc, "white": white, "black": black, "ideal": ideal, "checks": checks,
             "passed": bool(passed), "included": int(included.sum()), "n_public": n_public, "batch": batch,
             "steps": acc.steps, "seconds": time.perf_counter() - start, "guarantee": model.guarantee.to_dict()}
 
@@ -161,6 +165,7 @@ def _record(run: AuditRun, out: dict[str, Any], data: dict[str, Any]) -> ResultR
     metrics = {"epsilon_claimed": Metric(mean=out["claimed"]),
                "epsilon_lower_white": Metric(mean=out["white"].epsilon, n=run.canaries),
                "epsilon_lower_black": Metric(mean=out["black"].epsilon, n=run.canaries),
+               "epsilon_lower_ideal": Metric(mean=out["ideal"].epsilon, n=run.canaries),
                "noise_variance_ratio": Metric(mean=checks["noise"]["variance_ratio"], n=checks["noise"]["dof"]),
                "noise_p_value": Metric(mean=checks["noise"]["p_value"]),
                "sensitivity_z": Metric(mean=checks["sensitivity"]["z"]),
@@ -173,7 +178,8 @@ def _record(run: AuditRun, out: dict[str, Any], data: dict[str, Any]) -> ResultR
               "check_alpha": checks["alpha"], "canary_norm": 1.0,
               "secret_randomness": "OS CSPRNG (canary inclusion and labels, Poisson lots, noise); the seed sets "
                                    "the initial weights only"}
-    extra = {"white": out["white"].to_dict(), "black": out["black"].to_dict(), "checks": checks,
+    extra = {"white": out["white"].to_dict(), "black": out["black"].to_dict(), "ideal": out["ideal"].to_dict(),
+             "checks": checks,
              "included": out["included"], "guarantee": out["guarantee"], "audit_seconds": out["seconds"],
              "control": run.defense != "dpsgd"}
     return ResultRecord(method=METHOD, experiment=f"{run.corpus}-{run.defense}-{run.setting}-eps{run.epsilon:g}",
@@ -184,7 +190,8 @@ def headline(record: ResultRecord) -> str:
     m, c = record.metrics, record.config
     verdict = "PASS" if m["passed"].mean == 1.0 else "FAIL"
     return (f"{c['defense']} {c['setting']} claimed epsilon {m['epsilon_claimed'].mean:.3f}: one-run lower bound "
-            f"white-box {m['epsilon_lower_white'].mean:.3f}, black-box {m['epsilon_lower_black'].mean:.3f}; noise "
+            f"white-box {m['epsilon_lower_white'].mean:.3f}, black-box {m['epsilon_lower_black'].mean:.3f} (a perfect "
+            f"auditor: {m['epsilon_lower_ideal'].mean:.3f}); noise "
             f"variance / accounted {m['noise_variance_ratio'].mean:.4f} (p {m['noise_p_value'].mean:.2g}), "
             f"sensitivity z {m['sensitivity_z'].mean:.2f} (p {m['sensitivity_p_value'].mean:.2g}); {verdict}")
 
