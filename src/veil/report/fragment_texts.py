@@ -389,3 +389,39 @@ def redaction_summary(results: Path, bench: Path) -> str:
                           if r.metrics["beats_floor[mlp]"].mean else " (not every seed)") for op, r in attr.items())
                    + (f"; passages still naming their people verbatim: {', '.join(kept)}." if kept else "."))
     return "\n".join(out)
+
+
+@register_fragment("dpsgd-audit-summary")
+def dpsgd_audit_summary(results: Path, bench: Path) -> str:
+    """One bullet per audited mechanism of results/dpsgd-audit/: how many audits it passed or failed, and which part
+    of the audit (the bounds, the noise check, the sensitivity check) did it."""
+    if not (results / "dpsgd-audit").is_dir():
+        return ""
+    recs = _records(results, "dpsgd-audit")
+    names = {"dpsgd": "DP-SGD", "dpsgd-broken-half-noise": "Half the noise (control)",
+             "dpsgd-broken-no-clip": "No clipping (control)"}
+    out = []
+    for defense in [d for d in names if any(r.config["defense"] == d for r in recs)]:
+        rs = [r for r in recs if r.config["defense"] == defense]
+        m = [r.metrics for r in rs]
+        failed = sum(x["passed"].mean == 0.0 for x in m)
+        white = [x["epsilon_lower_white"].mean / x["epsilon_claimed"].mean for x in m]
+        black = [x["epsilon_lower_black"].mean / x["epsilon_claimed"].mean for x in m]
+        ideal = [x["epsilon_lower_ideal"].mean / x["epsilon_claimed"].mean for x in m]
+        over = sum(x["epsilon_lower_white"].mean > x["epsilon_claimed"].mean or
+                   x["epsilon_lower_black"].mean > x["epsilon_claimed"].mean for x in m)
+        noise = [x["noise_variance_ratio"].mean for x in m]
+        noise_failed = sum(x["noise_p_value"].mean < r.config["check_alpha"] for x, r in zip(m, rs))
+        sens_failed = sum(x["sensitivity_p_value"].mean < r.config["check_alpha"] for x, r in zip(m, rs))
+        claims = sorted({round(x["epsilon_claimed"].mean, 1) for x in m})
+        head = (f"- **{names[defense]}**: {'failed' if defense != 'dpsgd' else 'passed'} "
+                f"{failed if defense != 'dpsgd' else len(rs) - failed} of {len(rs)} audits (claimed epsilon "
+                f"{', '.join(f'{c:g}' for c in claims)}; settings {', '.join(sorted({r.config['setting'] for r in rs}))}"
+                f"; {rs[0].config['canaries']} canaries). ")
+        head += (f"White-box bound / claimed epsilon {min(white):.2f} to {max(white):.2f}, black-box {min(black):.2f} "
+                 f"to {max(black):.2f} (a perfect white-box auditor of the claimed mechanism: {min(ideal):.2f} to "
+                 f"{max(ideal):.2f}): above the claim in {over} of {len(rs)}; noise variance / accounted "
+                 f"{min(noise):.3f} to {max(noise):.3f}, rejected in {noise_failed}; sensitivity rejected in "
+                 f"{sens_failed}.")
+        out.append(head)
+    return "\n".join(out)
