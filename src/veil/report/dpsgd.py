@@ -172,7 +172,7 @@ def _audit_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
                        edgecolors=color, label=f"{defense}, black-box")
         ax.plot([0, top], [0, top], "k:", lw=0.8)
         ax.set(xlim=(0, top), ylim=(0, top), xlabel="claimed epsilon (accountant)", title=setting)
-        ax.legend(fontsize=6, loc="upper left")
+        ax.legend(fontsize=6, loc="lower right")
     axes[0][0].set_ylabel("one-run lower bound (95%)")
     fig.tight_layout()
     name = "dpsgd_audit_bounds.png"
