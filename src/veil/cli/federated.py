@@ -52,6 +52,13 @@ def run(
     results: Annotated[Optional[Path], typer.Option(help="Folder for the result JSON (default "
                                                          "./veil-results/federated).")] = None,
     timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for clients, per round.")] = 600.0,
+    dp: Annotated[Optional[str], typer.Option(help="Differential privacy: server (the server clips each update "
+                                                   "and noises the average), client (clients clip, the server "
+                                                   "noises) or local (clients clip and noise their own replies). "
+                                                   "Needs --clip and --noise.")] = None,
+    clip: Annotated[Optional[float], typer.Option(help="--dp: the L2 bound on each client's update.")] = None,
+    noise: Annotated[Optional[float], typer.Option(help="--dp: the noise multiplier z (std z x clip on the sum).")]
+    = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -75,10 +82,20 @@ def run(
     finite("--timeout", timeout, low=0.0)
     if truth and record is None:
         raise InvalidParameterError("--truth needs --record FOLDER (the truth is written next to the tap)")
+    if dp is not None and dp not in ("server", "client", "local"):
+        raise typer.BadParameter(f"--dp must be server, client or local, got {dp!r}")
+    if dp is not None and (clip is None or noise is None):
+        raise typer.BadParameter(f"--dp {dp} needs --clip C and --noise Z (e.g. --clip 1 --noise 1)")
+    if dp is None and (clip is not None or noise is not None):
+        raise typer.BadParameter("--clip and --noise set differential privacy's parameters: pass --dp server, "
+                                 "client or local with them")
+    for option, value in (("--clip", clip), ("--noise", noise)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise typer.BadParameter(f"{option} must be a finite number > 0, got {value:g}")
     cfg = FederatedConfig(corpus=corpus, clients=clients, rounds=rounds, client_mode=mode, m=m, k=k, mode=mixing,
                           alpha=alpha or 0.0, batch_size=batch_size, lr=lr or 0.0, local_epochs=local_epochs,
                           max_train=max_train, max_test=max_test, seed=seed, timeout=timeout, finetune=finetune,
-                          encoder_lr=encoder_lr)
+                          encoder_lr=encoder_lr, dp=dp or "", dp_clip=clip or 0.0, dp_noise=noise or 0.0)
     if record is not None and finetune:
         raise InvalidParameterError("--record works with the frozen encoder only (a fine-tuned reply holds the whole "
                                     "encoder, 91 MB); drop --finetune or --record")
@@ -103,6 +120,10 @@ def run(
         acc = row.get("test_accuracy")
         con.print(f"round {row['round']}: train loss {row['train_loss']:.4f}"
                   + (f", test accuracy {acc:.3f}" if acc is not None else ""), markup=False)
+    if cfg.dp:
+        acc = rec.config["differential_privacy"]
+        con.print(f"differential privacy ({cfg.dp}): epsilon {acc['epsilon']:.3f} (RDP {acc['epsilon_rdp']:.3f}) at "
+                  f"delta {acc['delta']:.3g} for {acc['unit']}, protecting {acc['protects']}", markup=False)
     con.print(f"wrote {path}" + (f"; tap in {record}" if record else ""), markup=False)
 
 
@@ -229,6 +250,33 @@ def chain_sweep(
     con = console(as_json)
     paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps,
                             engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
+    if as_json:
+        echo_json({"results": [str(p) for p in paths]})
+
+
+@federated_app.command("dp-sweep")
+def dp_sweep(
+    corpus: TapCorpusOpt = "sms-spam",
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds per recorded run (3 clients each).")] = 2,
+    batch_size: Annotated[int, typer.Option(min=1, help="alg2 batch size.")] = 8,
+    clip: Annotated[float, typer.Option(help="The L2 bound on each client's update.")] = 1.0,
+    noise: Annotated[float, typer.Option(help="The noise multiplier z.")] = 1.0,
+    taps: TapsOpt = Path("veil-results/taps"),
+    results: GradientResultsOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record plain alg2 runs on Flower without DP and with server, client and local DP, and run the end-to-end
+    chain on each: what the server reads off the updates of a DP run."""
+    from veil.experiments.federated.chain import dp_grid, run_chain_cells
+
+    for option, value in (("--clip", clip), ("--noise", noise)):
+        if not (math.isfinite(value) and value > 0):
+            raise typer.BadParameter(f"{option} must be a finite number > 0, got {value:g}")
+    _, out = _tap_sweep_args(str(batch_size), "flower", results)
+    con = console(as_json)
+    paths = run_chain_cells(dp_grid(corpus=corpus, rounds=rounds, batch_size=batch_size, clip=clip, noise=noise),
+                            out, taps, engine="flower", force=force, log=lambda msg: con.print(msg, markup=False))
     if as_json:
         echo_json({"results": [str(p) for p in paths]})
 

@@ -113,7 +113,9 @@ def _client_error(context: Context, exc: BaseException) -> FederatedError:
 
 def _make_clientapp(experiments: bool) -> ClientApp:
     """The client. ``experiments=False`` (deployment) refuses the server's experiment-only switches."""
-    app = ClientApp()
+    from veil.federated.dp import dp_mod
+
+    app = ClientApp(mods=[dp_mod])  # DP per the run's config: nothing, clipping (client) or clip + noise (local)
 
     @app.train()
     def _train(msg: Message, context: Context) -> Message:
@@ -132,7 +134,7 @@ def _make_clientapp(experiments: bool) -> ClientApp:
         except Exception as exc:  # named, so the server's error says which client failed and why
             raise _client_error(context, exc) from exc
         metrics = MetricRecord({"num-examples": res.num_examples, "train_loss": res.train_loss,
-                                "partition-id": data.partition})
+                                "partition-id": data.partition, **({"dp-weight": 1} if cfg.dp else {})})
         return Message(content=RecordDict({"arrays": to_record(res.arrays), "metrics": metrics}), reply_to=msg)
 
     @app.evaluate()
@@ -146,6 +148,7 @@ def _make_clientapp(experiments: bool) -> ClientApp:
             raise _client_error(context, exc) from exc
         metrics = MetricRecord({"num-examples": int(out["num-examples"]), "correct": int(out["correct"]),
                                 "accuracy": float(out["accuracy"]), "partition-id": data.partition,
+                                **({"dp-weight": 1} if cfg.dp else {}),
                                 **{k: int(v) for k, v in out.items() if k.startswith(("pred-", "label-"))}})
         return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)
 
@@ -164,10 +167,15 @@ class StrictFedAvg(FedAvg):
 
     def __init__(self, cfg: FederatedConfig, *, recorder: Any = None, evaluate: bool = True,
                  progress: Any = None) -> None:
+        from veil.federated.dp import WEIGHT_KEY
+
         n = cfg.clients
+        # under DP the average is unweighted (its sensitivity must not depend on the clients' data sizes)
         super().__init__(fraction_train=1.0, fraction_evaluate=1.0 if evaluate else 0.0, min_train_nodes=n,
-                         min_evaluate_nodes=n, min_available_nodes=n)
+                         min_evaluate_nodes=n, min_available_nodes=n,
+                         weighted_by_key=WEIGHT_KEY if cfg.dp else "num-examples")
         self.cfg, self.recorder, self.progress = cfg, recorder, progress
+        self.recorded_upstream = False  # a DP wrapper recorded this round's replies before clipping them
         self.summaries: list[dict[str, Any]] = []
         self.history: list[dict[str, np.ndarray]] = []
         self._expected: dict[int, list[int]] = {}
@@ -217,11 +225,8 @@ class StrictFedAvg(FedAvg):
         replies = list(replies)
         self._check(server_round, replies, "training")
         replies.sort(key=lambda m: int(m.content["metrics"]["partition-id"]))  # a fixed order: reproducible sums
-        if self.recorder is not None:
-            for msg in replies:
-                metrics = dict(msg.content["metrics"])
-                self.recorder.reply(server_round, str(int(metrics["partition-id"])),
-                                    from_record(msg.content["arrays"]), metrics)
+        if not self.recorded_upstream:
+            self.record_replies(server_round, replies)
         arrays, metrics = super().aggregate_train(server_round, replies)
         self.history.append(from_record(arrays))
         self.summaries.append({"round": server_round, "seconds": time.perf_counter() - self._round_start,
@@ -230,6 +235,15 @@ class StrictFedAvg(FedAvg):
         if self.progress is not None and self.fraction_evaluate == 0:
             self.progress(dict(self.summaries[-1]))
         return arrays, metrics
+
+    def record_replies(self, server_round: int, replies: list[Message]) -> None:
+        """The eavesdropper's tap: every reply as the server receives it."""
+        if self.recorder is None:
+            return
+        for msg in sorted(replies, key=lambda m: int(m.content["metrics"]["partition-id"])):
+            metrics = dict(msg.content["metrics"])
+            self.recorder.reply(server_round, str(int(metrics["partition-id"])), from_record(msg.content["arrays"]),
+                                metrics)
 
     def aggregate_evaluate(self, server_round: int, replies: Any):
         replies = list(replies)
@@ -302,9 +316,11 @@ def serve(grid: Grid, cfg: FederatedConfig, *, recorder: Any = None, extra: dict
     dim = int(X_tr.shape[1])
     if recorder is not None:
         recorder.describe(tap_description(cfg, dim, num_classes))
+    from veil.federated.dp import wrap_strategy
+
     strategy = StrictFedAvg(cfg, recorder=recorder, evaluate=evaluate, progress=progress)
     config = ConfigRecord({**cfg.to_run_config(), **(extra or {})})
-    strategy.start(grid=grid, initial_arrays=to_record(initial_state(cfg, dim, num_classes)),
+    wrap_strategy(strategy, cfg).start(grid=grid, initial_arrays=to_record(initial_state(cfg, dim, num_classes)),
                    num_rounds=cfg.rounds, timeout=cfg.timeout, train_config=config, evaluate_config=config)
     return strategy
 

@@ -19,6 +19,14 @@ Client modes (Huang et al. 2020, Algorithm 2):
   partition per round (McMahan et al. 2017's FedAvg with a modern optimiser):
   more realistic, and harder to invert.
 
+Differential privacy (``dp``, Flower's DP strategy wrappers and client mods,
+with veil's noise from the OS CSPRNG): ``server`` (the server clips each
+client's update to ``dp_clip`` and adds N(0, (dp_noise dp_clip / clients)^2) to
+the average), ``client`` (each client clips its own update, the server adds the
+same noise), ``local`` (each client clips its update and adds N(0, (dp_noise
+dp_clip)^2) itself before sending). Central DP protects the released global
+model; only ``local`` protects what the server reads (see veil.federated.dp).
+
 Encoder: frozen by default (clients train and send the head only, on cached
 MiniLM vectors). ``finetune=True`` (fedavg only) also trains MiniLM on every
 client (AdamW at ``encoder_lr``), and the clients send the encoder's trainable
@@ -33,9 +41,11 @@ from typing import Any
 
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["FederatedConfig", "CLIENT_MODES"]
+__all__ = ["FederatedConfig", "CLIENT_MODES", "DP_MODES"]
 
 CLIENT_MODES = ("alg2", "fedavg")
+#: "" = no differential privacy
+DP_MODES = ("", "server", "client", "local")
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,9 @@ class FederatedConfig:
     finetune: bool = False  # also train the encoder (fedavg only): clients send encoder + head weights
     encoder_lr: float = 2e-5  # AdamW learning rate of the encoder's weights (finetune only)
     timeout: float = 600.0  # seconds to wait for clients to connect and to reply, per round
+    dp: str = ""  # differential privacy: "" (none), "server", "client" or "local" (module docstring)
+    dp_clip: float = 0.0  # the L2 bound on each client's update (dp only)
+    dp_noise: float = 0.0  # the noise multiplier z (dp only)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -102,6 +115,17 @@ class FederatedConfig:
                                         "need re-encoding by every client's current encoder); use mode='intra'")
         if not self.encoder_lr > 0:
             raise InvalidParameterError(f"encoder_lr must be > 0, got {self.encoder_lr}")
+        if self.dp not in DP_MODES:
+            raise InvalidParameterError(f"dp must be one of server, client, local (or '' for none), got {self.dp!r}")
+        if self.dp and not (self.dp_clip > 0 and self.dp_noise > 0):
+            raise InvalidParameterError(f"dp={self.dp!r} needs a clip bound > 0 and a noise multiplier > 0, got "
+                                        f"clip={self.dp_clip:g}, noise={self.dp_noise:g}")
+        if not self.dp and (self.dp_clip or self.dp_noise):
+            raise InvalidParameterError("a clip bound or noise multiplier without dp does nothing; pass dp='server', "
+                                        "'client' or 'local' (--dp) or leave them out")
+        if self.dp and self.finetune:
+            raise InvalidParameterError("dp with finetune=True is not supported (the update would include the "
+                                        "encoder's 22.7M weights); train the head only")
 
     @property
     def defended(self) -> bool:
@@ -118,7 +142,8 @@ class FederatedConfig:
         setting = f"m{self.m}-k{self.k}-{self.mode}" if self.defended else "plain"
         part = "iid" if self.alpha == 0 else f"a{self.alpha:g}"
         tuned = "-ft" if self.finetune else ""
-        return (f"{self.corpus}-{self.client_mode}{tuned}-{setting}-c{self.clients}-{part}-r{self.rounds}"
+        dp = f"-dp{self.dp}-C{self.dp_clip:g}-z{self.dp_noise:g}" if self.dp else ""
+        return (f"{self.corpus}-{self.client_mode}{tuned}-{setting}{dp}-c{self.clients}-{part}-r{self.rounds}"
                 f"-b{self.batch_size}-seed{self.seed}")
 
     @property
@@ -147,6 +172,11 @@ class FederatedConfig:
         """The settings that distinguish runs (everything but ``timeout``), as result records store them."""
         return {k: v for k, v in self.to_dict().items() if k != "timeout"}
 
+    @property
+    def dp_delta(self) -> float:
+        """The delta of the run's guarantee: 1 / (10 clients) (the unit protected is a client)."""
+        return 1.0 / (10 * self.clients)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -160,8 +190,8 @@ class FederatedConfig:
         names = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in dict(run_config).items():
-            if key in ("server-round", "veil-config"):
-                continue
+            if key in ("server-round", "veil-config", "clipping_norm"):  # clipping_norm: Flower's client-side DP
+                continue  # wrapper adds it (veil's clients clip by dp-clip)
             name = str(key).replace("-", "_")
             if name not in names:
                 raise InvalidParameterError(f"unknown federated setting {key!r}; valid: "

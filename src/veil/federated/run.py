@@ -81,11 +81,24 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
               "encoder": ("minilm (all-MiniLM-L6-v2), fine-tuned by every client (AdamW, encoder_lr) and averaged"
                           if cfg.finetune else "minilm (all-MiniLM-L6-v2), frozen")
                          + ", mean pooling, L2-normalised" + _frozen_backend_note(cfg),
+              "differential_privacy": _dp_accounting(cfg),
               "evaluation": "after every round, each client scores its IID share of the test split through its own "
                             "pool (k = 1); accuracy = correct / examples over all clients; nothing is selected on it",
               "secret_randomness": SECRET_RANDOMNESS, "tap": record}
+    if cfg.dp:
+        acc = config["differential_privacy"]
+        metrics.update(epsilon=Metric(mean=acc["epsilon"]), epsilon_rdp=Metric(mean=acc["epsilon_rdp"]),
+                       delta=Metric(mean=acc["delta"]))
+    else:
+        del config["differential_privacy"]  # the records made before DP existed hold no such key
     return ResultRecord(method="federated", experiment=cfg.name, config=config, metrics=metrics,
                         wall_time_s=seconds, extra={"rounds": summaries, "collapsed": last.get("collapsed")})
+
+
+def _dp_accounting(cfg: FederatedConfig) -> dict[str, Any]:
+    from veil.federated.dp import accounting
+
+    return accounting(cfg)
 
 
 def write_result(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: float, *, engine: str,
@@ -122,6 +135,9 @@ def run_federated(cfg: FederatedConfig, *, engine: str = "flower", record: str |
         raise InvalidParameterError("recording a fine-tuned run is not supported: every reply holds the whole "
                                     "encoder (91 MB) and the gradient attacks read frozen-encoder taps; record a "
                                     "frozen-encoder run (without --finetune)")
+    if cfg.dp and engine != "flower":
+        raise InvalidParameterError(f"--dp runs on Flower's DP wrappers and mods: use --engine flower (the reference "
+                                    f"loop has no DP), got engine={engine!r}")
     recorder = Recorder(record, truth=truth, force=force) if record else None
     if recorder is not None:
         recorder.describe_truth(cfg.to_dict())

@@ -99,7 +99,14 @@ def tap_description(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[st
             "rounds": cfg.rounds,
             "defense": ({"name": "texthide", "m": cfg.m, "k": cfg.k, "mode": cfg.mode} if cfg.defended
                         else {"name": "none", "m": 0, "k": 1, "mode": "intra"}),
-            "clients": [str(i) for i in range(cfg.clients)], "corpus": cfg.corpus}
+            "clients": [str(i) for i in range(cfg.clients)], "corpus": cfg.corpus,
+            **({"differential_privacy": _dp(cfg)} if cfg.dp else {})}
+
+
+def _dp(cfg: FederatedConfig) -> dict[str, Any]:
+    from veil.federated.dp import accounting
+
+    return accounting(cfg)
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:

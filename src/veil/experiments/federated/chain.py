@@ -41,7 +41,7 @@ from veil.results import Metric, ResultRecord
 
 CLAIM_MIN = 1e-3  # coefficient from which the attacker names an index entry as a source
 
-__all__ = ["chain_grid", "chain_resources", "score_chain", "run_chain", "run_chain_cells", "chain_result_path"]
+__all__ = ["dp_grid", "chain_grid", "chain_resources", "score_chain", "run_chain", "run_chain_cells", "chain_result_path"]
 
 
 def chain_resources(corpus: str) -> tuple[Any, Any]:
@@ -173,6 +173,19 @@ def chain_grid(*, corpus: str = "rt-polarity", batch_sizes: Sequence[int] = (1, 
     cells = analytic_grid(corpus=corpus, batch_sizes=batch_sizes, m=m, k=k, seed=seed, rounds=rounds)
     cells.append(replace(cells[0], batch_size=8, m=0, k=1, dropout=0.0, client_mode="alg2", lr=0.0))
     return cells
+
+
+def dp_grid(*, corpus: str = "sms-spam", rounds: int = 2, batch_size: int = 8, clip: float = 1.0,
+            noise: float = 1.0, seed: int = 0) -> list[FederatedConfig]:
+    """Recorded runs for the chain under differential privacy: ``alg2`` without TextHide, 3 clients, at
+    ``batch_size``, without DP and with each of ``server``, ``client`` and ``local`` DP (clip, noise): what the
+    server can read off the updates when the run is DP (veil.federated.dp says what each placement protects)."""
+    if rounds < 1:
+        raise InvalidParameterError(f"rounds must be >= 1, got {rounds}")
+    base = FederatedConfig(corpus=corpus, clients=3, rounds=rounds, client_mode="alg2", m=0, k=1,
+                           batch_size=batch_size, max_train=3000, max_test=300, seed=seed)
+    return [base] + [replace(base, dp=mode, dp_clip=float(clip), dp_noise=float(noise))
+                     for mode in ("server", "client", "local")]
 
 
 def chain_result_path(cfg: FederatedConfig, root: str | Path, seed: int = 0) -> Path:

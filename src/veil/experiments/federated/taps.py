@@ -133,7 +133,14 @@ def tap_run_config(cfg: FederatedConfig) -> dict[str, Any]:
             "clients": [str(i) for i in range(cfg.clients)],
             "defense": ({"name": "texthide", "m": cfg.m, "k": cfg.k, "mode": cfg.mode} if cfg.defended
                         else {"name": "none", "m": 0, "k": 1, "mode": "intra"}),
-            "dropout": cfg.dropout, "hidden_layers": cfg.hidden_layers}
+            "dropout": cfg.dropout, "hidden_layers": cfg.hidden_layers,
+            **({"differential_privacy": _dp(cfg)} if cfg.dp else {})}
+
+
+def _dp(cfg: FederatedConfig) -> dict[str, Any]:
+    from veil.federated.dp import accounting
+
+    return accounting(cfg)
 
 
 def reusable_tap_record(path: Path, cfg: FederatedConfig, *, force: bool = False) -> bool:
