@@ -90,10 +90,17 @@ def gradients_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
             sizes = sorted({int(r.config["batch_size"]) for _, r in items
                             if r.config.get("client_mode") == "alg2" and not re.search(r"-drop", p.name)
                             and r.config.get("defense", {}).get("name") == "texthide"})
-            parts = [f"veil federated {sub} --corpus {corpus} --batch-sizes {_join(sizes)}"]
-            if sub == "chain-sweep" and rounds:
-                parts.append(f"--rounds {rounds}")
-            out.append(" ".join(parts) + f" --taps {taps_dir} --results {results}")
+            if sizes:
+                parts = [f"veil federated {sub} --corpus {corpus} --batch-sizes {_join(sizes)}"]
+                if sub == "chain-sweep" and rounds:
+                    parts.append(f"--rounds {rounds}")
+                out.append(" ".join(parts) + f" --taps {taps_dir} --results {results}")
+            dp = sorted({(int(r.config["batch_size"]), dpc["clip"], dpc["noise_multiplier"]) for _, r in items
+                         if isinstance(dpc := (r.config.get("run") or {}).get("differential_privacy"), dict)})
+            for batch, clip, noise in dp:  # veil federated dp-sweep: the run without DP and one per placement
+                out.append(f"veil federated dp-sweep --corpus {corpus}" + (f" --rounds {rounds}" if rounds else "")
+                           + f" --batch-size {batch} --clip {clip:g} --noise {noise:g} --taps {taps_dir} "
+                           f"--results {results}")
     return out
 
 

@@ -110,7 +110,11 @@ def _chain_label(c: dict[str, Any]) -> str:
     dfn = c.get("defense") or {}
     setting = "none" if dfn.get("name", "none") == "none" else f"TextHide ({dfn.get('m')},{dfn.get('k')})"
     drop = f", dropout {c.get('dropout'):g}" if c.get("dropout") else ""
-    return f"{c.get('client_mode')}, {setting}{drop}"
+    dp = (c.get("run") or {}).get("differential_privacy")
+    dp_text = (f", {dp['mode']} DP (C {dp['clip']:g}, z {dp['noise_multiplier']:g}: epsilon {dp['epsilon']:.2f} at "
+               f"delta {dp['delta']:.2g})") if isinstance(dp, dict) else ""
+    corpus = c.get("corpus") or (c.get("run") or {}).get("corpus")
+    return f"{corpus + ': ' if corpus and corpus != 'rt-polarity' else ''}{c.get('client_mode')}, {setting}{drop}{dp_text}"
 
 
 def _chain_tables(recs: list[ResultRecord], out_dir: Path) -> list[str]:
@@ -122,10 +126,16 @@ def _chain_tables(recs: list[ResultRecord], out_dir: Path) -> list[str]:
              "recorded rounds. *Encodings*: rows read off the updates exactly (relative squared error <= 1e-3). "
              "*Unmixed*: rows whose every private source the chain names. *Sentences*: distinct private training "
              "sentences mixed into any recorded step that the chain names, with the precision of what it names "
-             "(chance: the precision of naming index entries at random). 95% Wilson intervals.", "",
+             "(chance: the precision of naming index entries at random). 95% Wilson intervals. Rows with DP "
+             "(`veil federated dp-sweep`, veil.federated.dp): `server` and `client` DP protect the global models the "
+             "server releases, not the replies it reads (raw, or clipped on the client); `local` DP noises every "
+             "reply on the client. Epsilon: per client (its whole local data), over the recorded rounds.", "",
              "| run | batch | rounds x clients | rows | encodings | unmixed | sentences | precision (chance) | "
              "masks used |", "|---" * 9 + "|"]
-    order = sorted(recs, key=lambda r: (r.config.get("client_mode") != "alg2", r.config.get("dropout") or 0,
+    order = sorted(recs, key=lambda r: (str(r.config.get("corpus")) != "rt-polarity", str(r.config.get("corpus")),
+                                        "differential_privacy" in (r.config.get("run") or {}),
+                                        ((r.config.get("run") or {}).get("differential_privacy") or {}).get("mode", ""),
+                                        r.config.get("client_mode") != "alg2", r.config.get("dropout") or 0,
                                         (r.config.get("defense") or {}).get("name") != "texthide",
                                         r.config.get("batch_size", 0)))
     for rec in order:
