@@ -197,6 +197,8 @@ def federated_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         parts.append(f"--seed {c['seed']}")
         if c.get("finetune"):
             parts.append(f"--finetune --encoder-lr {_num(c.get('encoder_lr', 2e-5))}")
+        if c.get("dp"):
+            parts.append(f"--dp {c['dp']} --clip {_num(c['dp_clip'])} --noise {_num(c['dp_noise'])}")
         parts.append(f"--engine {_engine(c.get('engine'))}")
         out.append(" ".join(parts) + f" --results {results}")
     return out

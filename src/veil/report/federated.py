@@ -17,7 +17,12 @@ __all__ = ["federated_page"]
 def _setting(c: dict[str, Any]) -> str:
     from veil.defenses.none import is_no_defense
 
-    return "none" if is_no_defense(c) else f"TextHide ({c['m']},{c['k']}) {c.get('mode', 'intra')}"
+    setting = "none" if is_no_defense(c) else f"TextHide ({c['m']},{c['k']}) {c.get('mode', 'intra')}"
+    dp = c.get("differential_privacy")
+    if c.get("dp") and isinstance(dp, dict):  # veil.federated.dp: the placement, its parameters, its epsilon
+        setting += (f"; {c['dp']} DP (C {c['dp_clip']:g}, z {c['dp_noise']:g}: epsilon {dp['epsilon']:.2f} at delta "
+                    f"{dp['delta']:.2g} per client)")
+    return setting
 
 
 def _partition(c: dict[str, Any]) -> str:
