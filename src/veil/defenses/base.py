@@ -237,6 +237,7 @@ _REGISTRY = LazyRegistry("defense", {
     "redaction": "veil.defenses.redaction:PresidioRedaction",
     "plain": "veil.defenses.dpsgd:PlainTraining",
     "dpsgd": "veil.defenses.dpsgd:DPSGD",
+    "texthide-model": "veil.defenses.texthide.model:TextHideTraining",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",

@@ -127,7 +127,9 @@ def fit(module: nn.Module, X: torch.Tensor, y: torch.Tensor, *, private: bool, s
         accounted_q: float, steps: int, lr: float, optimizer: str, sampling_rng: np.random.Generator | None,
         noise_rng: np.random.Generator | None, noise_scale: float = 1.0, clip_applied: float | None = None,
         transcript: Callable[[int, list[torch.Tensor], list[torch.Tensor]], None] | None = None,
-        public_n: int | None = None) -> FitLog:
+        public_n: int | None = None,
+        encode: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        min_lot: int = 1) -> FitLog:
     """Train ``module`` in place for ``steps`` Poisson lots of rate ``q`` (module docstring). ``accounted_q`` is
     the exact rate the lots are drawn at (:func:`~veil.defenses.dpsgd.noise.sampling_rate`), recorded by the
     accountant hook; ``sigma`` and ``clip`` are ignored when ``private`` is False. ``noise_scale`` multiplies the
@@ -140,17 +142,26 @@ def fit(module: nn.Module, X: torch.Tensor, y: torch.Tensor, *, private: bool, s
     each receives (the noisy clipped sum divided by ``q * n``, n = ``public_n``, by default ``len(X)``: the
     divisor must not depend on the data where the number of examples is private, as in the one-run audit). That is what the mechanism releases at that step
     (the DP guarantee covers it); the one-run audit's white-box auditor reads it
-    (:mod:`veil.attacks.audit.one_run`)."""
+    (:mod:`veil.attacks.audit.one_run`).
+
+    ``encode`` (plain training only): maps each lot ``(X, y)`` to ``(inputs, soft labels (b, classes))`` before the
+    model sees it (TextHide's mixing and masking: :class:`veil.defenses.texthide.model.TextHideTraining`); the loss
+    is then the soft-label cross-entropy, and lots smaller than ``min_lot`` are skipped as empty ones are."""
     n = len(X)
     module.train()
     if not private:
         opt = _make_optimizer(optimizer, [p for p in module.parameters() if p.requires_grad], lr)
         for _ in range(steps):
             idx = torch.from_numpy(poisson_lot(sampling_rng, n, q))
-            if len(idx) == 0:
+            if len(idx) < max(1, min_lot):
                 continue
             opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(module(X[idx]), y[idx]).backward()
+            if encode is None:
+                loss = nn.functional.cross_entropy(module(X[idx]), y[idx])
+            else:
+                inputs, soft = encode(X[idx], y[idx])
+                loss = -(soft * torch.log_softmax(module(inputs), dim=1)).sum(1).mean()
+            loss.backward()
             opt.step()
         return FitLog(steps=steps)
 

@@ -213,7 +213,8 @@ class _Trainer(ModelDefense):
         return a, b
 
     def _fit(self, X: np.ndarray, y: np.ndarray, num_classes: int, *, sigma: float, clip: float, q: float,
-             accounted_q: float, steps: int, transcript: Any = None, public_n: int | None = None) -> tuple[Any, Any]:
+             accounted_q: float, steps: int, transcript: Any = None, public_n: int | None = None,
+             encode: Any = None, min_lot: int = 1) -> tuple[Any, Any]:
         import torch
 
         from veil.defenses.dpsgd.engine import fit
@@ -223,7 +224,8 @@ class _Trainer(ModelDefense):
         log = fit(module, torch.from_numpy(X), torch.from_numpy(y), private=self.private, sigma=sigma, clip=clip,
                   q=q, accounted_q=accounted_q, steps=steps, lr=self.lr, optimizer=self.optimizer,
                   sampling_rng=sampling, noise_rng=noise, noise_scale=self._noise_scale,
-                  clip_applied=clip * self._clip_scale, transcript=transcript, public_n=public_n)
+                  clip_applied=clip * self._clip_scale, transcript=transcript, public_n=public_n, encode=encode,
+                  min_lot=min_lot)
         module.eval()
         return module, log
 
