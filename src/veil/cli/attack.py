@@ -10,7 +10,8 @@ leaks.
   ``./veil-results/attributes/``.
 - Word recovery from obfuscated sentences (Hu et al. 2020), veil.experiments.obfuscation.parsing: ``word-recovery``;
   results in ``./veil-results/parsing/``.
-- Membership inference on a released classifier (plain or DP-SGD), veil.experiments.membership: ``membership``;
+- Membership inference on a released classifier (plain, TextHide or DP-SGD), veil.experiments.membership:
+  ``membership``;
   results in ``./veil-results/membership/``.
 
 Results go under ``$VEIL_RESULTS`` instead when it is set, or to ``--results``; every value and output location is
@@ -480,13 +481,15 @@ def attack_word_recovery(
 
 
 # --------------------------------------------------------------------------- membership inference (release kind model)
-_MEMBERSHIP_DEFENSES = {"all": ("plain", "dpsgd"), "none": ("plain",), "plain": ("plain",), "dpsgd": ("dpsgd",)}
+_MEMBERSHIP_DEFENSES = {"all": ("plain", "texthide", "dpsgd"), "none": ("plain",), "plain": ("plain",),
+                        "texthide": ("texthide",), "dpsgd": ("dpsgd",)}
 
 
 @attack_app.command("membership")
 def attack_membership(
     corpus: Annotated[str, typer.Option(help="Labelled sentence corpus, e.g. rt-polarity.")] = "rt-polarity",
-    defense: Annotated[str, typer.Option(help="none (plain training), dpsgd (at each --epsilon) or all.")] = "all",
+    defense: Annotated[str, typer.Option(help="none (plain training), texthide (a head trained on (256,4)-TextHide "
+                                              "encodings), dpsgd (at each --epsilon) or all.")] = "all",
     method: Annotated[str, typer.Option(help="loss, lira (online), lira-offline, rmia, or all.")] = "all",
     epsilon: Annotated[str, typer.Option(help="DP-SGD target epsilon(s), comma-separated.")] = "1,3,8",
     shadows: Annotated[int, typer.Option(min=2, help="LiRA's shadow models.")] = 16,
@@ -500,7 +503,8 @@ def attack_membership(
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Membership inference (loss threshold, LiRA, RMIA) on plain training and DP-SGD: AUC, TPR at 1% and 0.1% FPR."""
+    """Membership inference (loss threshold, LiRA, RMIA) on plain training, TextHide and DP-SGD: AUC, TPR at 1% and
+    0.1% FPR."""
     import veil.corpora as vc
     from veil.errors import UnknownNameError
     from veil.experiments.membership import METHODS, run_membership

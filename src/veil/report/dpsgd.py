@@ -86,7 +86,7 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
         if not rs:
             continue
         targets = sorted({(r.config["defense"], r.config.get("epsilon")) for r in rs},
-                         key=lambda t: (t[0] != "plain", t[1] or 0))
+                         key=lambda t: (t[0] != "plain", t[0] != "texthide", t[1] or 0))
         fig, axes = plt.subplots(1, len(targets), figsize=(3.2 * len(targets), 3.2), squeeze=False)
         for ax, (defense, eps) in zip(axes[0], targets):
             for r in sorted((r for r in rs if (r.config["defense"], r.config.get("epsilon")) == (defense, eps)),
@@ -97,7 +97,7 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
                         f"(AUC {100 * r.metrics['auc'].mean:.1f})")
             ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
             ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
-                   title="plain" if defense == "plain" else f"{defense} eps {_eps(eps)}")
+                   title=defense if eps is None else f"{defense} eps {_eps(eps)}")
             ax.legend(fontsize=6, loc="lower right")
         axes[0][0].set_ylabel("TPR")
         fig.tight_layout()

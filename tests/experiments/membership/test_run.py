@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from veil.errors import InvalidParameterError, InvalidTypeError, StaleResultError
 from veil.experiments.membership import planned_runs, run_membership
 
-SMALL = dict(corpus="rt-polarity", epsilons=(8.0,), methods=("loss", "lira"), shadows=2, members=300, epochs=2,
-             batch_size=64)
+SMALL = dict(corpus="rt-polarity", defenses=("plain", "dpsgd"), epsilons=(8.0,), methods=("loss", "lira"), shadows=2,
+             members=300, epochs=2, batch_size=64)
 
 
 def test_a_sweep_is_checked_before_any_work():
@@ -23,7 +23,10 @@ def test_a_sweep_is_checked_before_any_work():
                                                      ("dpsgd-eps1", "rmia"), ("dpsgd-eps8", "loss"),
                                                      ("dpsgd-eps8", "rmia")]
     assert "clip" not in runs[0].identity() and "shadows" not in runs[0].identity()
-    for bad in ({"defenses": ("texthide",)}, {"methods": ("shadow",)}, {"epsilons": (0,)}, {"shadows": 1},
+    assert [r.setting for r in planned_runs(**{**base, "defenses": ("texthide",)})] == ["texthide-m256-k4"] * 2
+    assert planned_runs(**{**base, "defenses": ("texthide",)})[0].identity()["texthide_k"] == 4
+    assert "texthide_m" not in runs[0].identity()  # records of the other targets keep their old configuration
+    for bad in ({"defenses": ("quantum",)}, {"methods": ("shadow",)}, {"epsilons": (0,)}, {"shadows": 1},
                 {"members": 1}, {"clip": 0.0}):
         with pytest.raises(InvalidParameterError):
             planned_runs(**{**base, **bad})
@@ -69,7 +72,7 @@ def test_cli_refuses_bad_values_before_any_work(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    for args, message in ((("--defense", "texthide"), "--defense must be one of"),
+    for args, message in ((("--defense", "quantum"), "--defense must be one of"),
                           (("--method", "shadow"), "--method must be one of"),
                           (("--epsilon", "0"), "--epsilon must be > 0"),
                           (("--shadows", "1"), "x>=2")):
@@ -77,3 +80,18 @@ def test_cli_refuses_bad_values_before_any_work(tmp_path, monkeypatch):
         assert result.exit_code == 2, result.output
         assert message in result.output
     assert not any(tmp_path.iterdir())
+
+
+def test_a_texthide_target_is_queried_through_its_pool_and_shadowed_with_pools_of_the_attackers(builtin, tmp_path):
+    builtin("rt-polarity")
+    lines: list[str] = []
+    small = {**SMALL, "defenses": ("texthide",)}
+    paths = run_membership(tmp_path, log=lines.append, **small)
+    assert [p.name for p in paths] == ["rt-polarity-texthide-m256-k4-loss-m300-ep2-bs64-seed0.json",
+                                       "rt-polarity-texthide-m256-k4-lira-m300-sh2-ep2-bs64-seed0.json"]
+    rec = json.loads(paths[1].read_text())
+    assert rec["config"]["recipe"] == {"defense": "texthide-model", "params": {
+        "epochs": 2, "batch_size": 64, "lr": 0.001, "optimizer": "adam", "hidden": [128], "num_classes": 2,
+        "init_seed": 0, "m": 256, "k": 4}}
+    assert rec["config"]["defense"] == "texthide" and "epsilon" not in rec["metrics"]
+    assert 0.0 <= rec["metrics"]["auc"]["mean"] <= 1.0

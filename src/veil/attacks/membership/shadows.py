@@ -55,7 +55,7 @@ def train_shadow(recipe: Any, X: np.ndarray, y: np.ndarray, seed: int) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)  # a seeded shadow: reproducible, protects nothing
         defense = from_recipe(recipe, rng=int(seed))
-    return defense.train((X, y))
+        return defense.train((X, y))  # (TextHide draws its seeded pool here)
 
 
 def check_population(population: Any) -> tuple[np.ndarray, np.ndarray]:

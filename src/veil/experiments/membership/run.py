@@ -4,9 +4,10 @@ in its training set?
 Setting: veil's MLP head on frozen MiniLM sentence embeddings (as :mod:`veil.experiments.dpsgd.utility`). From the
 corpus' train split (the pool) the experiment's seed draws a game (:func:`~veil.attacks.membership.membership_game`):
 ``members`` examples the target trains on, as many non-members, and the rest as the attacker's public population.
-For every defense setting (``plain``; ``dpsgd`` at each epsilon, delta = 1/(10 n)) one target is trained (its lots
-and noise from the OS CSPRNG, never the seed; the seed sets the game, the initial weights and the attacker's own
-choices) and attacked by every method:
+For every defense setting (``plain``; ``texthide``: a head trained on (256, 4)-TextHide encodings and queried through
+its pool, :class:`~veil.defenses.texthide.model.TextHideTraining`; ``dpsgd`` at each epsilon, delta = 1/(10 n)) one
+target is trained (its lots, noise, pool and mixing from the OS CSPRNG, never the seed; the seed sets the game, the
+initial weights and the attacker's own choices) and attacked by every method:
 
 * ``loss``: :class:`~veil.attacks.membership.LossThreshold`;
 * ``lira`` / ``lira-offline``: :class:`~veil.attacks.membership.LiRA` with ``shadows`` shadow models;
@@ -37,14 +38,16 @@ __all__ = ["METHOD", "METHODS", "DEFENSES", "MembershipRun", "planned_runs", "ru
 
 METHOD = "membership"
 METHODS = ("loss", "lira", "lira-offline", "rmia")
-DEFENSES = ("plain", "dpsgd")
+DEFENSES = ("plain", "texthide", "dpsgd")
+#: TextHide's (m, k) for the ``texthide`` target: the paper's
+TEXTHIDE = (256, 4)
 ATTACKS = {"loss": "membership-loss", "lira": "membership-lira", "lira-offline": "membership-lira",
            "rmia": "membership-rmia"}
 
 
 @dataclass(frozen=True)
 class MembershipRun:
-    """One record's configuration: ``epsilon`` None with ``defense`` "plain"."""
+    """One record's configuration: ``epsilon`` None with ``defense`` "plain" or "texthide"."""
 
     corpus: str
     defense: str
@@ -58,14 +61,20 @@ class MembershipRun:
     lr: float
     clip: float
     hidden: tuple[int, ...]
+    texthide_m: int = TEXTHIDE[0]
+    texthide_k: int = TEXTHIDE[1]
 
     @property
     def setting(self) -> str:
+        if self.defense == "texthide":
+            return f"texthide-m{self.texthide_m}-k{self.texthide_k}"
         return "plain" if self.epsilon is None else f"dpsgd-eps{self.epsilon:g}"
 
     def identity(self) -> dict[str, Any]:
         out = asdict(self)
         out["hidden"] = list(self.hidden)
+        if self.defense != "texthide":  # the records made before TextHide targets existed hold no such keys
+            del out["texthide_m"], out["texthide_k"]
         if self.epsilon is None:
             del out["clip"]
         if not self.method.startswith("lira"):
@@ -113,11 +122,12 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
         raise InvalidTypeError("hidden must be a list of layer widths such as (128,)")
     hidden = tuple(check_int("hidden width", h, minimum=1) for h in hidden)
-    settings = ([None] if "plain" in defenses else []) + (list(eps) if "dpsgd" in defenses else [])
+    settings = ([("plain", None)] if "plain" in defenses else []) + \
+        ([("texthide", None)] if "texthide" in defenses else []) + \
+        ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
     base = dict(corpus=corpus, shadows=int(shadows), members=int(members), seed=int(seed), epochs=int(epochs),
                 batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden)
-    return [MembershipRun(defense="plain" if e is None else "dpsgd", epsilon=e, method=m, **base)
-            for e in settings for m in methods]
+    return [MembershipRun(defense=d, epsilon=e, method=m, **base) for d, e in settings for m in methods]
 
 
 # --------------------------------------------------------------------------- one setting
@@ -126,6 +136,10 @@ def _defense(run: MembershipRun, num_classes: int) -> Any:
 
     common = dict(epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, hidden=run.hidden,
                   num_classes=num_classes, init_seed=run.seed)
+    if run.defense == "texthide":
+        from veil.defenses.texthide.model import TextHideTraining
+
+        return TextHideTraining(m=run.texthide_m, k=run.texthide_k, **common)  # pool, mixing, lots: OS CSPRNG
     if run.epsilon is None:
         return PlainTraining(**common)  # rng None: lots from the OS CSPRNG
     return DPSGD(epsilon=run.epsilon, clip=run.clip, **common)  # rng None: lots and noise from the OS CSPRNG
@@ -189,8 +203,8 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
         config = {**run.identity(), "attack": ATTACKS[run.method], "attack_config": dict(scored.result.config),
                   "recipe": defense.recipe(), "candidates": len(game.candidates), "population": len(game.population),
                   "n_train": len(game.train), "n_test": data["n_test"], "encoder": data["encoder"],
-                  "secret_randomness": "OS CSPRNG (the target's lots and noise); the seed sets the game, the "
-                                       "initial weights and the attacker's shadows"}
+                  "secret_randomness": "OS CSPRNG (the target's lots and noise, TextHide's pool and mixing); the "
+                                       "seed sets the game, the initial weights and the attacker's shadows"}
         out[run.method] = ResultRecord(method=METHOD, experiment=f"{run.corpus}-{run.setting}-{run.method}",
                                        config=config, metrics=metrics, wall_time_s=time.perf_counter() - start,
                                        extra={"roc": log_roc(scored.roc), "target": target})
