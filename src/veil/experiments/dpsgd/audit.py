@@ -86,7 +86,8 @@ def planned_audits(*, corpus: str, epsilons: Sequence[float], settings: Sequence
                    seeds: Sequence[int] = (0,)) -> list[AuditRun]:
     """Every audit of a sweep, validated (typed errors, nothing run)."""
     from veil.defenses.dpsgd import ACCOUNTANTS
-    from veil.validation import check_choice, check_epsilon, check_int, check_real
+    from veil.experiments.dpsgd.utility import check_head
+    from veil.validation import check_choice, check_epsilon, check_int
 
     if not isinstance(corpus, str) or not corpus:
         raise InvalidTypeError("corpus must be a corpus name such as 'rt-polarity'")
@@ -100,11 +101,7 @@ def planned_audits(*, corpus: str, epsilons: Sequence[float], settings: Sequence
         raise InvalidParameterError(f"seeds repeat: {list(seeds)}; give each seed once")
     check_int("canaries", canaries, minimum=20, hint="; the one-run bound needs at least 20 canaries")
     check_int("max_train", max_train, minimum=2)
-    check_real("clip", clip, low=0.0, high=math.inf, low_open=True, high_open=True)
-    check_real("lr", lr, low=0.0, high=math.inf, low_open=True, high_open=True)
-    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
-        raise InvalidTypeError("hidden must be a list of layer widths such as (128,)")
-    hidden = tuple(check_int("hidden width", h, minimum=1) for h in hidden)
+    hidden = check_head(clip=clip, lr=lr, hidden=hidden)
     check_choice("accountant", accountant, ACCOUNTANTS)
     defense = "dpsgd" if control is None else CONTROLS[check_choice("control", control, tuple(CONTROLS))]
     for s in sets:

@@ -96,12 +96,24 @@ def _seq(name: str, value: Any) -> tuple:
     return tuple(value)
 
 
+def check_head(*, clip: float, lr: float, hidden: Any) -> tuple[int, ...]:
+    """The checks every DP-SGD experiment makes of its head's recipe (typed errors): clip and lr finite and > 0,
+    hidden a list of widths >= 1; returns ``hidden`` as a tuple."""
+    from veil.validation import check_int, check_real
+
+    check_real("clip", clip, low=0.0, high=math.inf, low_open=True, high_open=True)
+    check_real("lr", lr, low=0.0, high=math.inf, low_open=True, high_open=True)
+    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
+        raise InvalidTypeError("hidden must be a list of layer widths such as (128,)")
+    return tuple(check_int("hidden width", h, minimum=1) for h in hidden)
+
+
 def planned_runs(*, corpus: str, epsilons: Sequence[float], setting: str, epochs: int, batch_size: int, clip: float,
                  lr: float, hidden: Sequence[int], optimizer: str, accountant: str, seeds: Sequence[int],
                  max_train: int | None) -> list[DPSGDRun]:
     """Every run of a sweep, validated (typed errors, nothing run): per seed, ``none`` then each epsilon."""
     from veil.defenses.dpsgd import ACCOUNTANTS
-    from veil.validation import check_choice, check_epsilon, check_int, check_real
+    from veil.validation import check_choice, check_epsilon, check_int
 
     if not isinstance(corpus, str) or not corpus:
         raise InvalidTypeError("corpus must be a corpus name such as 'rt-polarity'")
@@ -112,11 +124,7 @@ def planned_runs(*, corpus: str, epsilons: Sequence[float], setting: str, epochs
         raise InvalidParameterError(f"seeds repeat: {list(seeds)}; give each seed once")
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
-    check_real("clip", clip, low=0.0, high=math.inf, low_open=True, high_open=True)
-    check_real("lr", lr, low=0.0, high=math.inf, low_open=True, high_open=True)
-    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
-        raise InvalidTypeError("hidden must be a list of layer widths such as (128,)")
-    hidden = tuple(check_int("hidden width", h, minimum=1) for h in hidden)
+    hidden = check_head(clip=clip, lr=lr, hidden=hidden)
     check_choice("optimizer", optimizer, ("adam", "sgd"))
     check_choice("accountant", accountant, ACCOUNTANTS)
     if max_train is not None:

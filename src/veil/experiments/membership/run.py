@@ -101,9 +101,8 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
                  hidden: Sequence[int]) -> list[MembershipRun]:
     """Every record of a sweep, validated (typed errors, nothing run): per setting (plain, then each epsilon), each
     method."""
-    import math
-
-    from veil.validation import check_choice, check_epsilon, check_int, check_real
+    from veil.experiments.dpsgd.utility import check_head
+    from veil.validation import check_choice, check_epsilon, check_int
 
     if not isinstance(corpus, str) or not corpus:
         raise InvalidTypeError("corpus must be a corpus name such as 'rt-polarity'")
@@ -117,11 +116,7 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     check_int("seed", seed, minimum=0)
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
-    check_real("lr", lr, low=0.0, high=math.inf, low_open=True, high_open=True)
-    check_real("clip", clip, low=0.0, high=math.inf, low_open=True, high_open=True)
-    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
-        raise InvalidTypeError("hidden must be a list of layer widths such as (128,)")
-    hidden = tuple(check_int("hidden width", h, minimum=1) for h in hidden)
+    hidden = check_head(clip=clip, lr=lr, hidden=hidden)
     settings = ([("plain", None)] if "plain" in defenses else []) + \
         ([("texthide", None)] if "texthide" in defenses else []) + \
         ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
