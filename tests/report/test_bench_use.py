@@ -55,3 +55,14 @@ def test_the_provenance_says_how_much_of_the_plan_has_records(tmp_path):
     partial, _ = load_bench(tmp_path)
     assert _completeness(partial).endswith("(not run yet: 3 on rt-polarity; `veil bench` on the same folder "
                                            "resumes them)")
+
+
+def test_attacks_not_comparable_with_the_strongest_still_show_their_measurement():
+    from veil.report.bench import _rows
+
+    p = BenchPoint("c", "plain", {}, "default", {"kind": "none"})
+    p.utility = {"utility_metric": _metric(0.74, 0.72, 0.76)}
+    p.attacks["membership-lira"] = {"comparable": False, "success": "auc", "success_metric": _metric(0.66, 0.64, 0.68),
+                                    "test": {"reject": True, "p_value": 1e-30}}
+    (row,) = _rows([p])
+    assert row[3] == "n/a" and "membership-lira auc 66.0% [64.0, 68.0], p=1e-30" in row[-1]

@@ -147,6 +147,12 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
         if "exact-audit" in p.attacks:
             extra.append("exact audit: " + ("VIOLATED" if p.attacks["exact-audit"]["success_metric"]["mean"] > 0
                                             else "bound holds"))
+        for name, block in sorted(p.attacks.items()):  # measured but not comparable with the strongest (e.g. AUC)
+            if block.get("comparable") or name in ("mask-recovery", "exact-audit") or "success_metric" not in block:
+                continue
+            test = block.get("test") or {}
+            verdict = f", p={test['p_value']:.2g}" if test.get("p_value") is not None else ""
+            extra.append(f"{name} {block.get('success', 'success')} {_pct(block['success_metric'])}{verdict}")
         g = p.guarantee
         guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
                      ("none" if p.defense == "none" else
