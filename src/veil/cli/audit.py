@@ -137,13 +137,15 @@ def audit_empirical(
 def audit_dpsgd(
     corpus: Annotated[str, typer.Option(help="Labelled corpus whose train split holds the real examples.")]
     = "rt-polarity",
-    epsilons: Annotated[str, typer.Option(help="Comma-separated claimed epsilons.")] = "1,2,4",
+    epsilons: Annotated[str, typer.Option("--epsilons", "--epsilon", help="Comma-separated claimed epsilons.")]
+    = "1,2,4",
     settings: Annotated[str, typer.Option(help="Comma-separated: one-step (the whole set in one lot, one step) "
                                                "and/or recipe (10 epochs, lots of 256).")] = "one-step,recipe",
     canaries: Annotated[int, typer.Option(min=20, help="Canaries m, each included with probability 1/2.")] = 10000,
     max_train: Annotated[int, typer.Option(min=2, help="Real training examples (an evenly spaced subset).")] = 2000,
     control: Annotated[Optional[str], typer.Option(help="Audit a deliberately broken DP-SGD instead (half-noise, "
-                                                        "no-clip): it must FAIL; exit 1 if it passes.")] = None,
+                                                        "also halved-noise; no-clip, also no-clipping): it must FAIL; "
+                                                        "exit 1 if it passes.")] = None,
     clip: Annotated[float, typer.Option(help="Clip bound C.")] = 1.0,
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds of the initial weights (one audit each).")] = "0",
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/dpsgd-audit).")]
@@ -165,6 +167,7 @@ def audit_dpsgd(
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
+    control = {"halved-noise": "half-noise", "no-clipping": "no-clip"}.get(control or "", control)
     if control is not None and control not in CONTROLS:
         raise UnknownNameError("control", control, sorted(CONTROLS))
     try:

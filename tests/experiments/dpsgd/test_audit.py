@@ -53,10 +53,10 @@ def test_dpsgd_passes_and_a_record_is_reused_only_under_its_configuration(builti
         run_audit(tmp_path, log=lines.append, **SMALL)
 
 
-@pytest.mark.parametrize("control, failing", [("half-noise", "noise_p_value"), ("no-clip", "sensitivity_p_value")])
+@pytest.mark.parametrize("control, failing", [("half-noise", "noise_p_value"), ("no-clipping", "sensitivity_p_value")])
 def test_the_cli_catches_each_negative_control(builtin, tmp_path, capsys, control, failing):
     builtin("rt-polarity")
-    args = ["audit", "dpsgd", "--epsilons", "2", "--settings", "one-step", "--canaries", "1000", "--max-train",
+    args = ["audit", "dpsgd", "--epsilon", "2", "--settings", "one-step", "--canaries", "1000", "--max-train",
             "300", "--results", str(tmp_path), "--control", control, "--json"]
     assert main(args) == 0  # caught: the audit failed the broken mechanism, as it must
     (rec,) = json.loads(capsys.readouterr().out)
