@@ -53,7 +53,9 @@ def test_texthide_k2_batch4_rows_are_unmixed_without_the_key(tmp_path, resources
     assert isinstance(out, ChainRecovery) and len(out) == 24 and out.ids.shape == (24, 2)
     assert set(out.mask_source) <= {"pool", "key-free", "abs-rss", "unexplained"}
     metrics, per_update = score_chain(out, tap, index)
-    assert metrics["encodings_recovered"].mean == 1.0
+    # almost every encoding is read off exactly; now and then one of the 24 is not (the pool's masks and the
+    # mixing come from the OS CSPRNG, so the run differs every time): 22 is a floor, not an expectation
+    assert metrics["encodings_recovered"].mean >= 22 / 24
     assert sum(u["rows"] for u in per_update) == 24
     # issue 11 measured the key-free path at 79% of k=2 encodings, the abs-RSS pass adds to it: with 24 rows a
     # chain that unmixed at most half of them would be a regression (P(<= 12 of 24 | p = 0.79) < 1e-3)
