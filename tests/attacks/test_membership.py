@@ -216,3 +216,25 @@ def test_shadows_need_a_population_as_large_as_the_training_set(corpus):
         LiRA(population=(X[300:350], y[300:350]), shadows=2, online=False, rng=0).run(access)
     with pytest.raises(InvalidParameterError, match="RMIA needs more population"):
         RMIA(population=(X[300:450], y[300:450]), rng=0).run(access)
+
+
+def test_repeated_queries_average_a_randomized_models_answers_and_are_recorded():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 8)).astype(np.float32), rng.integers(0, 2, 40)
+    calls = []
+
+    def query(Z):  # a model that answers with fresh noise every time (as a TextHide-trained head does)
+        calls.append(len(Z))
+        return np.stack([np.zeros(len(Z)), rng.normal(0, 1, len(Z))], axis=1)
+
+    access = ModelAccess(query=query, X=X, y=y, recipe={"defense": "plain", "params": {}}, n_train=20)
+    once = LossThreshold().run(access)
+    many = LossThreshold(queries=64).run(access)
+    assert len(calls) == 65 and "queries" not in once.config and many.config["queries"] == 64
+    # the average of 64 answers is close to the noise-free logits (0, 0): log p(y) near log 1/2 for every candidate
+    assert np.abs(many.scores - np.log(0.5)).max() < np.abs(once.scores - np.log(0.5)).max()
+    assert np.abs(many.scores - np.log(0.5)).max() < 0.3  # the mean of 64 has sd 1/8: 0.3 is 4.8 sd in log p
+    with pytest.raises(InvalidTypeError):
+        LossThreshold(queries=1.5)
+    with pytest.raises(InvalidParameterError):
+        LossThreshold(queries=0)

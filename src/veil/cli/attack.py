@@ -497,6 +497,9 @@ def attack_membership(
                                                      "candidates; the rest of the train split is the attacker's "
                                                      "population).")] = 2000,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs of the target (and of every shadow).")] = 10,
+    queries: Annotated[int, typer.Option(min=1, help="Queries per input, logits averaged (more than 1 for a target "
+                                                     "that answers with fresh randomness, e.g. --defense texthide; "
+                                                     "shadows are queried alike).")] = 1,
     seed: Annotated[int, typer.Option(min=0, help="Sets the game, initial weights and the attacker's choices (never "
                                                   "the target's lots or noise).")] = 0,
     results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/membership).")] = None,
@@ -522,7 +525,7 @@ def attack_membership(
     say = console(as_json)
     paths = run_membership(root, corpus=corpus, defenses=_MEMBERSHIP_DEFENSES[defense], epsilons=eps,
                            methods=METHODS if method == "all" else (method,), shadows=shadows, members=members,
-                           epochs=epochs, seed=seed, force=force,
+                           epochs=epochs, seed=seed, queries=queries, force=force,
                            log=lambda line: say.print(line, highlight=False, soft_wrap=True))
     if as_json:
         rows = []

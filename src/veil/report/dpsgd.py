@@ -126,7 +126,9 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     for r in recs:
         c, m = r.config, r.metrics
         lines.append(f"| {c['corpus']} | {c['defense']} | {_eps(c.get('epsilon'))} | "
-                     f"{100 * m['test_accuracy'].mean:.1f} | {c['method']} | {c.get('shadows') or '–'} | "
+                     f"{100 * m['test_accuracy'].mean:.1f} | {c['method']}"
+                     + (f" ({c['queries']} queries)" if c.get("queries", 1) != 1 else "")
+                     + f" | {c.get('shadows') or '–'} | "
                      f"{_ci(m['auc'])} | {_ci(m['tpr@1%fpr'])} | {_ci(m['tpr@0.1%fpr'])} |")
     lines.append("")
     lines += _roc_plots(recs, out_dir)
@@ -136,13 +138,16 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     by = defaultdict(list)
     for r in recs:
         c = r.config
-        by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"])].append(r)
-    for (corpus, members, epochs, shadows, seed), rs in sorted(by.items()):
+        by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1))].append(r)
+    for (corpus, members, epochs, shadows, seed, queries), rs in sorted(by.items()):
         eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
-        cmds.append(f"veil attack membership --corpus {corpus} --defense all --method all"
+        defenses = sorted({r.config["defense"] for r in rs})
+        which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else defenses[0] if len(defenses) == 1 \
+            else "all"
+        cmds.append(f"veil attack membership --corpus {corpus} --defense {which} --method all"
                     + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
-                    + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed} "
-                    f"--results {_folder(records)}")
+                    + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
+                    + (f" --queries {queries}" if queries != 1 else "") + f" --results {_folder(records)}")
     lines += regenerate_section(cmds, "membership")
     return "\n".join(lines)
 

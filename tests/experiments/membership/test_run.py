@@ -26,6 +26,10 @@ def test_a_sweep_is_checked_before_any_work():
     assert [r.setting for r in planned_runs(**{**base, "defenses": ("texthide",)})] == ["texthide-m256-k4"] * 2
     assert planned_runs(**{**base, "defenses": ("texthide",)})[0].identity()["texthide_k"] == 4
     assert "texthide_m" not in runs[0].identity()  # records of the other targets keep their old configuration
+    asked = planned_runs(**{**base, "defenses": ("texthide",), "queries": 32})[0]
+    assert asked.identity()["queries"] == 32 and "queries" not in runs[0].identity()
+    from veil.experiments.membership.run import record_path
+    assert record_path("r", asked).name == "rt-polarity-texthide-m256-k4-loss-m100-q32-ep2-bs32-seed0.json"
     for bad in ({"defenses": ("quantum",)}, {"methods": ("shadow",)}, {"epsilons": (0,)}, {"shadows": 1},
                 {"members": 1}, {"clip": 0.0}):
         with pytest.raises(InvalidParameterError):

@@ -10,7 +10,8 @@ the shadows' logit-scaled confidence phi = log(p_y / (1 - p_y)) on it (Sec. IV-C
 * offline: every shadow trains on a random subset of the population only (every candidate OUT); the score is the
   one-sided (phi - mu_out) / sigma_out, ranked like the paper's 1 - Pr[Z > phi].
 
-Departures: one query per candidate (no augmentations, Sec. IV-C's "multiple queries"); the variance is global
+Departures: one query per candidate by default (no augmentations, Sec. IV-C's "multiple queries"; ``queries``
+repeats the same query of a model that answers with fresh randomness and averages the logits); the variance is global
 (one sigma_in, one sigma_out pooled over candidates) by default, as the paper recommends below 64 shadows (Sec.
 VI-A), per candidate with ``variance="per-example"``; a candidate that no online shadow held IN (or OUT) is scored
 offline (or by its IN fit alone); shadows reuse the target's initial weights when its recipe fixes them
@@ -48,7 +49,7 @@ class LiRA(MembershipAttack):
                 "Algorithm 1 (online and offline LiRA)")
 
     def __init__(self, *, population: Any, shadows: int = 16, online: bool = True, variance: str = "global",
-                 rng: Any = None) -> None:
+                 queries: int = 1, rng: Any = None) -> None:
         from veil.random import as_generator
         from veil.validation import check_choice, check_int, check_rng
 
@@ -58,6 +59,7 @@ class LiRA(MembershipAttack):
             raise InvalidParameterError(f"online must be True or False, got {online!r}")
         self.online = online
         self.variance = check_choice("variance", variance, VARIANCES)
+        self._set_queries(queries)
         check_rng(rng)
         self._rng_given = rng
         self._gen = as_generator(rng)
@@ -94,12 +96,12 @@ class LiRA(MembershipAttack):
     def run(self, observation: Any) -> MembershipScores:
         access = self._access(observation)
         start = time.perf_counter()
-        target = logit_confidence(access.logits(), access.y)
+        target = logit_confidence(self._ask(access.logits), access.y)
         phis, ins = [], []
         for X, y, inside in self._shadow_data(access):
             seed = int(self._gen.integers(0, 2**63 - 1))
             shadow = train_shadow(dict(access.recipe), X, y, seed)
-            phis.append(logit_confidence(shadow.logits(access.X), access.y))
+            phis.append(logit_confidence(self._ask(shadow.logits, access.X), access.y))
             ins.append(inside)
         scores = lira_scores(target, np.array(phis), np.array(ins), variance=self.variance)
         return MembershipScores(attack=self.name, scores=scores, config=self.config(), defense=access.recipe,

@@ -26,8 +26,8 @@ class LossThreshold(MembershipAttack):
     threat = ThreatModel(observes="black-box queries of the released model (logits on the candidates) and the "
                                   "candidates with their labels", trains=False)
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, *, queries: int = 1) -> None:
+        self._set_queries(queries)
 
     @classmethod
     def for_bench(cls, resources: Any) -> "LossThreshold":
@@ -36,6 +36,6 @@ class LossThreshold(MembershipAttack):
     def run(self, observation: Any) -> MembershipScores:
         access = self._access(observation)
         start = time.perf_counter()
-        scores = log_true_prob(access.logits(), access.y)
+        scores = log_true_prob(self._ask(access.logits), access.y)
         return MembershipScores(attack=self.name, scores=scores, config=self.config(), defense=access.recipe,
                                 wall_time_s=time.perf_counter() - start)

@@ -41,7 +41,7 @@ class RMIA(MembershipAttack):
                 "Appendix B.2 (offline RMIA)")
 
     def __init__(self, *, population: Any, references: int = 2, z_samples: int = 1000, a: float = 0.3,
-                 gamma: float = 1.0, rng: Any = None) -> None:
+                 gamma: float = 1.0, queries: int = 1, rng: Any = None) -> None:
         import math
 
         from veil.random import as_generator
@@ -57,6 +57,7 @@ class RMIA(MembershipAttack):
         self.z_samples = check_int("z_samples", z_samples, minimum=1)
         self.a = check_real("a", a, low=0.0, high=1.0)
         self.gamma = check_real("gamma", gamma, low=0.0, high=math.inf, low_open=True, high_open=True)
+        self._set_queries(queries)
         check_rng(rng)
         self._rng_given = rng
         self._gen = as_generator(rng)
@@ -83,14 +84,14 @@ class RMIA(MembershipAttack):
             raise InvalidParameterError(f"RMIA needs more population examples than the target's {access.n_train} "
                                         f"training examples (for z samples beside the references'), got {len(Xp)}")
         z, rest = order[:nz], order[nz:]
-        p_x = np.exp(log_true_prob(access.logits(), access.y))
-        p_z = np.exp(log_true_prob(access.logits(Xp[z]), yp[z]))
+        p_x = np.exp(log_true_prob(self._ask(access.logits), access.y))
+        p_z = np.exp(log_true_prob(self._ask(access.logits, Xp[z]), yp[z]))
         ref_x, ref_z = [], []
         for _ in range(self.references):
             pick = rest[self._subset(self._gen, len(rest), int(access.n_train), "population (less the z samples)")]
             ref = train_shadow(dict(access.recipe), Xp[pick], yp[pick], int(self._gen.integers(0, 2**63 - 1)))
-            ref_x.append(np.exp(log_true_prob(ref.logits(access.X), access.y)))
-            ref_z.append(np.exp(log_true_prob(ref.logits(Xp[z]), yp[z])))
+            ref_x.append(np.exp(log_true_prob(self._ask(ref.logits, access.X), access.y)))
+            ref_z.append(np.exp(log_true_prob(self._ask(ref.logits, Xp[z]), yp[z])))
         scores = rmia_scores(p_x, np.mean(ref_x, axis=0), p_z, np.mean(ref_z, axis=0), a=self.a, gamma=self.gamma)
         return MembershipScores(attack=self.name, scores=scores, config={**self.config(), "z_used": int(nz)},
                                 defense=access.recipe, wall_time_s=time.perf_counter() - start)

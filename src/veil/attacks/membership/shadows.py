@@ -77,6 +77,24 @@ class MembershipAttack(Attack):
     threat: ClassVar[ThreatModel] = BLACK_BOX
     bench_cell: ClassVar[str] = "veil.bench.cells.model:membership_cell"
 
+    #: how many times each input is queried, logits averaged: 1 for a deterministic model; more for a model that
+    #: answers with fresh randomness every time (a TextHide-trained head masks each query with a random pool mask),
+    #: whose noise an attacker averages away by asking again. Shadow and reference models are queried alike.
+    queries: int = 1
+
+    def _set_queries(self, queries: Any) -> None:
+        from veil.validation import check_int
+
+        self.queries = check_int("queries", queries, minimum=1, hint="; 1 queries each input once")
+
+    def _ask(self, query: Any, X: Any = None) -> np.ndarray:
+        """``query(X)`` (``query()`` when X is None), averaged over :attr:`queries` calls."""
+        calls = [query() if X is None else query(X) for _ in range(self.queries)]
+        return np.mean(calls, axis=0) if self.queries > 1 else calls[0]
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), **({"queries": self.queries} if self.queries != 1 else {})}
+
     def _access(self, observation: Any) -> Any:
         from veil.attacks.membership.observe import ModelAccess
 

@@ -63,6 +63,7 @@ class MembershipRun:
     hidden: tuple[int, ...]
     texthide_m: int = TEXTHIDE[0]
     texthide_k: int = TEXTHIDE[1]
+    queries: int = 1  # each input queried this many times, logits averaged (a randomized target: TextHide's)
 
     @property
     def setting(self) -> str:
@@ -75,6 +76,8 @@ class MembershipRun:
         out["hidden"] = list(self.hidden)
         if self.defense != "texthide":  # the records made before TextHide targets existed hold no such keys
             del out["texthide_m"], out["texthide_k"]
+        if self.queries == 1:  # nor queries (one each)
+            del out["queries"]
         if self.epsilon is None:
             del out["clip"]
         if not self.method.startswith("lira"):
@@ -85,8 +88,8 @@ class MembershipRun:
 def record_path(root: str | Path, run: MembershipRun) -> Path:
     from veil.outputs import tag
 
-    sizes = tag(m=run.members, sh=run.shadows if run.method.startswith("lira") else None, ep=run.epochs,
-                bs=run.batch_size, seed=run.seed)
+    sizes = tag(m=run.members, sh=run.shadows if run.method.startswith("lira") else None,
+                q=run.queries if run.queries != 1 else None, ep=run.epochs, bs=run.batch_size, seed=run.seed)
     return Path(root) / f"{run.corpus}-{run.setting}-{run.method}-{sizes}.json"
 
 
@@ -98,7 +101,7 @@ def _seq(name: str, value: Any, example: str) -> tuple:
 
 def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[float], methods: Sequence[str],
                  shadows: int, members: int, seed: int, epochs: int, batch_size: int, lr: float, clip: float,
-                 hidden: Sequence[int]) -> list[MembershipRun]:
+                 hidden: Sequence[int], queries: int = 1) -> list[MembershipRun]:
     """Every record of a sweep, validated (typed errors, nothing run): per setting (plain, then each epsilon), each
     method."""
     from veil.experiments.dpsgd.utility import check_head
@@ -112,6 +115,7 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
                                                                                   "('loss', 'lira')")))
     eps = tuple(dict.fromkeys(check_epsilon(e, what="DP-SGD") for e in _seq("epsilons", epsilons, "(1, 3, 8)")))
     check_int("shadows", shadows, minimum=2, hint="; LiRA fits a Gaussian per candidate")
+    check_int("queries", queries, minimum=1, hint="; 1 queries each input once")
     check_int("members", members, minimum=2)
     check_int("seed", seed, minimum=0)
     check_int("epochs", epochs, minimum=1)
@@ -121,7 +125,7 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
         ([("texthide", None)] if "texthide" in defenses else []) + \
         ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
     base = dict(corpus=corpus, shadows=int(shadows), members=int(members), seed=int(seed), epochs=int(epochs),
-                batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden)
+                batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden, queries=int(queries))
     return [MembershipRun(defense=d, epsilon=e, method=m, **base) for d, e in settings for m in methods]
 
 
@@ -140,16 +144,17 @@ def _defense(run: MembershipRun, num_classes: int) -> Any:
     return DPSGD(epsilon=run.epsilon, clip=run.clip, **common)  # rng None: lots and noise from the OS CSPRNG
 
 
-def make_attack(method: str, population: tuple[np.ndarray, np.ndarray], *, shadows: int, seed: int) -> Any:
+def make_attack(method: str, population: tuple[np.ndarray, np.ndarray], *, shadows: int, seed: int,
+                queries: int = 1) -> Any:
     """The attack of ``method`` (:data:`METHODS`) with the attacker's population and its own seed."""
     from veil.attacks.membership import RMIA, LiRA, LossThreshold
 
     if method == "loss":
-        return LossThreshold()
+        return LossThreshold(queries=queries)
     if method in ("lira", "lira-offline"):
-        return LiRA(population=population, shadows=shadows, online=method == "lira", rng=seed)
+        return LiRA(population=population, shadows=shadows, online=method == "lira", queries=queries, rng=seed)
     if method == "rmia":
-        return RMIA(population=population, references=2, rng=seed)
+        return RMIA(population=population, references=2, queries=queries, rng=seed)
     raise InvalidParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
 
 
@@ -188,7 +193,7 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
     out = {}
     for run in runs:
         start = time.perf_counter()
-        attack = make_attack(run.method, population, shadows=run.shadows, seed=run.seed)
+        attack = make_attack(run.method, population, shadows=run.shadows, seed=run.seed, queries=run.queries)
         scored = score_membership(attack.run(access), game.truth, rng=run.seed)
         metrics = dict(scored.result.metrics)
         metrics["test_accuracy"] = _wilson(correct)
@@ -210,7 +215,7 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
 def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses: Sequence[str] = DEFENSES,
                    epsilons: Sequence[float] = (1.0, 3.0, 8.0), methods: Sequence[str] = METHODS, shadows: int = 16,
                    members: int = 2000, seed: int = 0, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
-                   clip: float = 1.0, hidden: Sequence[int] = (128,), force: bool = False,
+                   clip: float = 1.0, hidden: Sequence[int] = (128,), queries: int = 1, force: bool = False,
                    log: Callable[[str], None] | None = None) -> list[Path]:
     """Write (or reuse) one record per (defense setting, method) under ``results``; returns their paths in plan
     order. Module docstring: what is run and measured."""
@@ -220,7 +225,7 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
     say = print if log is None else log
     runs = planned_runs(corpus=corpus, defenses=defenses, epsilons=epsilons, methods=methods, shadows=shadows,
                         members=members, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
-                        hidden=hidden)
+                        hidden=hidden, queries=queries)
     root = check_output_dir(results)
     paths = {r: record_path(root, r) for r in runs}
     kept = {r: existing_record(paths[r], r.identity(), force=force) for r in runs}  # checks all first
