@@ -32,7 +32,7 @@ def invoke(tmp_path, monkeypatch):
     (("--epsilon", "-1"), "--epsilon must be > 0"),
     (("--epsilon", "8,8"), "--epsilon repeats"),
     (("--epsilon", "inf"), "--epsilon must be a finite number"),
-    (("--setting", "top-layers"), "--setting must be one of head"),
+    (("--setting", "all-layers"), "--setting must be one of head, top-layers"),
     (("--accountant", "gdp"), "--accountant must be prv or rdp"),
     (("--clip", "0"), "--clip must be > 0"),
     (("--seeds", "1,1"), "--seeds repeats"),

@@ -19,7 +19,7 @@ def test_a_sweep_is_checked_before_any_work():
     assert [(r.seed, r.epsilon) for r in runs] == [(0, None), (0, 1.0), (0, 3.0), (0, 8.0), (1, None), (1, 1.0),
                                                   (1, 3.0), (1, 8.0)]
     assert "clip" not in runs[0].identity() and runs[1].identity()["clip"] == 1.0
-    for bad in ({"epsilons": (0.0,)}, {"epsilons": (-1.0,)}, {"seeds": (1, 1)}, {"setting": "top-layers"},
+    for bad in ({"epsilons": (0.0,)}, {"epsilons": (-1.0,)}, {"seeds": (1, 1)}, {"setting": "all-layers"},
                 {"accountant": "gdp"}, {"clip": 0.0}, {"max_train": 1}):
         with pytest.raises(InvalidParameterError):
             planned_runs(**{**base, **bad})
@@ -82,3 +82,15 @@ def test_a_batch_larger_than_the_slice_is_refused(builtin, tmp_path):
     with pytest.raises(InvalidParameterError, match="more than the 40 training examples"):
         run_dpsgd(tmp_path, log=lambda line: None, **{**SMALL, "max_train": 40})
     assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.slow
+def test_the_top_layers_setting_records_its_layers_and_tokens(builtin, tmp_path):
+    builtin("rt-polarity")
+    none, dp = run_dpsgd(tmp_path, log=lambda line: None, **{**SMALL, "seeds": (0,), "max_train": 64,
+                                                              "batch_size": 32}, setting="top-layers")
+    assert none.name == "rt-polarity-top-layers-none-ep1-bs32-lr0.001-n64-seed0.json"
+    rec = json.loads(dp.read_text())
+    assert rec["config"]["trained_layers"] == 2 and rec["config"]["max_length"] == 48
+    assert "layers 5-6 trained" in rec["config"]["encoder"] and 7.99 <= rec["metrics"]["epsilon"]["mean"] <= 8.0
+    assert rec["config"]["defense"]["model"].startswith("given: TopLayers")

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from veil.errors import InvalidParameterError, InvalidTypeError
+from veil.experiments.dpsgd.utility import ENCODER
 from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "SETTINGS", "CONTROLS", "AuditRun", "planned_audits", "record_path", "run_audit", "audit_one"]
@@ -48,7 +49,6 @@ SETTINGS: dict[str, tuple[int, int | None]] = {"one-step": (1, None), "recipe": 
 #: --control name -> registered control
 CONTROLS = {"half-noise": "dpsgd-broken-half-noise", "no-clip": "dpsgd-broken-no-clip"}
 ALPHA = 0.05
-ENCODER = "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised, torch backend"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ Setting ``head``: veil's MLP head (384-128-classes, no dropout) on frozen MiniLM
 evenly spaced, seed-free subset of ``max_train`` of it) for a fixed number of epochs (no early stopping: choosing
 an epoch on private dev data would spend privacy nobody accounts for) and tested on its test split.
 
+Setting ``top-layers``: MiniLM's last :data:`TOP_LAYERS` transformer layers are trained too, with the same head on
+their mean-pooled, L2-normalised output (:mod:`veil.models.top_layers`); the embeddings and the first layers stay
+frozen and are run once per text (:data:`MAX_LENGTH` tokens, longer texts truncated). Everything else as ``head``.
+
 For every seed: ``none`` (:class:`~veil.defenses.dpsgd.PlainTraining`) and one DP-SGD run per epsilon
 (:class:`~veil.defenses.dpsgd.DPSGD`, delta = 1/(10 n), n the training examples, PRV accountant with RDP beside
 it), all with the same slice, epochs, expected lot size, learning rate, optimizer and initial weights (the seed
@@ -45,9 +49,15 @@ __all__ = ["METHOD", "EPSILONS", "SETTINGS", "DPSGDRun", "run_dpsgd", "record_pa
 
 METHOD = "dpsgd"
 EPSILONS = (1.0, 3.0, 8.0)
-SETTINGS = ("head",)
+SETTINGS = ("head", "top-layers")
+#: the top-layers setting: MiniLM's layers trained (of 6) and the tokens kept per text
+TOP_LAYERS = 2
+MAX_LENGTH = 48
 LEVEL = 0.95
 ENCODER = "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised, torch backend"
+ENCODER_TOP = (f"minilm (all-MiniLM-L6-v2): embeddings and layers 1-{6 - TOP_LAYERS} frozen (run once per text, "
+               f"{MAX_LENGTH} tokens), layers {7 - TOP_LAYERS}-6 trained with the head on their mean-pooled, "
+               "L2-normalised output; torch, eager attention")
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,8 @@ class DPSGDRun:
         out["hidden"] = list(self.hidden)
         if self.epsilon is None:
             del out["clip"], out["accountant"]
+        if self.setting == "top-layers":
+            out.update(trained_layers=TOP_LAYERS, max_length=MAX_LENGTH)
         return out
 
 
@@ -170,23 +182,38 @@ def _subsample(idx: np.ndarray, limit: int | None) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, limit).round().astype(int)]
 
 
-def _load(corpus: str, max_train: int | None, say: Callable[[str], None]) -> dict[str, Any]:
-    """Frozen MiniLM embeddings of the corpus (the whole corpus' cache entry) and the train / test slices."""
+def _load(corpus: str, max_train: int | None, say: Callable[[str], None], setting: str = "head") -> dict[str, Any]:
+    """The train / test slices of the corpus as the setting's model reads them: frozen MiniLM embeddings (the whole
+    corpus' cache entry) for ``head``; the inputs of MiniLM's trained top layers for ``top-layers``."""
     import veil.corpora as vc
-    from veil.encoders import TextEncoder
-    from veil.encoders.plan import announce_corpus
 
     data = vc.load(corpus)
     if data.task != "classification" or data.labels is None:
         raise InvalidParameterError(f"corpus {corpus!r} has no classification labels; DP-SGD's utility needs a "
                                     "labelled corpus such as rt-polarity")
-    encoder = TextEncoder("minilm", backend="torch")
-    announce_corpus(encoder, data, what=f"texts of {corpus}", log=say)
-    X = encoder.encode_corpus(data, None, progress=False)
     train = _subsample(data.indices("train"), max_train)
     test = data.indices("test")
     y = np.asarray(data.labels, dtype=np.int64)
-    return {"X_train": X[train], "y_train": y[train], "X_test": X[test], "y_test": y[test],
+    if setting == "top-layers":
+        from veil.models.top_layers import frozen_inputs, load_minilm
+
+        say(f"{corpus}: running MiniLM's frozen layers over {len(train) + len(test):,} texts (train slice and test "
+            f"split; about a minute per 5,000 texts on one core) ...")
+        bert, tokenizer = load_minilm()
+        texts = data.texts
+        X_train = frozen_inputs([texts[i] for i in train], trained=TOP_LAYERS, max_length=MAX_LENGTH, bert=bert,
+                                tokenizer=tokenizer)
+        X_test = frozen_inputs([texts[i] for i in test], trained=TOP_LAYERS, max_length=MAX_LENGTH, bert=bert,
+                               tokenizer=tokenizer)
+    else:
+        from veil.encoders import TextEncoder
+        from veil.encoders.plan import announce_corpus
+
+        encoder = TextEncoder("minilm", backend="torch")
+        announce_corpus(encoder, data, what=f"texts of {corpus}", log=say)
+        X = encoder.encode_corpus(data, None, progress=False)
+        X_train, X_test = X[train], X[test]
+    return {"X_train": X_train, "y_train": y[train], "X_test": X_test, "y_test": y[test],
             "num_classes": int(data.num_classes), "n_train": int(len(train)), "n_test": int(len(test)),
             "test_sha256": hashlib.sha256(np.ascontiguousarray(test).tobytes()).hexdigest()[:16]}
 
@@ -197,6 +224,11 @@ def _defense(run: DPSGDRun, num_classes: int) -> Any:
 
     common = dict(epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, optimizer=run.optimizer,
                   hidden=run.hidden, num_classes=num_classes, init_seed=run.seed)
+    if run.setting == "top-layers":
+        from veil.models.top_layers import build_top_layers
+
+        common["model"] = build_top_layers(num_classes=num_classes, trained=TOP_LAYERS, max_length=MAX_LENGTH,
+                                           hidden=run.hidden, init_seed=run.seed)
     if run.epsilon is None:
         return PlainTraining(**common)
     return DPSGD(epsilon=run.epsilon, clip=run.clip, accountant=run.accountant, **common)  # rng None: OS CSPRNG
@@ -216,7 +248,8 @@ def _record(run: DPSGDRun, data: dict[str, Any], baseline: ResultRecord | None) 
         metrics.update(epsilon=Metric(mean=acc.epsilon), epsilon_prv=Metric(mean=acc.epsilon_prv),
                        epsilon_rdp=Metric(mean=acc.epsilon_rdp), delta=Metric(mean=acc.delta),
                        sigma=Metric(mean=acc.sigma))
-    config = {**run.identity(), "encoder": ENCODER, "n_train": data["n_train"], "n_test": data["n_test"],
+    config = {**run.identity(), "encoder": ENCODER_TOP if run.setting == "top-layers" else ENCODER,
+              "n_train": data["n_train"], "n_test": data["n_test"],
               "test_sha256": data["test_sha256"], "defense": defense.config(),
               "delta_rule": None if run.epsilon is None else "1/(10 n_train)",
               "secret_randomness": "OS CSPRNG (Poisson lots and noise); the seed sets the initial weights only"}
@@ -269,7 +302,7 @@ def run_dpsgd(results: str | Path, *, corpus: str = "rt-polarity", epsilons: Seq
         record, fresh = kept[path], False
         if record is None:
             if data is None:
-                data = _load(corpus, max_train, say)
+                data = _load(corpus, max_train, say, setting)
                 if batch_size > data["n_train"]:
                     raise InvalidParameterError(f"batch_size={batch_size} is more than the {data['n_train']} "
                                                 "training examples; lower the batch size or raise max_train")
