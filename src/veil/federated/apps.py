@@ -321,7 +321,8 @@ def serve(grid: Grid, cfg: FederatedConfig, *, recorder: Any = None, extra: dict
     strategy = StrictFedAvg(cfg, recorder=recorder, evaluate=evaluate, progress=progress)
     config = ConfigRecord({**cfg.to_run_config(), **(extra or {})})
     wrap_strategy(strategy, cfg).start(grid=grid, initial_arrays=to_record(initial_state(cfg, dim, num_classes)),
-                   num_rounds=cfg.rounds, timeout=cfg.timeout, train_config=config, evaluate_config=config)
+                                       num_rounds=cfg.rounds, timeout=cfg.timeout, train_config=config,
+                                       evaluate_config=config)
     return strategy
 
 

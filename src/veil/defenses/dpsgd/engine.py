@@ -140,9 +140,9 @@ def fit(module: nn.Module, X: torch.Tensor, y: torch.Tensor, *, private: bool, s
     ``transcript`` (private only): called at every step, after the noise is added and before the weights move,
     with ``(step, weights, gradients)``: the trainable parameters as they are (detached) and the noisy gradient
     each receives (the noisy clipped sum divided by ``q * n``, n = ``public_n``, by default ``len(X)``: the
-    divisor must not depend on the data where the number of examples is private, as in the one-run audit). That is what the mechanism releases at that step
-    (the DP guarantee covers it); the one-run audit's white-box auditor reads it
-    (:mod:`veil.attacks.audit.one_run`).
+    divisor must not depend on the data where the number of examples is private, as in the one-run audit). That
+    is what the mechanism releases at that step (the DP guarantee covers it); the one-run audit's white-box
+    auditor reads it (:mod:`veil.attacks.audit.one_run`).
 
     ``encode`` (plain training only): maps each lot ``(X, y)`` to ``(inputs, soft labels (b, classes))`` before the
     model sees it (TextHide's mixing and masking: :class:`veil.defenses.texthide.model.TextHideTraining`); the loss

@@ -41,7 +41,8 @@ from veil.results import Metric, ResultRecord
 
 CLAIM_MIN = 1e-3  # coefficient from which the attacker names an index entry as a source
 
-__all__ = ["dp_grid", "chain_grid", "chain_resources", "score_chain", "run_chain", "run_chain_cells", "chain_result_path"]
+__all__ = ["dp_grid", "chain_grid", "chain_resources", "score_chain", "run_chain", "run_chain_cells",
+           "chain_result_path"]
 
 
 def chain_resources(corpus: str) -> tuple[Any, Any]:
