@@ -37,6 +37,14 @@ def test_bad_settings_are_one_line_user_errors(tmp_path, capsys):
     assert "--truth needs --record" in capsys.readouterr().err
     assert main(["federated", "run", "--k", "8", "--batch-size", "4", "--results", str(tmp_path)]) == 2
     assert "batch_size (4) must be >= k (8)" in capsys.readouterr().err
+    # differential privacy: a known placement with both its parameters, on the Flower engine only
+    for extra, message in ((["--dp", "central", "--clip", "1", "--noise", "1"], "--dp must be server, client or local"),
+                           (["--dp", "server", "--clip", "1"], "needs --clip C and --noise Z"),
+                           (["--clip", "1", "--noise", "1"], "pass --dp server, client or local"),
+                           (["--dp", "local", "--clip", "0", "--noise", "1"], "--clip must be a finite number > 0"),
+                           (["--dp", "server", "--clip", "1", "--noise", "1"], "use --engine flower")):
+        assert main([*ARGS, "--results", str(tmp_path), *extra]) == 2
+        assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
