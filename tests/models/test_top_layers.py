@@ -56,3 +56,22 @@ def test_dp_sgd_trains_the_copied_layers_and_the_head_and_leaves_minilm_alone(mi
     assert len(after) == len(start) and all(not torch.equal(a, b) for a, b in zip(after, start))  # all trained
     assert all(torch.equal(v, before[k]) for k, v in bert.state_dict().items())  # the frozen encoder is not
     assert out.logits(X).shape == (len(X), 2) and out.accounting.steps == out.steps
+
+
+def test_a_recipe_describes_the_model_as_data_and_rebuilds_it_fresh(minilm):
+    from veil.defenses.dpsgd import DPSGD, PlainTraining, from_recipe
+
+    bert, _ = minilm
+    model = build_top_layers(num_classes=2, trained=1, max_length=16, hidden=(8,), init_seed=3, bert=bert)
+    assert model.spec == {"kind": "minilm-top-layers", "trained": 1, "max_length": 16, "hidden": [8]}
+    for defense in (DPSGD(epsilon=8.0, model=model, num_classes=2, init_seed=3), PlainTraining(model=model,
+                                                                                                  num_classes=2,
+                                                                                                  init_seed=3)):
+        recipe = defense.recipe()
+        assert recipe["params"]["model"] == model.spec
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            shadow = from_recipe(recipe, rng=1)
+        assert type(shadow) is type(defense) and shadow.model.spec == model.spec
+        rebuilt = [p.detach() for p in shadow.model.parameters()]
+        assert all(torch.equal(a, b.detach()) for a, b in zip(rebuilt, model.parameters()))  # same init

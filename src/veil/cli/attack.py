@@ -497,6 +497,9 @@ def attack_membership(
                                                      "candidates; the rest of the train split is the attacker's "
                                                      "population).")] = 2000,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs of the target (and of every shadow).")] = 10,
+    setting: Annotated[str, typer.Option(help="head (the head on frozen MiniLM) or top-layers (MiniLM's last 2 "
+                                              "layers trained too: minutes per model; use --method loss or rmia)")]
+    = "head",
     queries: Annotated[int, typer.Option(min=1, help="Queries per input, logits averaged (more than 1 for a target "
                                                      "that answers with fresh randomness, e.g. --defense texthide; "
                                                      "shadows are queried alike).")] = 1,
@@ -523,9 +526,12 @@ def attack_membership(
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
     root = check_output_dir(results if results is not None else default_results_dir("membership"))
     say = console(as_json)
-    paths = run_membership(root, corpus=corpus, defenses=_MEMBERSHIP_DEFENSES[defense], epsilons=eps,
+    defenses = _MEMBERSHIP_DEFENSES[defense]
+    if setting == "top-layers" and defense == "all":  # TextHide's target is a head on frozen embeddings only
+        defenses = tuple(d for d in defenses if d != "texthide")
+    paths = run_membership(root, corpus=corpus, defenses=defenses, epsilons=eps,
                            methods=METHODS if method == "all" else (method,), shadows=shadows, members=members,
-                           epochs=epochs, seed=seed, queries=queries, force=force,
+                           epochs=epochs, seed=seed, queries=queries, model=setting, force=force,
                            log=lambda line: say.print(line, highlight=False, soft_wrap=True))
     if as_json:
         rows = []

@@ -22,7 +22,10 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["LAYERS", "frozen_inputs", "build_top_layers", "load_minilm"]
+__all__ = ["LAYERS", "SPEC_KIND", "frozen_inputs", "build_top_layers", "from_spec", "load_minilm"]
+
+#: the ``kind`` of a :class:`TopLayers` model's public spec (its ``spec`` attribute, in DP-SGD recipes)
+SPEC_KIND = "minilm-top-layers"
 
 LAYERS = 6  # all-MiniLM-L6-v2
 
@@ -118,4 +121,22 @@ def build_top_layers(*, num_classes: int, trained: int = 2, max_length: int = 48
         bert, _ = load_minilm()
     d = int(bert.config.hidden_size)
     head = MLPHead(d, num_classes, hidden=tuple(hidden), dropout=0.0, rng=torch_generator(init_seed))
-    return _top_layers_class()(bert.encoder.layer[LAYERS - trained:], head, max_length, d)
+    model = _top_layers_class()(bert.encoder.layer[LAYERS - trained:], head, max_length, d)
+    # public, JSON-ready: a recipe carries it so that an attacker's shadow models are built the same way
+    model.spec = {"kind": SPEC_KIND, "trained": trained, "max_length": int(max_length), "hidden": list(hidden)}
+    return model
+
+
+def from_spec(spec: Any, *, num_classes: int, init_seed: int | None) -> Any:
+    """The model a ``spec`` (a :class:`TopLayers`' ``spec``) describes, fresh: MiniLM's layers as shipped, the
+    head from ``init_seed``."""
+    from collections.abc import Mapping
+
+    from veil.errors import InvalidTypeError
+
+    if not isinstance(spec, Mapping) or spec.get("kind") != SPEC_KIND:
+        raise InvalidTypeError(f"a model spec must be {{'kind': {SPEC_KIND!r}, 'trained': ..., 'max_length': ..., "
+                               f"'hidden': [...]}}, got {spec!r}")
+    return build_top_layers(num_classes=num_classes, trained=int(spec["trained"]),
+                            max_length=int(spec["max_length"]), hidden=tuple(spec.get("hidden", (128,))),
+                            init_seed=init_seed)

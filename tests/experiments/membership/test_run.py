@@ -30,6 +30,11 @@ def test_a_sweep_is_checked_before_any_work():
     assert asked.identity()["queries"] == 32 and "queries" not in runs[0].identity()
     from veil.experiments.membership.run import record_path
     assert record_path("r", asked).name == "rt-polarity-texthide-m256-k4-loss-m100-q32-ep2-bs32-seed0.json"
+    top = planned_runs(**{**base, "defenses": ("plain",), "model": "top-layers"})[0]
+    assert top.identity()["trained_layers"] == 2 and "model" not in runs[0].identity()
+    assert record_path("r", top).name == "rt-polarity-top-layers-plain-loss-m100-ep2-bs32-seed0.json"
+    with pytest.raises(InvalidParameterError, match="TextHide"):
+        planned_runs(**{**base, "defenses": ("texthide",), "model": "top-layers"})
     for bad in ({"defenses": ("quantum",)}, {"methods": ("shadow",)}, {"epsilons": (0,)}, {"shadows": 1},
                 {"members": 1}, {"clip": 0.0}):
         with pytest.raises(InvalidParameterError):

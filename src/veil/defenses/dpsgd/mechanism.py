@@ -153,12 +153,17 @@ class _Trainer(ModelDefense):
         ``rng``: the lots and noise are the defense's own). An attacker who knows it trains shadow models the same
         way (:func:`from_recipe`). A defense built with a ``model`` object has no JSON recipe
         (:class:`~veil.errors.InvalidParameterError`)."""
+        spec = None
         if self.model is not None:
-            raise InvalidParameterError("a defense built with a given torch model has no JSON recipe; use the default "
-                                        "head (hidden=...) to describe it as data")
+            spec = getattr(self.model, "spec", None)  # a model that describes itself as data (veil.models.top_layers)
+            if not isinstance(spec, dict):
+                raise InvalidParameterError("a defense built with a given torch model has no JSON recipe; use the "
+                                            "default head (hidden=...) or a model with a public spec "
+                                            "(veil.models.top_layers.build_top_layers) to describe it as data")
         return {"defense": self.name, "params": {"epochs": self.epochs, "batch_size": self.batch_size, "lr": self.lr,
                                                  "optimizer": self.optimizer, "hidden": list(self.hidden),
                                                  "num_classes": self.num_classes, "init_seed": self.init_seed,
+                                                 **({"model": dict(spec)} if spec is not None else {}),
                                                  **self._recipe_extra()}}
 
     def _recipe_extra(self) -> dict[str, Any]:
@@ -417,4 +422,11 @@ def from_recipe(recipe: Any, *, rng: Any = None) -> _Trainer:
                                     "recipe names 'plain' or 'dpsgd'")
     params = dict(recipe["params"])
     params["hidden"] = tuple(params.get("hidden", DEFAULT_HIDDEN))
+    if isinstance(params.get("model"), Mapping):  # a model described as data: built fresh, as the owner built it
+        from veil.models.top_layers import from_spec
+
+        if params.get("num_classes") is None:
+            raise InvalidParameterError("a recipe with a model spec must name num_classes")
+        params["model"] = from_spec(params["model"], num_classes=int(params["num_classes"]),
+                                    init_seed=params.get("init_seed"))
     return cls(**params, rng=rng)

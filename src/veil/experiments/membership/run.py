@@ -64,6 +64,7 @@ class MembershipRun:
     texthide_m: int = TEXTHIDE[0]
     texthide_k: int = TEXTHIDE[1]
     queries: int = 1  # each input queried this many times, logits averaged (a randomized target: TextHide's)
+    model: str = "head"  # what is trained: the head on frozen embeddings, or MiniLM's top layers with it
 
     @property
     def setting(self) -> str:
@@ -78,6 +79,12 @@ class MembershipRun:
             del out["texthide_m"], out["texthide_k"]
         if self.queries == 1:  # nor queries (one each)
             del out["queries"]
+        if self.model == "head":  # nor the model (the head)
+            del out["model"]
+        else:
+            from veil.experiments.dpsgd.utility import MAX_LENGTH, TOP_LAYERS
+
+            out.update(trained_layers=TOP_LAYERS, max_length=MAX_LENGTH)
         if self.epsilon is None:
             del out["clip"]
         if not self.method.startswith("lira"):
@@ -90,7 +97,8 @@ def record_path(root: str | Path, run: MembershipRun) -> Path:
 
     sizes = tag(m=run.members, sh=run.shadows if run.method.startswith("lira") else None,
                 q=run.queries if run.queries != 1 else None, ep=run.epochs, bs=run.batch_size, seed=run.seed)
-    return Path(root) / f"{run.corpus}-{run.setting}-{run.method}-{sizes}.json"
+    model = "" if run.model == "head" else f"{run.model}-"
+    return Path(root) / f"{run.corpus}-{model}{run.setting}-{run.method}-{sizes}.json"
 
 
 def _seq(name: str, value: Any, example: str) -> tuple:
@@ -101,7 +109,7 @@ def _seq(name: str, value: Any, example: str) -> tuple:
 
 def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[float], methods: Sequence[str],
                  shadows: int, members: int, seed: int, epochs: int, batch_size: int, lr: float, clip: float,
-                 hidden: Sequence[int], queries: int = 1) -> list[MembershipRun]:
+                 hidden: Sequence[int], queries: int = 1, model: str = "head") -> list[MembershipRun]:
     """Every record of a sweep, validated (typed errors, nothing run): per setting (plain, then each epsilon), each
     method."""
     from veil.experiments.dpsgd.utility import check_head
@@ -116,6 +124,12 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     eps = tuple(dict.fromkeys(check_epsilon(e, what="DP-SGD") for e in _seq("epsilons", epsilons, "(1, 3, 8)")))
     check_int("shadows", shadows, minimum=2, hint="; LiRA fits a Gaussian per candidate")
     check_int("queries", queries, minimum=1, hint="; 1 queries each input once")
+    from veil.experiments.dpsgd.utility import SETTINGS as MODELS
+
+    check_choice("model", model, MODELS)
+    if model != "head" and "texthide" in defenses:
+        raise InvalidParameterError("the TextHide target trains the head on TextHide encodings of frozen embeddings; "
+                                    "use model='head' for it (the top-layers setting is plain and DP-SGD only)")
     check_int("members", members, minimum=2)
     check_int("seed", seed, minimum=0)
     check_int("epochs", epochs, minimum=1)
@@ -125,7 +139,8 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
         ([("texthide", None)] if "texthide" in defenses else []) + \
         ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
     base = dict(corpus=corpus, shadows=int(shadows), members=int(members), seed=int(seed), epochs=int(epochs),
-                batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden, queries=int(queries))
+                batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden, queries=int(queries),
+                model=model)
     return [MembershipRun(defense=d, epsilon=e, method=m, **base) for d, e in settings for m in methods]
 
 
@@ -135,6 +150,12 @@ def _defense(run: MembershipRun, num_classes: int) -> Any:
 
     common = dict(epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, hidden=run.hidden,
                   num_classes=num_classes, init_seed=run.seed)
+    if run.model == "top-layers":
+        from veil.experiments.dpsgd.utility import MAX_LENGTH, TOP_LAYERS
+        from veil.models.top_layers import build_top_layers
+
+        common["model"] = build_top_layers(num_classes=num_classes, trained=TOP_LAYERS, max_length=MAX_LENGTH,
+                                           hidden=run.hidden, init_seed=run.seed)
     if run.defense == "texthide":
         from veil.defenses.texthide.model import TextHideTraining
 
@@ -215,17 +236,18 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
 def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses: Sequence[str] = DEFENSES,
                    epsilons: Sequence[float] = (1.0, 3.0, 8.0), methods: Sequence[str] = METHODS, shadows: int = 16,
                    members: int = 2000, seed: int = 0, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
-                   clip: float = 1.0, hidden: Sequence[int] = (128,), queries: int = 1, force: bool = False,
+                   clip: float = 1.0, hidden: Sequence[int] = (128,), queries: int = 1, model: str = "head",
+                   force: bool = False,
                    log: Callable[[str], None] | None = None) -> list[Path]:
     """Write (or reuse) one record per (defense setting, method) under ``results``; returns their paths in plan
     order. Module docstring: what is run and measured."""
-    from veil.experiments.dpsgd.utility import ENCODER, _load
+    from veil.experiments.dpsgd.utility import ENCODER, ENCODER_TOP, _load
     from veil.outputs import check_output_dir, existing_record
 
     say = print if log is None else log
     runs = planned_runs(corpus=corpus, defenses=defenses, epsilons=epsilons, methods=methods, shadows=shadows,
                         members=members, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
-                        hidden=hidden, queries=queries)
+                        hidden=hidden, queries=queries, model=model)
     root = check_output_dir(results)
     paths = {r: record_path(root, r) for r in runs}
     kept = {r: existing_record(paths[r], r.identity(), force=force) for r in runs}  # checks all first
@@ -235,7 +257,7 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
         if not todo:
             continue
         if data is None:
-            data = {**_load(corpus, None, say), "encoder": ENCODER}
+            data = {**_load(corpus, None, say, model), "encoder": ENCODER_TOP if model == "top-layers" else ENCODER}
             if 3 * members > data["n_train"]:
                 raise InvalidParameterError(f"members={members} needs {3 * members} training examples (members, "
                                             f"non-members, population); {corpus} has {data['n_train']}")
