@@ -490,7 +490,8 @@ def attack_membership(
     corpus: Annotated[str, typer.Option(help="Labelled sentence corpus, e.g. rt-polarity.")] = "rt-polarity",
     defense: Annotated[str, typer.Option(help="none (plain training), texthide (a head trained on (256,4)-TextHide "
                                               "encodings), dpsgd (at each --epsilon) or all.")] = "all",
-    method: Annotated[str, typer.Option(help="loss, lira (online), lira-offline, rmia, or all.")] = "all",
+    method: Annotated[str, typer.Option(help="loss, lira (online), lira-offline, rmia (comma-separated), or "
+                                             "all.")] = "all",
     epsilon: Annotated[str, typer.Option(help="DP-SGD target epsilon(s), comma-separated.")] = "1,3,8",
     shadows: Annotated[int, typer.Option(min=2, help="LiRA's shadow models.")] = 16,
     members: Annotated[int, typer.Option(min=2, help="The target's training examples (as many non-members are "
@@ -521,8 +522,10 @@ def attack_membership(
         raise UnknownNameError("corpus", corpus, vc.names())
     if defense not in _MEMBERSHIP_DEFENSES:
         raise typer.BadParameter(f"--defense must be one of {', '.join(_MEMBERSHIP_DEFENSES)}, got {defense!r}")
-    if method != "all" and method not in METHODS:
-        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} or all, got {method!r}")
+    chosen = METHODS if method == "all" else tuple(dict.fromkeys(m.strip() for m in method.split(",") if m.strip()))
+    if not chosen or any(m not in METHODS for m in chosen):
+        raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} (comma-separated) or all, got "
+                                 f"{method!r}")
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
     root = check_output_dir(results if results is not None else default_results_dir("membership"))
     say = console(as_json)
@@ -530,7 +533,7 @@ def attack_membership(
     if setting == "top-layers" and defense == "all":  # TextHide's target is a head on frozen embeddings only
         defenses = tuple(d for d in defenses if d != "texthide")
     paths = run_membership(root, corpus=corpus, defenses=defenses, epsilons=eps,
-                           methods=METHODS if method == "all" else (method,), shadows=shadows, members=members,
+                           methods=chosen, shadows=shadows, members=members,
                            epochs=epochs, seed=seed, queries=queries, model=setting, force=force,
                            log=lambda line: say.print(line, highlight=False, soft_wrap=True))
     if as_json:
