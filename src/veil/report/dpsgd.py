@@ -85,19 +85,22 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
         rs = [r for r in recs if r.config["corpus"] == corpus and r.extra.get("roc")]
         if not rs:
             continue
-        targets = sorted({(r.config["defense"], r.config.get("epsilon")) for r in rs},
-                         key=lambda t: (t[0] != "plain", t[0] != "texthide", t[1] or 0))
+        def key(r: ResultRecord) -> tuple:
+            return r.config["defense"], r.config.get("epsilon"), r.config.get("model", "head")
+
+        targets = sorted({key(r) for r in rs}, key=lambda t: (t[2] != "head", t[0] != "plain", t[0] != "texthide",
+                                                                 t[1] or 0))
         fig, axes = plt.subplots(1, len(targets), figsize=(3.2 * len(targets), 3.2), squeeze=False)
-        for ax, (defense, eps) in zip(axes[0], targets):
-            for r in sorted((r for r in rs if (r.config["defense"], r.config.get("epsilon")) == (defense, eps)),
-                            key=lambda r: r.config["method"]):
+        for ax, (defense, eps, model) in zip(axes[0], targets):
+            for r in sorted((r for r in rs if key(r) == (defense, eps, model)), key=lambda r: r.config["method"]):
                 fpr, tpr = np.asarray(r.extra["roc"]["fpr"]), np.asarray(r.extra["roc"]["tpr"])
                 keep = fpr > 0
                 ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), label=f"{r.config['method']} "
                         f"(AUC {100 * r.metrics['auc'].mean:.1f})")
             ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
             ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
-                   title=defense if eps is None else f"{defense} eps {_eps(eps)}")
+                   title=(defense if eps is None else f"{defense} eps {_eps(eps)}")
+                   + ("" if model == "head" else " (top layers)"))
             ax.legend(fontsize=6, loc="lower right")
         axes[0][0].set_ylabel("TPR")
         fig.tight_layout()
@@ -125,7 +128,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
              "TPR at 0.1% FPR |", "|---|---|---|---:|---|---:|---|---|---|"]
     for r in recs:
         c, m = r.config, r.metrics
-        lines.append(f"| {c['corpus']} | {c['defense']} | {_eps(c.get('epsilon'))} | "
+        target = c["defense"] + (" (MiniLM's top layers)" if c.get("model", "head") != "head" else "")
+        lines.append(f"| {c['corpus']} | {target} | {_eps(c.get('epsilon'))} | "
                      f"{100 * m['test_accuracy'].mean:.1f} | {c['method']}"
                      + (f" ({c['queries']} queries)" if c.get("queries", 1) != 1 else "")
                      + f" | {c.get('shadows') or '–'} | "
@@ -138,13 +142,17 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     by = defaultdict(list)
     for r in recs:
         c = r.config
-        by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1))].append(r)
-    for (corpus, members, epochs, shadows, seed, queries), rs in sorted(by.items()):
+        by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1),
+            c.get("model", "head"))].append(r)
+    for (corpus, members, epochs, shadows, seed, queries, model), rs in sorted(by.items()):
         eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
         defenses = sorted({r.config["defense"] for r in rs})
         which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else defenses[0] if len(defenses) == 1 \
             else "all"
-        cmds.append(f"veil attack membership --corpus {corpus} --defense {which} --method all"
+        methods = sorted({r.config["method"] for r in rs})
+        method = "all" if len(methods) == 4 else ",".join(methods)
+        cmds.append(f"veil attack membership --corpus {corpus}"
+                    + (f" --setting {model}" if model != "head" else "") + f" --defense {which} --method {method}"
                     + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
                     + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
                     + (f" --queries {queries}" if queries != 1 else "") + f" --results {_folder(records)}")
