@@ -226,8 +226,8 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
                   "n_train": len(game.train), "n_test": data["n_test"], "encoder": data["encoder"],
                   "secret_randomness": "OS CSPRNG (the target's lots and noise, TextHide's pool and mixing); the "
                                        "seed sets the game, the initial weights and the attacker's shadows"}
-        model = "" if run.model == "head" else f"{run.model}-"
-        out[run.method] = ResultRecord(method=METHOD, experiment=f"{run.corpus}-{model}{run.setting}-{run.method}",
+        prefix = "" if run.model == "head" else f"{run.model}-"
+        out[run.method] = ResultRecord(method=METHOD, experiment=f"{run.corpus}-{prefix}{run.setting}-{run.method}",
                                        config=config, metrics=metrics, wall_time_s=time.perf_counter() - start,
                                        extra={"roc": log_roc(scored.roc), "target": target})
     return out
