@@ -38,8 +38,8 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
              "of the same slice, epochs and initial weights (`none`). Accuracy: percent, Wilson 95% over the test "
              "examples per seed; the mean over seeds is the plain mean. Epsilon: what the accountants report for "
              "the run (PRV, the guarantee; RDP beside it). See docs/dpsgd.md for what the guarantee covers.", "",
-             "| corpus | setting | epsilon (target) | seeds | accuracy per seed | mean accuracy | epsilon PRV | "
-             "epsilon RDP | delta | sigma | steps |", "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| corpus | setting | epsilon (target) | seeds | accuracy per seed | mean accuracy | one class | epsilon PRV "
+             "| epsilon RDP | delta | sigma | steps |", "|---|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     groups: dict[tuple, list[ResultRecord]] = defaultdict(list)
     for r in recs:
         c = r.config
@@ -50,11 +50,20 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         acc = ", ".join(_ci(r.metrics["accuracy"]) for r in rs)
         mean = 100 * float(np.mean([r.metrics["accuracy"].mean for r in rs]))
         dp = "epsilon_prv" in m0
-        lines.append(f"| {key[0]} | {key[1]} | {_eps(key[2])} | {len(rs)} | {acc} | {mean:.1f} | "
+        flags = [r.extra.get("one_class") for r in rs]
+        one = "–" if any(f is None for f in flags) else f"{sum(bool(f) for f in flags)}/{len(flags)}"
+        lines.append(f"| {key[0]} | {key[1]} | {_eps(key[2])} | {len(rs)} | {acc} | {mean:.1f} | {one} | "
                      + (f"{m0['epsilon_prv'].mean:.3f} | {m0['epsilon_rdp'].mean:.3f} | {m0['delta'].mean:.3g} | "
                         f"{m0['sigma'].mean:.3f} | {int(m0['steps'].mean)} |" if dp else
                         f"– | – | – | – | {int(m0['steps'].mean)} |"))
     lines.append("")
+    majority = sorted({(r.config["corpus"], round(100 * r.metrics["majority_rate"].mean, 1)) for r in recs
+                       if "majority_rate" in r.metrics})
+    if majority:
+        lines += ["The test split's most common class: " + "; ".join(f"{c} {m:.1f}%" for c, m in majority)
+                  + ": a model that predicts one class for everything scores exactly that. 'One class' counts the "
+                  "seeds whose model did (every test prediction the same class; '–': a record made before veil "
+                  "kept it).", ""]
     commits = sorted({r.git_commit for r in recs})
     lines.append(f"Commits: {', '.join(commits)}.")
     cmds = []

@@ -38,16 +38,18 @@ def test_records_per_epsilon_and_seed_reuse_and_refusal(builtin, tmp_path):
     none, dp, none1, dp1 = run_dpsgd(tmp_path, log=lines.append, **SMALL)
     assert none1.name == none.name.replace("seed0", "seed1") and dp1.name == dp.name.replace("seed0", "seed1")
     # each DP record is compared with the non-private run of its own seed; a non-private run with nothing
-    assert set(_metrics(none1)) == {"accuracy", "steps", "sample_rate"}
+    assert set(_metrics(none1)) == {"accuracy", "steps", "sample_rate", "majority_rate"}
     assert _metrics(dp1)["accuracy_change"]["mean"] == pytest.approx(
         _metrics(dp1)["accuracy"]["mean"] - _metrics(none1)["accuracy"]["mean"], abs=1e-12)
     assert none.name == "rt-polarity-head-none-ep1-bs64-lr0.001-n300-seed0.json"
     assert dp.name == "rt-polarity-head-eps8-ep1-bs64-clip1.0-lr0.001-n300-seed0.json"
     assert lines.count(f"wrote {none}") == 1 and lines.count(f"wrote {dp}") == 1
     m, b = _metrics(dp), _metrics(none)
-    assert set(b) == {"accuracy", "steps", "sample_rate"}
-    assert set(m) == {"accuracy", "steps", "sample_rate", "epsilon", "epsilon_prv", "epsilon_rdp", "delta", "sigma",
-                      "accuracy_change"}
+    assert set(b) == {"accuracy", "steps", "sample_rate", "majority_rate"}
+    assert set(m) == {"accuracy", "steps", "sample_rate", "majority_rate", "epsilon", "epsilon_prv", "epsilon_rdp",
+                      "delta", "sigma", "accuracy_change"}
+    assert b["majority_rate"]["mean"] == pytest.approx(778 / 1283)  # rt-polarity's test split: 778 of one class
+    assert isinstance(json.loads(none.read_text())["extra"]["one_class"], bool)
     assert 8.0 - 0.01 <= m["epsilon"]["mean"] <= 8.0 and m["epsilon_rdp"]["mean"] > m["epsilon_prv"]["mean"]
     assert m["delta"]["mean"] == 1 / 3000 and m["steps"]["mean"] == b["steps"]["mean"] == 5
     acc = m["accuracy"]

@@ -18,6 +18,8 @@ One :class:`~veil.results.ResultRecord` per (epsilon or ``none``, seed), with me
 
 * ``accuracy``: test accuracy, Wilson 95% interval over test examples;
 * ``steps``, ``sample_rate``: the lots (q = batch_size / n as drawn: ``ceil(q 2^53) / 2^53``);
+* ``majority_rate``: the test split's most common class (what a model that predicts one class scores), and
+  ``extra["one_class"]``: whether this model did (every test prediction the same class);
 * DP-SGD only: ``epsilon`` (the accountant's, at most the target), ``epsilon_prv``, ``epsilon_rdp``, ``delta``,
   ``sigma`` (the noise multiplier), and ``accuracy_change``: its accuracy minus that of the ``none`` run of the
   same seed, paired over test examples (normal 95% interval of the mean of per-example differences).
@@ -239,10 +241,14 @@ def _record(run: DPSGDRun, data: dict[str, Any], baseline: ResultRecord | None) 
     defense = _defense(run, data["num_classes"])
     model = defense.train((data["X_train"], data["y_train"]))
     correct = model.evaluate(data["X_test"], data["y_test"]).correct
+    counts = np.bincount(data["y_test"], minlength=data["num_classes"])
+    predicted = np.bincount(model.predict(data["X_test"]), minlength=data["num_classes"])
     metrics = {"accuracy": _wilson(correct), "steps": Metric(mean=float(model.steps)),
-               "sample_rate": Metric(mean=model.sample_rate)}
+               "sample_rate": Metric(mean=model.sample_rate),
+               "majority_rate": Metric(mean=float(counts.max() / counts.sum()), n=int(counts.sum()))}
     extra: dict[str, Any] = {"guarantee": model.guarantee.to_dict(), "n_train": data["n_train"],
-                             "n_test": data["n_test"], "correct": _bits(correct), "train_seconds": model.seconds}
+                             "n_test": data["n_test"], "correct": _bits(correct), "train_seconds": model.seconds,
+                             "one_class": bool((predicted > 0).sum() == 1)}
     acc = model.accounting
     if acc is not None:
         metrics.update(epsilon=Metric(mean=acc.epsilon), epsilon_prv=Metric(mean=acc.epsilon_prv),
