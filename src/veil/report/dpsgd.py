@@ -73,9 +73,11 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         eps = sorted({float(r.config["epsilon"]) for (c, s, e, _, _), v in groups.items() if c == corpus
                       and s == setting and e is not None for r in v})
         seeds = sorted({int(r.config["seed"]) for r in rs})
+        limit = rs[0].config.get("max_train")
         cmds.append(f"veil dpsgd train --corpus {corpus} --setting {setting} --epsilon "
-                    f"{','.join(f'{e:g}' for e in eps)} --epochs {epochs} --batch-size {batch} --seeds "
-                    f"{','.join(map(str, seeds))} --results {_folder(records)}")
+                    f"{','.join(f'{e:g}' for e in eps)} --epochs {epochs} --batch-size {batch}"
+                    + (f" --max-train {limit}" if limit else "") + f" --seeds {','.join(map(str, seeds))} --results "
+                    f"{_folder(records)}")
     lines += regenerate_section(cmds, "dpsgd")
     return "\n".join(lines)
 
