@@ -5,7 +5,9 @@ to tracked files: a recorded number names the commit that made it)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,14 @@ def publish(result: dict[str, Any], section: str, *, out: Path | None, results_f
     append_section(results_file, section)
     print(f"appended to {results_file}", file=sys.stderr)
     return 0
+
+
+def measure_and_publish(args: Any, repo: Path, run: Callable[[Any], dict[str, Any]],
+                        markdown: Callable[[dict[str, Any]], str]) -> int:
+    """The end of a benchmark's ``main``: pin the BLAS/OpenMP threads to ``args.threads`` (before numpy is
+    imported; threadpoolctl enforces it as well), refuse a dirty tree, ``run(args)`` and :func:`publish` it."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(args.threads)
+    refuse_dirty(repo, args.no_append)
+    result = run(args)
+    return publish(result, markdown(result), out=args.out, results_file=args.results_file, no_append=args.no_append)

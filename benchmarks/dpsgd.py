@@ -321,14 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     args.lira_targets = [] if targets == ["none"] else list(dict.fromkeys(targets))
     if any(t not in TARGETS for t in args.lira_targets) or (not args.lira_targets and targets != ["none"]):
         parser.error("--lira-targets takes plain, dpsgd, plain,dpsgd or none")
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(args.threads)  # before numpy is imported; threadpoolctl enforces it as well
+    from _record import measure_and_publish
 
-    from _record import publish, refuse_dirty
-
-    refuse_dirty(HERE.parent, args.no_append)
-    result = run(args)
-    return publish(result, markdown(result), out=args.out, results_file=args.results_file, no_append=args.no_append)
+    return measure_and_publish(args, HERE.parent, run, markdown)
 
 
 if __name__ == "__main__":

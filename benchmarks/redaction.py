@@ -207,14 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models or any(m not in ("sm", "md") for m in args.models):
         parser.error("--models takes sm, md or sm,md")
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(args.threads)  # before numpy is imported; threadpoolctl enforces it as well
+    from _record import measure_and_publish
 
-    from _record import publish, refuse_dirty
-
-    refuse_dirty(HERE.parent, args.no_append)
-    result = run(args)
-    return publish(result, markdown(result), out=args.out, results_file=args.results_file, no_append=args.no_append)
+    return measure_and_publish(args, HERE.parent, run, markdown)
 
 
 if __name__ == "__main__":
