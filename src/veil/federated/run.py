@@ -17,6 +17,7 @@ from typing import Any
 
 from veil.errors import FederatedError, InvalidParameterError
 from veil.federated.config import FederatedConfig
+from veil.federated.dp import accounting as dp_accounting
 from veil.results import Metric, ResultRecord
 
 __all__ = ["run_federated", "write_result", "result_path", "simulation_backend"]
@@ -81,7 +82,7 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
               "encoder": ("minilm (all-MiniLM-L6-v2), fine-tuned by every client (AdamW, encoder_lr) and averaged"
                           if cfg.finetune else "minilm (all-MiniLM-L6-v2), frozen")
                          + ", mean pooling, L2-normalised" + _frozen_backend_note(cfg),
-              "differential_privacy": _dp_accounting(cfg),
+              "differential_privacy": dp_accounting(cfg),
               "evaluation": "after every round, each client scores its IID share of the test split through its own "
                             "pool (k = 1); accuracy = correct / examples over all clients; nothing is selected on it",
               "secret_randomness": SECRET_RANDOMNESS, "tap": record}
@@ -93,12 +94,6 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
         del config["differential_privacy"]  # the records made before DP existed hold no such key
     return ResultRecord(method="federated", experiment=cfg.name, config=config, metrics=metrics,
                         wall_time_s=seconds, extra={"rounds": summaries, "collapsed": last.get("collapsed")})
-
-
-def _dp_accounting(cfg: FederatedConfig) -> dict[str, Any]:
-    from veil.federated.dp import accounting
-
-    return accounting(cfg)
 
 
 def write_result(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: float, *, engine: str,

@@ -30,6 +30,7 @@ import numpy as np
 from veil._io import atomic_write, atomic_write_json
 from veil.errors import FederatedError, InvalidParameterError
 from veil.federated.config import FederatedConfig
+from veil.federated.dp import accounting as dp_accounting
 
 __all__ = ["aggregate", "RoundSummary", "Recorder", "check_record_target", "TAP_FORMAT", "tap_description", "write_arrays"]
 
@@ -100,13 +101,8 @@ def tap_description(cfg: FederatedConfig, dim: int, num_classes: int) -> dict[st
             "defense": ({"name": "texthide", "m": cfg.m, "k": cfg.k, "mode": cfg.mode} if cfg.defended
                         else {"name": "none", "m": 0, "k": 1, "mode": "intra"}),
             "clients": [str(i) for i in range(cfg.clients)], "corpus": cfg.corpus,
-            **({"differential_privacy": _dp(cfg)} if cfg.dp else {})}
+            **({"differential_privacy": dp_accounting(cfg)} if cfg.dp else {})}
 
-
-def _dp(cfg: FederatedConfig) -> dict[str, Any]:
-    from veil.federated.dp import accounting
-
-    return accounting(cfg)
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from veil._threads import torch_threads
 from veil.errors import InvalidParameterError
 from veil.federated.config import FederatedConfig
+from veil.federated.dp import accounting as dp_accounting
 from veil.results import Metric, ResultRecord
 
 __all__ = ["TAP_ATTACKS", "tap_result_path", "run_tap_attack", "analytic_grid", "tap_name", "tap_run_config",
@@ -134,13 +135,8 @@ def tap_run_config(cfg: FederatedConfig) -> dict[str, Any]:
             "defense": ({"name": "texthide", "m": cfg.m, "k": cfg.k, "mode": cfg.mode} if cfg.defended
                         else {"name": "none", "m": 0, "k": 1, "mode": "intra"}),
             "dropout": cfg.dropout, "hidden_layers": cfg.hidden_layers,
-            **({"differential_privacy": _dp(cfg)} if cfg.dp else {})}
+            **({"differential_privacy": dp_accounting(cfg)} if cfg.dp else {})}
 
-
-def _dp(cfg: FederatedConfig) -> dict[str, Any]:
-    from veil.federated.dp import accounting
-
-    return accounting(cfg)
 
 
 def reusable_tap_record(path: Path, cfg: FederatedConfig, *, force: bool = False) -> bool:
