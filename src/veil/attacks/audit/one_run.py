@@ -17,8 +17,8 @@ and reports the best bound over them at alpha divided by their number (Bonferron
 costs nothing that is not accounted for (:func:`best_bound`).
 
 Why one run is loose: a canary in the training set shifts its score only on average, so even the best guesses are
-right at a rate that certifies far less than the true epsilon of Gaussian noise (with 10,000 ideal white-box
-canaries in one Gaussian step, a claim of epsilon 2 gives a bound near 0.9); docs/dpsgd.md shows the numbers.
+right at a rate that certifies far less than the true epsilon of Gaussian noise: :func:`ideal_bound` simulates that
+ceiling, and docs/results/dpsgd-audit.md records it beside every audit.
 No heavy imports beyond numpy and scipy.
 """
 
