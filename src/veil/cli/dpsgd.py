@@ -26,8 +26,8 @@ def train(
     epsilon: Annotated[str, typer.Option(help="Target epsilon(s), comma-separated (each finite, > 0; above 50 "
                                               "warns). delta = 1/(10 n).")] = "1,3,8",
     setting: Annotated[str, typer.Option(help="head: an MLP head on frozen MiniLM embeddings; top-layers: MiniLM's "
-                                              "last 2 layers trained with it (slower: minutes per epoch of 2,000 "
-                                              "texts on one core).")] = "head",
+                                              "last 2 layers trained with it (slower: about a minute per epoch of "
+                                              "2,000 texts on one core).")] = "head",
     epochs: Annotated[int, typer.Option(min=1, help="Epochs (steps = round(epochs * n / batch size)); the "
                                                     "non-private run uses the same.")] = 10,
     batch_size: Annotated[int, typer.Option(min=1, help="Expected lot size (Poisson sampling rate = batch / n).")]
