@@ -46,6 +46,17 @@ def _list(option: str, value: str, valid: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+def _releases(value: str, vectors: bool) -> tuple[str, ...]:
+    from veil.errors import VeilError
+    from veil.experiments.redaction.releases import check_releases
+
+    try:
+        return tuple(r.name for r in check_releases([v.strip() for v in value.split(",") if v.strip()],
+                                                    vectors=vectors))
+    except VeilError as exc:
+        raise typer.BadParameter(f"--operators: {exc}") from None
+
+
 def _report(paths: list[Path], as_json: bool, headline: Callable[[Any], str]) -> None:
     from veil.results import ResultRecord
 
@@ -146,8 +157,10 @@ def reidentify(
     corpus: Annotated[str, typer.Option(help="spam-assassin (198 senders) or hoc-speeches (209 speakers); "
                                              "health-tweets and debates-2016 have fewer than 100 candidates.")]
     = "spam-assassin",
-    operators: Annotated[str, typer.Option(help="Comma-separated: none (the original text), type, mask, hash, "
-                                                "pseudonym.")] = "none,type,mask,hash,pseudonym",
+    operators: Annotated[str, typer.Option(help="Comma-separated releases: none (the original text), type, mask, "
+                                                "hash, pseudonym (Presidio), metric-dp-eps<E> (word-level metric DP), "
+                                                "random-P<k> (random same-POS substitution).")]
+    = "none,type,mask,hash,pseudonym",
     model: ModelOpt = "sm",
     max_candidates: Annotated[Optional[int], typer.Option(min=2, help="At most this many candidates (drawn with "
                                                                       "--seed; default: all).")] = None,
@@ -158,11 +171,11 @@ def reidentify(
 ) -> None:
     """Re-identification: link each redacted document to its author among the candidates, from the attacker's
     public texts of each."""
-    from veil.experiments.redaction.reidentify import OPERATORS, SOURCES, run_reidentification
+    from veil.experiments.redaction.reidentify import SOURCES, run_reidentification
 
     if corpus not in SOURCES:
         raise typer.BadParameter(f"--corpus must be one of {', '.join(SOURCES)}, got {corpus!r}")
-    ops = _list("--operators", operators, OPERATORS)
+    ops = _releases(operators, vectors=False)
     root = _folder(results)
     paths = run_reidentification(root, corpus=corpus, operators=ops, model=_model(model),
                                  max_candidates=max_candidates, seed=seed, force=force, log=_log(as_json))
@@ -173,8 +186,10 @@ def reidentify(
 
 @redaction_app.command("attributes")
 def attributes(
-    operators: Annotated[str, typer.Option(help="Comma-separated: none (the original text), type, mask, hash, "
-                                                "pseudonym.")] = "none,type,mask,hash,pseudonym",
+    operators: Annotated[str, typer.Option(help="Comma-separated releases: none (the original text), type, mask, "
+                                                "hash, pseudonym (Presidio), metric-dp-eps<E> (word-level metric DP), "
+                                                "random-P<k> (random same-POS substitution), deepcandidate-eps<E> "
+                                                "(SentDP vectors).")] = "none,type,mask,hash,pseudonym",
     entities: Annotated[str, typer.Option(help="PERSON (every PERSON span redacted, the issue's setting) or all "
                                                "(every type Presidio finds).")] = "PERSON",
     model: ModelOpt = "sm",
@@ -188,18 +203,19 @@ def attributes(
     """Attribute inference (Coavoux et al.'s attackers) on encodings of redacted news passages: which of the five
     people a passage is about, against the same attackers on the original text and the floor."""
     from veil.cli.common import parse_seeds
-    from veil.experiments.redaction.attributes import OPERATORS, run_redacted_attributes
+    from veil.experiments.redaction.attributes import run_redacted_attributes
 
-    ops = _list("--operators", operators, OPERATORS)
+    ops = _releases(operators, vectors=True)
     if entities not in ("PERSON", "all"):
         raise typer.BadParameter(f"--entities must be PERSON or all, got {entities!r}")
     root = _folder(results)
     paths = run_redacted_attributes(root, operators=ops, entities=None if entities == "all" else ("PERSON",),
                                     model=_model(model), seeds=parse_seeds(seeds), max_train=max_train, force=force,
                                     log=_log(as_json))
-    _report(paths, as_json, lambda r: (f"attacker advantage over the floor {r.metrics['advantage[mlp]']} "
-                                       f"(passages still naming their people verbatim: "
-                                       f"{r.metrics['names_verbatim'].mean:.3f})"))
+    _report(paths, as_json, lambda r: (f"attacker advantage over the floor {r.metrics['advantage[mlp]']}"
+                                       + (f" (passages still naming their people verbatim: "
+                                          f"{r.metrics['names_verbatim'].mean:.3f})" if "names_verbatim" in r.metrics
+                                          else "")))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ seeds vary the models, not the data.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -168,9 +169,12 @@ class AttributeOutcome:
         return max(ATTACKERS, key=lambda a: (self.attacks[a].config["dev_score"], -ATTACKERS.index(a)))
 
 
-def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False) -> AttributeOutcome:
+def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
+                    vectors: Mapping[str, np.ndarray] | None = None) -> AttributeOutcome:
     """Phases 1-3 of one configuration on ``data`` (an AttributeCorpus, already limited): train the main model with
-    the defense, compute r(x), train and score the post-hoc attackers (module docstring)."""
+    the defense, compute r(x), train and score the post-hoc attackers (module docstring). ``vectors``: the
+    projection encoder's inputs per split (train, dev, test: one row per example of that split) in place of the
+    frozen MiniLM vectors of ``data.texts`` (a vector release, e.g. DeepCandidate's; ``encoder="minilm"`` only)."""
     import torch
 
     from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
@@ -188,7 +192,16 @@ def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False) -> 
         raise InvalidParameterError(f"corpus {data.name!r} has no {', '.join(empty)} examples; every split is needed")
     y = {s: data.labels[i] for s, i in idx.items()}
     private = {s: data.private.select(i) for s, i in idx.items()}
-    inputs = _inputs(cfg, data)
+    if vectors is None:
+        inputs = _inputs(cfg, data)
+    else:
+        from veil.models.lstm import VectorInputs
+
+        if cfg.encoder != "minilm" or set(vectors) != set(idx) or any(
+                np.shape(vectors[s])[0] != len(i) for s, i in idx.items()):
+            raise InvalidParameterError("vectors must map train, dev and test to one row per example of that split, "
+                                        "with encoder='minilm' (the projection encoder reads vectors)")
+        inputs = {s: VectorInputs(np.asarray(vectors[s], dtype=np.float32)) for s in idx}
     enc_gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 1]).generate_state(1)[0]))
     encoder = (LSTMEncoder(inputs["vocab"], width=cfg.width, rng=enc_gen) if cfg.encoder == "lstm"
                else ProjectionEncoder(inputs["train"].X.shape[1], width=cfg.width, rng=enc_gen))

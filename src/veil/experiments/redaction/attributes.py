@@ -2,7 +2,11 @@
 redaction (docs/redaction.md, docs/attributes.md).
 
 Question: after every PERSON span of a news passage is redacted, do encodings of the passage still tell which of
-the five most frequent people (:mod:`veil.corpora.attributes_ner`) it names?
+the five most frequent people (:mod:`veil.corpora.attributes_ner`) it names? And, on the same passages through the
+same code, after the releases redaction is compared with (:mod:`veil.experiments.redaction.releases`): word-level
+metric DP (``metric-dp-eps<E>``), random same-POS substitution (``random-P<k>``), and DeepCandidate
+(``deepcandidate-eps<E>``, whose SentDP vector takes the place of the frozen MiniLM vector; a release without text,
+so its record has no names-verbatim metrics). Records of those releases have no span metrics either.
 
 Threat model (Coavoux et al.'s eavesdropper, as :mod:`veil.experiments.adversarial.attributes` runs it): the data
 owner redacts EVERY passage (train, dev and test) with :class:`~veil.defenses.redaction.PresidioRedaction` before
@@ -197,22 +201,26 @@ def names_verbatim(texts: Sequence[str], private: Any) -> tuple[np.ndarray, np.n
     return own, anyone
 
 
-def _redaction_metrics(texts: Sequence[str], released: Sequence[str], spans: Sequence[Sequence[Any]],
+def _redaction_metrics(texts: Sequence[str], released: Sequence[str] | None, spans: Sequence[Sequence[Any]] | None,
                        silver: Sequence[Sequence[tuple[int, int, bool]]], data: Any) -> dict[str, Metric]:
+    """What the release removed. ``spans`` None: not a redaction (no span metrics); ``released`` None: not text
+    (no names-verbatim metrics either)."""
     from veil.experiments.redaction.detection import span_outcome
 
     n = len(texts)
-    out = {"person_spans_redacted": Metric(mean=float(sum(s.entity == "PERSON" for sp in spans for s in sp)), n=n),
-           "spans_redacted": Metric(mean=float(sum(map(len, spans))), n=n)}
-    total = sum(map(len, texts))
-    out["redacted_char_share"] = Metric(mean=sum(s.end - s.start for sp in spans for s in sp) / total if total
-                                        else 0.0, n=n)
-    outcomes = [span_outcome(t, a, b, sp, None) for t, m, sp in zip(texts, silver, spans) for a, b, _ in m]
-    covered = sum(o.covered for o in outcomes)
-    out["silver_person_mentions"] = Metric(mean=float(len(outcomes)), n=n)
-    out["silver_person_redacted"] = _wilson(covered, len(outcomes))
-    out["silver_person_surviving"] = Metric(mean=float(len(outcomes) - covered), n=n)
-    if data.private.kind == "entities":
+    out: dict[str, Metric] = {}
+    if spans is not None:
+        out["person_spans_redacted"] = Metric(mean=float(sum(s.entity == "PERSON" for sp in spans for s in sp)), n=n)
+        out["spans_redacted"] = Metric(mean=float(sum(map(len, spans))), n=n)
+        total = sum(map(len, texts))
+        out["redacted_char_share"] = Metric(mean=sum(s.end - s.start for sp in spans for s in sp) / total if total
+                                            else 0.0, n=n)
+        outcomes = [span_outcome(t, a, b, sp, None) for t, m, sp in zip(texts, silver, spans) for a, b, _ in m]
+        covered = sum(o.covered for o in outcomes)
+        out["silver_person_mentions"] = Metric(mean=float(len(outcomes)), n=n)
+        out["silver_person_redacted"] = _wilson(covered, len(outcomes))
+        out["silver_person_surviving"] = Metric(mean=float(len(outcomes) - covered), n=n)
+    if released is not None and data.private.kind == "entities":
         own, anyone = names_verbatim(released, data.private)
         test = data.indices("test")
         out["names_verbatim"] = _wilson(int(own.sum()), n)
@@ -236,14 +244,9 @@ def _check(operators: Any, entities: Any, model: Any, seeds: Any, max_train: Any
     from veil.defenses.redaction.engine import MODELS
     from veil.validation import check_choice, check_int
 
-    if isinstance(operators, str) or not isinstance(operators, Sequence):
-        raise InvalidTypeError(f"operators must be a list of operator names, e.g. ('none', 'type'), not "
-                               f"{type(operators).__name__}")
-    operators = tuple(dict.fromkeys(operators))
-    if not operators:
-        raise InvalidParameterError(f"operators is empty; give some of {', '.join(OPERATORS)}")
-    for op in operators:
-        check_choice("operator", op, OPERATORS)
+    from veil.experiments.redaction.releases import check_releases
+
+    operators = tuple(r.name for r in check_releases(operators, vectors=True))
     if entities is not None:
         if isinstance(entities, str) or not isinstance(entities, Sequence) or not all(isinstance(e, str)
                                                                                      for e in entities):
@@ -289,6 +292,7 @@ def run_redacted_attributes(results: str | Path, *, corpus: str = "news-articles
     its texts' hash is part of the configuration). ``log``: progress lines (None: print).
     """
     from veil.experiments.adversarial.attributes import ATTACKERS, AttributeRun, train_attribute
+    from veil.experiments.redaction.releases import parse_release
     from veil.outputs import check_output_dir, existing_record
 
     say = print if log is None else log
@@ -307,6 +311,11 @@ def run_redacted_attributes(results: str | Path, *, corpus: str = "news-articles
             raise InvalidTypeError(f"data must be an AttributeCorpus (veil.corpora.attributes), not "
                                    f"{type(data).__name__}")
         corpus = data.name
+    vector_releases = [op for op in operators if not parse_release(op).text]
+    if vector_releases and (data is not None or corpus != "news-articles"):
+        raise InvalidParameterError(f"{', '.join(vector_releases)} releases DeepCandidate vectors of news passages "
+                                    "from the sentences they were cut from: the built-in news-articles corpus only "
+                                    "(veil redaction attributes, no data=)")
     root = check_output_dir(results)
     run = AttributeRun(corpus=corpus, defense="none", width=width, seed=seeds[0], encoder="minilm", epochs=epochs,
                        attacker_epochs=attacker_epochs, max_train=max_train)
@@ -341,32 +350,46 @@ def run_redacted_attributes(results: str | Path, *, corpus: str = "news-articles
             out.append(paths[op])
             continue
         op_start = time.perf_counter()
-        if op == "none":
+        rel = parse_release(op)
+        vectors = None
+        if rel.family == "none":
             released, spans = texts, [() for _ in texts]
             defense: dict[str, Any] = {"defense": "none"}
-        else:
+        elif rel.family == "redaction":
             from veil.defenses.redaction import PresidioRedaction
 
             owner = PresidioRedaction(operator=op, entities=entities, model=model)  # secrets from OS entropy
             red = owner.redact(texts, detections=found)
             released, spans = [r.text for r in red], [r.spans for r in red]
             defense = owner.config()
+        elif rel.text:
+            from veil.experiments.redaction.releases import make_text_mechanism
+
+            owner = make_text_mechanism(rel)  # the owner's draws from the OS CSPRNG
+            released, spans, defense = owner.transform(texts), None, owner.config()
+        else:
+            from veil.experiments.redaction.releases import deepcandidate_vectors
+
+            released, spans = None, None
+            X, defense = deepcandidate_vectors(texts, rel.epsilon, say=say)  # sampling from the OS CSPRNG
+            vectors = {s: X[data.indices(s)] for s in ("train", "dev", "test")}
         metrics = _redaction_metrics(texts, released, spans, silver, data)
-        say(f"redacted attributes {corpus} {op}: released {len(released)} passages "
-            f"({int(metrics['person_spans_redacted'].mean)} PERSON spans redacted"
+        say(f"redacted attributes {corpus} {op}: released {len(texts)} passages"
+            + (f" ({int(metrics['person_spans_redacted'].mean)} PERSON spans redacted)" if spans is not None else
+               "" if released is not None else " as vectors")
             + (f"; a target name still verbatim in {metrics['names_verbatim'].mean:.1%} of them"
-               if "names_verbatim" in metrics else "") + ")")
+               if "names_verbatim" in metrics else ""))
         from veil.corpora.attributes import AttributeCorpus
 
-        release = AttributeCorpus(data.name, list(released), data.labels, data.label_names, data.splits,
-                                  data.private, dict(data.notes))
+        release = AttributeCorpus(data.name, list(texts if released is None else released), data.labels,
+                                  data.label_names, data.splits, data.private, dict(data.notes))
         outcomes = []
         for s in seeds:
             t0 = time.perf_counter()
-            outcomes.append(train_attribute(replace(run, seed=s), release))
+            outcomes.append(train_attribute(replace(run, seed=s), release, vectors=vectors))
             per_run.append(time.perf_counter() - t0)
             trained += 1
-            later = [o for o in todo[todo.index(op) + 1:] if o != "none"]  # releases still to encode
+            later = [o for o in todo[todo.index(op) + 1:] if o != "none"]  # releases still to make and encode
             left = (len(todo) * len(seeds) - trained) * min(per_run) + len(later) * encode_s
             m = outcomes[-1].metrics
             say(f"redacted attributes {corpus} {op} seed {s}: advantage[mlp] {100 * m['advantage[mlp]'].mean:+.1f} "
@@ -393,7 +416,9 @@ def _analyse(data: Any, todo: Sequence[str], entities: tuple[str, ...] | None, m
 
     texts = list(data.texts)
     n = len(texts)
-    redacting = [op for op in todo if op != "none"]
+    from veil.experiments.redaction.releases import parse_release
+
+    redacting = [op for op in todo if parse_release(op).family == "redaction"]
     sizes = ", ".join(f"{s} {len(data.indices(s))}" for s in ("train", "dev", "test"))
     k = min(n, 48)  # calibration passages (after a two-passage warm-up that loads the models): timed and kept
     calib = max(1, sum(map(len, texts[2:k])))
@@ -414,7 +439,7 @@ def _analyse(data: Any, todo: Sequence[str], entities: tuple[str, ...] | None, m
     uncached_none = "none" in todo and not all(
         is_cached(enc, [texts[i] for i in data.indices(s)], f"attributes-{data.name}", s)
         for s in ("train", "dev", "test"))
-    n_encode = len(redacting) + int(uncached_none)
+    n_encode = sum(parse_release(op).family not in ("none", "deepcandidate") for op in todo) + int(uncached_none)
     encode_all = estimate_seconds(enc, texts)[0] if n_encode else 0.0  # one release of every passage
     ahead = (detect_rate + silver_rate) * rest + n_encode * encode_all
     say(f"redacted attributes {data.name}: {n} passages ({sizes}); {len(todo)} records ({', '.join(todo)}) x "
@@ -443,6 +468,7 @@ def _record(op: str, outcomes: Sequence[Any], redaction: Mapping[str, Metric], b
             defense: Mapping[str, Any], data: Any, attackers: Sequence[str], costs: Mapping[str, float],
             seconds: float) -> ResultRecord:
     from veil.encoders.cache import texts_sha256
+    from veil.experiments.redaction.releases import parse_release
 
     kind = outcomes[0].kind
     metrics: dict[str, Metric] = {}
@@ -473,11 +499,15 @@ def _record(op: str, outcomes: Sequence[Any], redaction: Mapping[str, Metric], b
                                      "best_epoch": o.best_epoch, "seconds": round(o.seconds, 3)}
                    for o in outcomes}
     config = {**base, "operator": op, "defense": dict(defense), "n": outcomes[0].n, "kind": kind,
-              "threat_model": "the owner redacts every passage (train, dev, test) and trains the projection encoder "
-                              "and head on the redacted text; the eavesdropper sees r(x) of redacted passages, z of "
+              "threat_model": "the owner releases every passage (train, dev, test) through the mechanism (redaction, "
+                              "a text rewrite, or DeepCandidate's vector in place of the frozen MiniLM vector) and "
+                              "trains the projection encoder and head on the release; the eavesdropper sees r(x) of "
+                              "released passages, z of "
                               "its train and dev passages (the original passage's people), trains the post-hoc "
                               "attackers on train, selects on dev, is scored on test",
-              "owner_randomness": "os-entropy (never the experiment seed)" if op in ("hash", "pseudonym") else "none",
+              "owner_randomness": ("os-entropy (never the experiment seed)"
+                                   if op in ("hash", "pseudonym") or parse_release(op).family not in ("none", "redaction")
+                                   else "none"),
               "test": "p_floor: per seed a paired randomization test against the floor (attacker and floor swapped "
                       f"per test passage, {RESAMPLES} resamples, one-sided), the largest p over seeds "
                       f"(intersection-union); beats_floor: p_floor <= {ALPHA}, per attacker, uncorrected (mlp is "

@@ -1,7 +1,8 @@
 """Re-identification of Presidio-redacted documents among >= 100 candidates (docs/redaction.md).
 
-One record per (corpus, operator): the original text (``none``) and each redaction operator (``type``, ``mask``,
-``hash``, ``pseudonym``). The task is closed-world:
+One record per (corpus, operator): the original text (``none``), each redaction operator (``type``, ``mask``,
+``hash``, ``pseudonym``), and the text releases set beside them (:mod:`veil.experiments.redaction.releases`:
+word-level metric DP ``metric-dp-eps<E>``, random same-POS substitution ``random-P<k>``). The task is closed-world:
 
 * candidates: the values of a corpus's source column (:data:`SOURCES`: the sender's e-mail address of a
   spam-assassin mail, the speaker of a House of Commons speech, ...) with at least ``min_texts`` texts; at most
@@ -10,10 +11,11 @@ One record per (corpus, operator): the original text (``none``) and each redacti
 * each candidate's texts are split (``seed``): ``n // 2`` are the owner's private documents, the other
   ``n - n // 2`` the attacker's public texts of that candidate;
 * the owner releases the private documents redacted by :class:`~veil.defenses.redaction.PresidioRedaction` (the
-  owner's hash key and pseudonyms from OS entropy, never from the seed); the attacker
+  owner's hash key and pseudonyms from OS entropy, never from the seed), or rewritten by the other mechanism (its
+  draws from the OS CSPRNG); the attacker
   (:class:`~veil.attacks.text.reidentify.Reidentification`) ranks the candidates for each released document,
-  once trained on its public texts as they are (``plain``) and once on them redacted by its own copy of the
-  redactor (``kerckhoffs``). The record's headline metrics are the stronger of the two by top-1 accuracy, with
+  once trained on its public texts as they are (``plain``) and once on them redacted (rewritten) by its own copy
+  of the mechanism, same public configuration, its own draws (``kerckhoffs``). The record's headline metrics are the stronger of the two by top-1 accuracy, with
   their floor tests Bonferroni-corrected for that choice (two tests); both attackers' metrics are kept
   (``top1[plain]``, ``top1[kerckhoffs]``, ...).
 
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.errors import DataFormatError, InvalidParameterError
+from veil.errors import DataFormatError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["SOURCES", "OPERATORS", "CandidateSplit", "candidate_split", "run_reidentification", "record_path",
@@ -188,11 +190,10 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
     check_int("seed", seed, minimum=0)
     _check_sizes(min_texts, max_texts, max_candidates, max_chars)
     check_choice("model", model, ("sm", "md"))
-    operators = tuple(operators)
-    if not operators:
-        raise InvalidParameterError(f"operators is empty; give some of {', '.join(OPERATORS)}")
-    for op in operators:
-        check_choice("operator", op, OPERATORS)
+    from veil.experiments.redaction.releases import check_releases
+
+    releases = {r.name: r for r in check_releases(operators, vectors=False)}
+    operators = tuple(releases)
     root = check_output_dir(results)
     base = {"corpus": corpus, "column": column, "candidate": key, "model": model, "min_texts": min_texts,
             "max_texts": max_texts, "max_candidates": max_candidates, "max_chars": max_chars, "seed": seed,
@@ -212,10 +213,10 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
     split = candidate_split(list(data.texts), list(data.attributes[column]), key=key, min_texts=min_texts,
                             max_texts=max_texts, max_candidates=max_candidates, max_chars=max_chars, seed=seed)
     info = split.describe()
-    redacting = [op for op in todo if op != "none"]
+    redacting = [op for op in todo if releases[op].family == "redaction"]
     say(f"reidentify {corpus}: {info['candidates']} candidates ({column} with >= {min_texts} texts), "
         f"{info['public_texts']} public texts / {info['private_documents']} private documents; "
-        f"{len(todo)} records ({', '.join(todo)}), {len(todo) + len(redacting)} attacker fits"
+        f"{len(todo)} records ({', '.join(todo)}), {2 * len(todo) - ('none' in todo)} attacker fits"
         + (f"; Presidio ({model}) analyses {len(split.public_texts) + len(split.private_texts)} texts "
            f"({(info['public_chars'] + info['private_chars']) / 1e6:.2f}M characters) once" if redacting else ""))
     found_public: list[Any] = []
@@ -234,7 +235,7 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
     out = []
     for op in operators:
         if op in todo:
-            rec = _one(op, split, info, base, found_private, found_public, detect_s, model, seed)
+            rec = _one(releases[op], split, info, base, found_private, found_public, detect_s, model, seed)
             rec.write(paths[op])
             m = rec.metrics
             say(f"reidentify {corpus} {op}: top-1 {m['top1']} (floor {m['floor'].mean:.4f}), top-5 {m['top5']}, "
@@ -243,22 +244,25 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
     return out
 
 
-def _one(op: str, split: CandidateSplit, info: Mapping[str, Any], base: Mapping[str, Any], found_private: Any,
+def _one(release: Any, split: CandidateSplit, info: Mapping[str, Any], base: Mapping[str, Any], found_private: Any,
          found_public: Any, detect_s: float, model: str, seed: int) -> ResultRecord:
-    """Release the private documents under ``op``, run both attackers, score them: one record."""
+    """Release the private documents under ``release`` (:class:`~veil.experiments.redaction.releases.Release`), run
+    both attackers, score them: one record."""
     from veil.attacks.text import observe_text
     from veil.attacks.text.reidentify import (PublicTexts, Reidentification, mechanism_for,
                                               score_reidentification)
 
+    op = release.name
     start = time.perf_counter()
     public = PublicTexts(split.public_texts, split.public_candidates)
     extra: dict[str, Any] = {}
-    if op == "none":
+    attacker_copy: Any = None  # the attacker's own mechanism, for a release other than none and redaction
+    if release.family == "none":
         obs = observe_text(list(split.private_texts))
         stats = {name: Metric(mean=0.0, n=len(obs))
                  for name in ("spans_per_document", "redacted_char_share", "documents_redacted")}
         variants = ("plain",)
-    else:
+    elif release.family == "redaction":
         from veil.defenses.redaction import PresidioRedaction
 
         owner = PresidioRedaction(operator=op, model=model)  # the owner's secret randomness: OS entropy
@@ -266,12 +270,23 @@ def _one(op: str, split: CandidateSplit, info: Mapping[str, Any], base: Mapping[
         obs = observe_text([r.text for r in redacted], owner)
         stats, extra["entities"] = _redaction_stats(redacted, split.private_texts)
         variants = ("plain", "kerckhoffs")
+    else:
+        from veil.experiments.redaction.releases import make_text_mechanism, public_word_vectors
+
+        vectors = public_word_vectors() if release.family == "metric-dp" else None
+        owner = make_text_mechanism(release, vectors=vectors)  # the owner's draws: OS CSPRNG
+        obs = observe_text(owner.transform(list(split.private_texts)), owner)
+        stats = {}
+        attacker_copy = make_text_mechanism(  # Kerckhoffs: the same public configuration, the attacker's draws
+            release, int(np.random.SeedSequence([seed, 7, 1]).generate_state(1)[0]), vectors=vectors)
+        variants = ("plain", "kerckhoffs")
     seeds = np.random.SeedSequence([seed, 7]).generate_state(2)
     results = {}
     for variant in variants:
         redactor = None
         if variant == "kerckhoffs":
-            redactor = _SameAnalysis(mechanism_for(obs.defense, int(seeds[1])), split.public_texts, found_public)
+            redactor = attacker_copy if attacker_copy is not None else _SameAnalysis(
+                mechanism_for(obs.defense, int(seeds[1])), split.public_texts, found_public)
         attack = Reidentification(public=public, variant=variant, redactor=redactor, rng=int(seeds[0]),
                                   char_ngrams=tuple(base["attack"]["char_ngrams"]),
                                   word_ngrams=tuple(base["attack"]["word_ngrams"]), min_df=base["attack"]["min_df"],
@@ -290,7 +305,9 @@ def _one(op: str, split: CandidateSplit, info: Mapping[str, Any], base: Mapping[
                                                                        "classifier", "rng")},
               "features_dim": {v: res.config["features_dim"] for v, (_, res) in results.items()},
               "defense": dict(obs.defense),
-              "owner_randomness": "os-entropy (never the experiment seed)" if op in ("hash", "pseudonym") else "none",
+              "owner_randomness": ("os-entropy (never the experiment seed)"
+                                   if op in ("hash", "pseudonym") or release.family not in ("none", "redaction")
+                                   else "none"),
               "headline": "the stronger variant by top-1; its p-values Bonferroni-corrected for the choice"}
     extra.update({"detect_seconds_shared": round(detect_s, 3), "examples": [dict(e) for e in headline.examples]})
     return ResultRecord(method=METHOD, experiment=f"reidentify-{base['corpus']}-{op}", config=config,
