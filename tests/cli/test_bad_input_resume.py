@@ -73,7 +73,7 @@ def test_audit_sentdp_refuses_a_record_of_other_epsilons(cli):
     _record(path, {"corpus": "news-articles", "epsilons": [1.0, 3.0], "n_documents_requested": 3,
                    "neighbours_per_document": 35, "n_projections": 50, "depth": "tukey-min", "seed": 0,
                    "recoder": True, "control": None})
-    cli("audit", "sentdp", "news-articles", "--documents", "3", "--epsilons", "1,3,10",
+    cli("audit", "sentdp", "news-articles", "--full", "--documents", "3", "--epsilons", "1,3,10",
         match=r"another configuration \(epsilons: stored \[1\.0, 3\.0\], requested \[1\.0, 3\.0, 10\.0\]\)")
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
-from veil.experiments.sentdp.audit import run_sentdp_audit
+from veil.experiments.sentdp.audit import FULL, QUICK, audit_file_name, audit_scale, run_sentdp_audit
 from veil.results import ResultRecord
+
+RESULTS = Path(__file__).resolve().parents[3] / "results" / "sentdp"
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +37,14 @@ def test_audit_runner_writes_a_valid_record(news_slice, encoder, tmp_path, monke
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # the slice's embeddings are cached here
     # the appendix depth separates the 14 candidates; tukey-min gives most of them depth 0 in 384 dimensions
     # the pipeline without the recoder (14 documents are too few for its clusters): candidates are raw means
+    lines: list[str] = []
     rec = run_sentdp_audit(news_slice, epsilons=(1, 10), neighbours_per_document=14, n_projections=20,
                            depth="appendix", seed=3, results_dir=tmp_path / "results", encoder=encoder,
-                           progress=False, recoder=False)
+                           progress=False, recoder=False, log=lines.append)
+    # fit_documents None (the library's default, --full): every sentence of every split is announced and encoded
+    n_all = sum(len(doc) for doc in news_slice.documents)
+    assert lines == [lines[0]] and lines[0].startswith(f"veil: encoding {n_all:,} sentences of news-slice (every "
+                                                       f"split: ") and f"(0 of {n_all:,} cached): about " in lines[0]
     path = tmp_path / "results" / "audit-news-slice-appendix-docsall-nb14-p20-rec0-seed3.json"  # sizes in the name
     data = json.loads(path.read_text())
     back = ResultRecord.read(path)
@@ -70,6 +78,12 @@ def test_audit_runner_rejects_bad_arguments(news_slice, encoder):
         run_sentdp_audit(news_slice, epsilons=(1, -1), results_dir=None)
     with pytest.raises(InvalidParameterError, match="n_documents"):
         run_sentdp_audit(news_slice, n_documents=0, results_dir=None)
+    with pytest.raises(InvalidParameterError, match="fit_documents"):
+        run_sentdp_audit(news_slice, fit_documents=1, results_dir=None)
+    with pytest.raises(InvalidTypeError, match="fit_documents"):
+        run_sentdp_audit(news_slice, fit_documents=2.5, results_dir=None)
+    with pytest.raises(InvalidParameterError, match="fitted pipeline was given"):
+        run_sentdp_audit(news_slice, fit_documents=10, pipeline=object(), results_dir=None)
     no_train = news_slice.select(np.flatnonzero(news_slice.splits == "test"), name="only-test")
     with pytest.raises(DataFormatError, match="train document"):
         run_sentdp_audit(no_train, results_dir=None, encoder=encoder, progress=False)
@@ -131,3 +145,113 @@ def test_a_registered_corpus_is_audited_through_the_cached_release_pipeline(news
     monkeypatch.setattr(embed, "fitted_pipeline", lambda name, progress=True: used.append(name) or "cached")
     assert _pipeline("news-articles", news_slice, None, recoder=True, progress=False) == "cached"
     assert used == ["news-articles"]
+
+
+class Calls(list):
+    """How many texts each encode() call of the real encoder got (the estimate's calibration included)."""
+
+
+def count_encodes(encoder, monkeypatch) -> Calls:
+    """Record the size of every ``encoder.encode`` call; the real method still does the work."""
+    calls, real = Calls(), encoder.encode
+
+    def encode(texts, **kwargs):
+        calls.append(len(texts))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", encode)
+    return calls
+
+
+def test_a_fit_subsample_encodes_only_its_documents_and_the_audited_ones(builtin, encoder, tmp_path, monkeypatch):
+    """fit_documents=8: 8 train and 2 dev documents fit the pipeline (recoder included); 2 test documents audited."""
+    corpus = builtin("news-articles")
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # a cold embedding cache
+    counts = np.asarray([len(d) for d in corpus.documents])
+    # the documents the runner draws: the audited ones with default_rng(seed) (as the full run), the fitting sample
+    # with default_rng([seed, 1]), among the documents with >= 2 (test) and >= 1 (train, dev) sentences
+    test = corpus.indices("test")[counts[corpus.indices("test")] >= 2]
+    audited = np.random.default_rng(0).choice(test, size=2, replace=False)
+    rng = np.random.default_rng([0, 1])
+    train, dev = (rng.permutation(idx[counts[idx] >= 1])[:k]
+                  for idx, k in ((corpus.indices("train"), 8), (corpus.indices("dev"), 2)))
+    n_sentences = int(counts[np.concatenate([train, dev, audited])].sum())
+    assert n_sentences < int(counts.sum()) // 100  # far from the whole corpus
+
+    calls, lines = count_encodes(encoder, monkeypatch), []
+    rec = run_sentdp_audit(corpus, epsilons=(3,), n_documents=2, fit_documents=8, neighbours_per_document=7,
+                           n_projections=10, results_dir=tmp_path / "res", encoder=encoder, progress=False,
+                           log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith(
+        f"veil: encoding {n_sentences:,} sentences of news-articles (a seeded subsample: the 2 audited test "
+        "documents and the 8 train and 2 dev documents the pipeline is fitted on; --full audits every test document "
+        f"with the pipeline fitted on the whole corpus) (0 of {n_sentences:,} cached): about ")
+    # the encoder got: the warm-up, the timed calibration batch, then exactly the announced sentences, once (the
+    # pipeline's fit finds them in the cache)
+    assert calls == [2, min(64, n_sentences), n_sentences]
+    c = rec.config
+    assert c["corpus"] == "news-articles" and c["n_documents"] == 2 and c["fit_documents"] == 8
+    assert c["pipeline"]["recoder"]["n_clusters"] == 4  # fitted here on the 8 train documents
+    assert c["m"] == int((counts[train] >= 8).sum())  # the candidates: the sample's train documents with >= 8
+    assert c["pool"].endswith(f"({int(counts[train].sum())})")  # random neighbours: the sample's train sentences
+    assert rec.metrics["pairs"].mean == 2 * 7 and rec.metrics["passed"].mean == 1.0
+    assert {int(rec.extra["worst"]["3"]["description"].split()[1].rstrip(","))} <= set(audited.tolist())
+    assert [p.name for p in (tmp_path / "res").iterdir()] == ["audit-news-articles-docs2-fit8-nb7-p10-seed0.json"]
+
+
+def test_quick_default_full_flag_and_explicit_settings():
+    assert audit_scale() == QUICK == {"n_documents": 20, "fit_documents": 200}
+    assert audit_scale(full=True) == FULL == {"n_documents": None, "fit_documents": None}
+    assert audit_scale(n_documents=0, fit_documents=0) == FULL  # 0: all of them
+    assert audit_scale(full=True, n_documents=5) == {"n_documents": 5, "fit_documents": None}  # explicit wins
+    assert audit_scale(fit_documents=30) == {"n_documents": 20, "fit_documents": 30}
+    for bad in ({"n_documents": -1}, {"fit_documents": -1}, {"fit_documents": 1}):
+        with pytest.raises(InvalidParameterError):
+            audit_scale(**bad)
+    with pytest.raises(InvalidTypeError):
+        audit_scale(full="yes")
+    with pytest.raises(InvalidTypeError):
+        audit_scale(n_documents=2.0)
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("audit-*.json")), ids=lambda p: p.name)
+def test_paper_records_are_the_full_configuration(path):
+    """--full names each committed record's file and compares equal to its config; the quick default never does."""
+    c = json.loads(path.read_text())["config"]
+    settings = dict(depth=c["depth"], neighbours=c["neighbours_per_document"], n_projections=c["n_projections"],
+                    seed=c["seed"], recoder=c["recoder"], control=c["control"])
+    full = audit_scale(full=True)
+    assert audit_file_name(c["corpus"], **settings, **full) == path.name
+    quick = audit_scale()
+    assert audit_file_name(c["corpus"], **settings, **quick) != path.name
+    # the runner reads the committed record as this very configuration (not stale), before any work
+    with pytest.raises(InvalidParameterError, match="this same configuration"):
+        run_sentdp_audit(c["corpus"], epsilons=tuple(c["epsilons"]),
+                         neighbours_per_document=c["neighbours_per_document"], n_projections=c["n_projections"],
+                         depth=c["depth"], seed=c["seed"], recoder=c["recoder"], control=c["control"],
+                         results_dir=RESULTS, **full)
+
+
+@pytest.mark.parametrize("args, match", [
+    (("--fit-documents", "1"), r"--fit-documents\) must be 0 \(the whole train/dev split\) or at least 2"),
+    (("--fit-documents", "-1"), r"--fit-documents"),
+    (("--fit-documents", "many"), r"--fit-documents"),
+    (("--documents", "-1"), r"--documents"),
+    (("--full", "--fit-documents", "1"), r"--fit-documents"),
+])
+def test_bad_subsample_options_are_refused_before_any_work(cli, args, match):
+    cli("audit", "sentdp", "spam-assassin", *args, match=match)
+
+
+@pytest.mark.parametrize("args, name", [
+    ((), "audit-spam-assassin-docs20-fit200-nb35-p50-seed0.json"),
+    (("--full",), "audit-spam-assassin-docsall-nb35-p50-seed0.json"),
+    (("--full", "--documents", "7"), "audit-spam-assassin-docs7-nb35-p50-seed0.json"),
+    (("--documents", "0", "--fit-documents", "40"), "audit-spam-assassin-docsall-fit40-nb35-p50-seed0.json"),
+])
+def test_the_command_defaults_to_the_quick_run_and_full_to_the_paper_run(cli, args, name):
+    """Which run the options select, read from the record each would write (it exists: refused before any work)."""
+    target = cli.work / "veil-results" / "sentdp" / name
+    target.parent.mkdir(parents=True)
+    target.write_text("{}")
+    cli("audit", "sentdp", "spam-assassin", *args, match=rf"{name} exists; pass --force")
