@@ -86,3 +86,23 @@ def test_a_control_caught_only_by_the_derivation_check_says_so(tmp_path):
     page = _render(tmp_path)
     assert ("audit must fail it: **caught** (the log ratios alone did NOT catch it; its log-probabilities differ "
             "from the exponential mechanism at the stated ε by up to 705).") in page
+
+
+def test_regenerate_commands_reproduce_quick_and_full_audits(tmp_path):
+    """A record fitted on the whole corpus is regenerated with --full; a quick one with its sample sizes stated."""
+    from veil.report.sentdp_commands import audit_commands
+
+    res = tmp_path / "results" / "sentdp"
+    full, quick = _exact("news", {1.0: 0.9}), _exact("news", {1.0: 0.8})
+    full.config.update(n_documents_requested=None, neighbours_per_document=35, n_projections=50)
+    quick.config.update(n_documents_requested=20, fit_documents=200, neighbours_per_document=35, n_projections=50)
+    every = _exact("news", {1.0: 0.7})
+    every.config.update(n_documents_requested=None, fit_documents=40)
+    records = [(res / f"audit-{i}.json", r) for i, r in enumerate((full, quick, every))]
+    assert audit_commands(records) == [
+        "veil audit sentdp news --epsilons 1 --full --neighbours 35 --n-projections 50 --depth tukey-min --recoder "
+        "--results results/sentdp",
+        "veil audit sentdp news --epsilons 1 --documents 20 --fit-documents 200 --neighbours 35 --n-projections 50 "
+        "--depth tukey-min --recoder --results results/sentdp",
+        "veil audit sentdp news --epsilons 1 --documents 0 --fit-documents 40 --depth tukey-min --recoder --results "
+        "results/sentdp"]

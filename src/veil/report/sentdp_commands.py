@@ -44,8 +44,13 @@ def audit_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         parts = [f"veil audit sentdp {c['corpus']}"]
         if eps:
             parts.append(f"--epsilons {_eps(eps)}")
-        if c.get("n_documents_requested"):
-            parts.append(f"--documents {c['n_documents_requested']}")
+        # the command's default is a quick subsample: a record without fit_documents was fitted on the whole corpus
+        if c.get("fit_documents"):
+            parts.append(f"--documents {c.get('n_documents_requested') or 0} --fit-documents {c['fit_documents']}")
+        else:
+            parts.append("--full")
+            if c.get("n_documents_requested"):
+                parts.append(f"--documents {c['n_documents_requested']}")
         for opt, key in (("--neighbours", "neighbours_per_document"), ("--n-projections", "n_projections"),
                          ("--depth", "depth"), ("--control", "control")):
             if c.get(key) is not None:
