@@ -268,11 +268,10 @@ def texthide_attack_commands(records: list[tuple[Path, ResultRecord]]) -> list[s
     return out
 
 
-_REDACTION_OPERATORS = ("none", "type", "mask", "hash", "pseudonym")
-
-
 def _ops(rs: list[ResultRecord]) -> str:
-    return _join(o for o in _REDACTION_OPERATORS if any(r.config.get("operator") == o for r in rs))
+    from veil.experiments.redaction.releases import release_order
+
+    return _join(sorted({str(r.config["operator"]) for r in rs if r.config.get("operator")}, key=release_order))
 
 
 def redaction_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:

@@ -327,7 +327,8 @@ def texthide_attack_summary(results: Path, bench: Path) -> str:
 @register_fragment("redaction-summary")
 def redaction_summary(results: Path, bench: Path) -> str:
     """One bullet per measured finding of the redaction records (none: an empty string)."""
-    from veil.report.redaction import MODELS, _detection_groups, _ops, _p, _pct, _pts, _variant, by_kind
+    from veil.report.redaction import (MODELS, OPERATOR_ORDER, _detection_groups, _ops, _p, _pct, _pts, _variant,
+                                       by_kind, side_by_side)
 
     if not (results / "redaction").is_dir():
         return ""
@@ -377,7 +378,8 @@ def redaction_summary(results: Path, bench: Path) -> str:
                        f"{pc(t['top1'])} after `type` redaction (p vs floor {_p(t['p_top1'].mean)}) against "
                        f"{pc(n['top1'])} on the original text (p {_p(n['p_top1'].mean)}); floor "
                        f"{pc(t['floor'], False)}.")
-    attr = {r.config["operator"]: r for r in _ops(kinds.get("attributes", [])) if "advantage[mlp]" in r.metrics}
+    attr = {r.config["operator"]: r for r in _ops(kinds.get("attributes", [])) if "advantage[mlp]" in r.metrics
+            and r.config["operator"] in OPERATOR_ORDER}
     if attr:
         kept = [f"{op} {pc(r.metrics['names_verbatim'], False)}" for op, r in attr.items()
                 if op != "none" and "names_verbatim" in r.metrics]
@@ -388,6 +390,21 @@ def redaction_summary(results: Path, bench: Path) -> str:
                        + ("" if "beats_floor[mlp]" not in r.metrics else " (every seed)"
                           if r.metrics["beats_floor[mlp]"].mean else " (not every seed)") for op, r in attr.items())
                    + (f"; passages still naming their people verbatim: {', '.join(kept)}." if kept else "."))
+    names, cells = side_by_side(kinds)
+    side = []
+    for n in names:
+        row = cells[n]
+        a, r = row.get("attributes"), row.get("reidentify spam-assassin")
+        bits = []
+        if a is not None and "advantage[mlp]" in a.metrics and "test_accuracy" in a.metrics:
+            bits.append(f"attribute advantage {_pts(a.metrics['advantage[mlp]'])} at publisher accuracy "
+                        f"{pc(a.metrics['test_accuracy'])}")
+        if r is not None:
+            bits.append(f"spam-assassin re-identification top-1 {pc(r.metrics['top1'])}")
+        if bits:
+            side.append(f"`{n}` " + ", ".join(bits))
+    if side:
+        out.append("- **Side by side** on the same data (same attacks): " + "; ".join(side) + ".")
     return "\n".join(out)
 
 

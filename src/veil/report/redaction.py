@@ -15,7 +15,7 @@ from veil.report.commands import redaction_commands, redaction_settings_off_cli
 from veil.report.markdown import proportion_interval, regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
-__all__ = ["redaction_page", "by_kind", "KINDS", "OPERATOR_ORDER"]
+__all__ = ["redaction_page", "by_kind", "side_by_side", "KINDS", "OPERATOR_ORDER"]
 
 KINDS = ("detection", "news-recall", "infill", "reidentify", "attributes")
 MODELS = ("sm", "md")
@@ -58,6 +58,11 @@ def _pts(m: Metric | None) -> str:
     return f"{100 * m.mean:+.1f} [{100 * m.ci_low:+.1f}, {100 * m.ci_high:+.1f}]"
 
 
+def _share(m: Metric | None) -> str:
+    """A share in percent without an interval; – when the record has none (a release that redacts nothing)."""
+    return "–" if m is None else f"{_pct(m, False)}%"
+
+
 def _p(p: float) -> str:
     if p <= 0.0:
         return "< 1e-300"  # below the smallest double: the test's p-value underflowed
@@ -83,8 +88,10 @@ def _variant(v: str) -> str:
 
 
 def _ops(recs: list[ResultRecord]) -> list[ResultRecord]:
-    return sorted(recs, key=lambda r: (str(r.config.get("corpus")), OPERATOR_ORDER.index(r.config["operator"])
-                                       if r.config.get("operator") in OPERATOR_ORDER else 99))
+    """Records by corpus, then release (none, Presidio's operators, then the releases set beside them)."""
+    from veil.experiments.redaction.releases import release_order
+
+    return sorted(recs, key=lambda r: (str(r.config.get("corpus")), release_order(str(r.config.get("operator")))))
 
 
 # --------------------------------------------------------------------------- 1. what was measured
@@ -100,6 +107,8 @@ def _intro(kinds: dict[str, list[ResultRecord]]) -> list[str]:
                        or detectors})
     thresholds = sorted({float(d["threshold"]) for d in detectors if d.get("threshold") is not None})
     ops = [o for o in OPERATOR_ORDER[1:] if any(r.config.get("operator") == o for rs in kinds.values() for r in rs)]
+    others = sorted({str(r.config["operator"]) for k in ("reidentify", "attributes") for r in kinds.get(k, [])
+                     if r.config.get("operator") not in OPERATOR_ORDER}, key=_release_order)
     lines = ["# Results: PII redaction with Presidio", "",
              "See [the user page](../redaction.md) for the defense and its use."]
     text = (f"The defense is Presidio's analyzer {', '.join(versions)} with its predefined recognizers (the "
@@ -127,6 +136,11 @@ def _intro(kinds: dict[str, list[ResultRecord]]) -> list[str]:
     lines += ["", text, ""]
     if threats:
         lines += ["Measured here:", "", *[f"- {t}" for t in threats], ""]
+    if others:
+        lines += [f"Beside redaction, on the same data and through the same attacks where they apply: "
+                  f"{', '.join(f'`{o}`' for o in others)} (word-level metric DP, random same-POS substitution of "
+                  "running text, DeepCandidate's SentDP vectors; `veil.experiments.redaction.releases`); see "
+                  "[Side by side](#side-by-side-redaction-and-the-other-releases-on-the-same-data).", ""]
     return lines + ["A defense is only as private as the strongest attack run against it: every attack success below "
                     "is a lower bound on what leaks, and an attack at its floor shows only that this attack found "
                     "nothing.", ""]
@@ -390,7 +404,7 @@ def _reidentify(recs: list[ResultRecord]) -> list[str]:
                      f"{_pct(m.get('top5'))} | {'–' if mrr is None else f'{mrr.mean:.3f}'} | "
                      f"{_pct(m.get('floor'), False)} | {_p_yes(m.get('p_top1'))} | {c.get('chosen', '–')} | "
                      f"{_pct(m.get('top1[plain]'), False)} | {_pct(m.get('top1[kerckhoffs]'), False)} | "
-                     f"{_pct(m.get('redacted_char_share'), False)}% | {spans} |")
+                     f"{_share(m.get('redacted_char_share'))} | {spans} |")
     lines.append("")
     sizes = {}
     for r in recs:
@@ -473,9 +487,141 @@ def _attributes(recs: list[ResultRecord]) -> list[str]:
                          f"{best} ({_pts(adv[best]) if adv else '–'}; p {_p_yes(m.get(f'p_floor[{best}]'))}) | "
                          + " | ".join(_pts(adv.get(a)) for a in attackers if a != "mlp")
                          + f" | {_pct(m.get('names_verbatim'))} | {_pct(m.get('silver_person_redacted'))} | {acc_s} | "
-                           f"{_pct(m.get('redacted_char_share'), False)}% |")
+                           f"{_share(m.get('redacted_char_share'))} |")
         lines.append("")
     return lines
+
+
+# --------------------------------------------------------------------------- 7. side by side
+def _release_order(name: str) -> tuple[Any, ...]:
+    from veil.experiments.redaction.releases import release_order
+
+    return release_order(name)
+
+
+def side_by_side(kinds: dict[str, list[ResultRecord]]) -> tuple[list[str], dict[str, dict[str, ResultRecord]]]:
+    """The releases of the attribute and re-identification records, in order, and each one's records by column
+    ("attributes" and each re-identification corpus); only a setting of which some record is not a Presidio
+    operator makes a side-by-side table (else ``[]``)."""
+    cells: dict[str, dict[str, ResultRecord]] = {}
+    groups = {}
+    for r in kinds.get("attributes", []):
+        c = r.config
+        groups.setdefault((str(c.get("entities")), c.get("model"), str(c.get("seeds")), c.get("max_train")),
+                          []).append(r)
+    if groups:  # the setting with the most releases (the page's main one)
+        main = max(groups.values(), key=len)
+        for r in main:
+            cells.setdefault(str(r.config["operator"]), {})["attributes"] = r
+    for r in kinds.get("reidentify", []):
+        if r.config.get("max_candidates") is None:
+            cells.setdefault(str(r.config["operator"]), {})[f"reidentify {r.config['corpus']}"] = r
+    names = sorted(cells, key=_release_order)
+    if all(n in OPERATOR_ORDER for n in names):
+        return [], {}
+    return names, cells
+
+
+def _side_by_side(kinds: dict[str, list[ResultRecord]], out_dir: Path) -> list[str]:
+    from veil.experiments.redaction.releases import guarantee_words
+
+    names, cells = side_by_side(kinds)
+    if not names:
+        return []
+    corpora = sorted({k for c in cells.values() for k in c if k.startswith("reidentify ")})
+    attr = next((c["attributes"] for c in cells.values() if "attributes" in c), None)
+    lines = ["## Side by side: redaction and the other releases on the same data", "",
+             "Each row is one release of the same private data, measured by the same attack code as above (the rows "
+             "of the tables above, gathered): the attribute attacker on the encodings of the released news passages "
+             "(mlp advantage over the floor, points, t 95% over seeds; main-task accuracy: the owner's head on the "
+             "release, which of the 9 publishers a passage comes from), and the re-identifier on the released documents (headline top-1 among the "
+             "candidates, Wilson 95%; p: exact binomial test against the floor, yes at 0.05). `metric-dp-eps<E>` "
+             "and `deepcandidate-eps<E>` carry a formal guarantee, but of different units (per word; per passage), "
+             "so their epsilons are not comparable with each other. DeepCandidate releases a vector: the "
+             "re-identifier and the names-verbatim count read text, so they do not apply to it (–); infilling "
+             "applies only to redacted spans (its section above).", "",
+             "| release | guarantee | main-task accuracy | attribute advantage (mlp) | p vs floor | names verbatim | "
+             + " | ".join(f"{c.removeprefix('reidentify ')} re-identification top-1 | p vs floor" for c in corpora)
+             + " |",
+             "|---|---|---|---|---|---|" + "---|---|" * len(corpora)]
+    for n in names:
+        row = cells[n]
+        a = row.get("attributes")
+        acc = None if a is None else a.metrics.get("test_accuracy")
+        acc_s = "–" if acc is None else (f"{100 * acc.mean:.1f}" + (f" [{100 * acc.ci_low:.1f}, "
+                                                                  f"{100 * acc.ci_high:.1f}]"
+                                                                  if acc.ci_low is not None else ""))
+        parts = [f"`{n}`", guarantee_words(n), acc_s, _pts(None if a is None else a.metrics.get("advantage[mlp]")),
+                 _p_yes(None if a is None else a.metrics.get("p_floor[mlp]")),
+                 _pct(None if a is None else a.metrics.get("names_verbatim"))]
+        for c in corpora:
+            r = row.get(c)
+            parts += [_pct(None if r is None else r.metrics.get("top1")),
+                      _p_yes(None if r is None else r.metrics.get("p_top1"))]
+        lines.append("| " + " | ".join(parts) + " |")
+    lines.append("")
+    floors = [f"{c.removeprefix('reidentify ')} {_pct(r.metrics.get('floor'), False)}%" for c in corpora
+              for r in [next((row[c] for row in cells.values() if c in row), None)] if r is not None]
+    if floors:
+        lines += [f"Re-identification floors (top-1): {', '.join(floors)}."]
+    if attr is not None:
+        lines += [f"Attribute setting: {attr.config.get('corpus')}, entities {_entities(attr.config.get('entities'))}"
+                  f", seeds {', '.join(map(str, attr.config.get('seeds', [])))}, width {attr.config.get('width')}; "
+                  f"the floor's micro-F {_pct(attr.metrics.get('floor_score'), False)}%, the majority publisher "
+                  f"{_pct(attr.metrics.get('majority_accuracy'), False)}%."]
+    uniform = [(n, cells[n]["attributes"].config.get("defense", {}).get("uniform_output_share")) for n in names
+               if "attributes" in cells[n]]
+    uniform = [(n, u) for n, u in uniform if u is not None]
+    if uniform:
+        lines += ["DeepCandidate's releases drawn uniformly among its public candidates (every candidate at the same "
+                  "depth for the passage's sentences, so epsilon does not matter for them): "
+                  + ", ".join(f"`{n}` {100 * u:.1f}% of the passages" for n, u in uniform) + "."]
+    lines.append("")
+    return lines + _side_plot(names, cells, out_dir)
+
+
+def _side_plot(names: list[str], cells: dict[str, dict[str, ResultRecord]], out_dir: Path) -> list[str]:
+    pts = [(n, cells[n]["attributes"]) for n in names if "attributes" in cells[n]
+           and "test_accuracy" in cells[n]["attributes"].metrics and "advantage[mlp]" in cells[n]["attributes"].metrics]
+    if len(pts) < 2:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+    from veil.experiments.redaction.releases import parse_release
+
+    colors = {"none": "black", "redaction": "tab:blue", "metric-dp": "tab:green", "random": "tab:orange",
+              "deepcandidate": "tab:red"}
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for n, r in pts:
+        acc, adv = r.metrics["test_accuracy"], r.metrics["advantage[mlp]"]
+        fam = parse_release(n).family
+        xerr = None if acc.ci_low is None else [[100 * (acc.mean - acc.ci_low)], [100 * (acc.ci_high - acc.mean)]]
+        yerr = None if adv.ci_low is None else [[100 * (adv.mean - adv.ci_low)], [100 * (adv.ci_high - adv.mean)]]
+        ax.errorbar([100 * acc.mean], [100 * adv.mean], xerr=xerr, yerr=yerr, fmt="o", color=colors[fam],
+                    capsize=2, markersize=5)
+        ax.annotate(n, (100 * acc.mean, 100 * adv.mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for fam, col in colors.items():
+        if any(parse_release(n).family == fam for n, _ in pts):
+            ax.plot([], [], "o", color=col, label={"none": "original text", "redaction": "Presidio redaction",
+                                                   "metric-dp": "word-level metric DP",
+                                                   "random": "random same-POS substitution",
+                                                   "deepcandidate": "DeepCandidate (SentDP)"}[fam])
+    ax.axhline(0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("main-task accuracy on the release (which publisher), % (t 95% over seeds)")
+    ax.set_ylabel("attribute attacker's advantage over the floor,\npoints (t 95% over seeds)")
+    ax.set_title("news passages: who is named (leak, lower is better) against the task (utility)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    path = out_dir / "redaction_side_by_side.png"
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100)
+    plt.close(fig)
+    return [f"![attribute advantage against main-task accuracy, one point per release]({path.name})", ""]
 
 
 # --------------------------------------------------------------------------- the page and the summary
@@ -495,6 +641,7 @@ def redaction_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         lines += _reidentify(kinds["reidentify"])
     if "attributes" in kinds:
         lines += _attributes(kinds["attributes"])
+    lines += _side_by_side(kinds, out_dir)
     commits = sorted({r.git_commit for rs in kinds.values() for r in rs})
     if commits:
         lines += [f"Commits: {', '.join(commits)}."]

@@ -115,3 +115,26 @@ def test_passage_sentences_are_the_sentences_a_passage_was_cut_from(builtin):
     assert [" ".join(s) for s in sentences] == texts and all(1 <= len(s) <= 3 for s in sentences)
     with pytest.raises(DataFormatError, match="news-articles"):
         releases.passage_sentences(["not a passage of the corpus"])
+
+
+def test_deepcandidate_releases_candidates_and_counts_the_passages_it_draws_uniformly(builtin):
+    """Candidates from a slice of news-articles' train articles; each release is one of them, and 3-sentence
+    passages against long-document candidates (every candidate outside some projection's sentence range: depth 0
+    everywhere) get uniform draws."""
+    import veil.corpora as vc
+    from veil.corpora.attributes import load_attributes
+
+    builtin("news-articles")
+    corpus = vc.load("news-articles")
+    train, dev = corpus.indices("train"), corpus.indices("dev")
+    long = [int(i) for i in train if len(corpus.documents[i]) >= 12][:40]
+    source = corpus.select(np.concatenate([long, dev[:5]]))
+    texts = list(load_attributes("news-articles").texts[:12])
+    X, cfg = releases.deepcandidate_vectors(texts, 10.0, say=lambda line: None, source=source)
+    assert X.shape == (12, 384) and cfg["candidates"] == 40 and cfg["epsilon"] == 10.0
+    assert cfg["uniform_output_share"] > 0.5  # 3-sentence passages: (almost) every candidate has depth 0
+    from veil.encoders import TextEncoder, encode_sentences
+
+    S, offsets = encode_sentences(TextEncoder("minilm"), source, progress=False)
+    means = np.stack([S[offsets[i]:offsets[i + 1]].mean(axis=0) for i in range(40)])
+    assert np.abs(X[:, None, :] - means[None]).max(axis=2).min(axis=1).max() < 1e-5  # every release a candidate

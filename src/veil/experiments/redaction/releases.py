@@ -16,8 +16,10 @@ A release is named by a string, the ``--operators`` value of ``veil redaction at
   DeepCandidate at epsilon-SentDP E per passage: each passage's sentences (the news-articles sentences it was
   cut from) are encoded by MiniLM and one candidate is released per passage, the candidates being the mean
   sentence embeddings of up to 5,000 public train articles with at least 8 sentences, without the recoder H
-  (the bench's setting; :func:`deepcandidate_vectors`). The release is a vector, so it takes the place of the
-  frozen MiniLM vector in the attribute pipeline; the text attacks (re-identification, infilling) do not apply.
+  (the bench's setting; :func:`deepcandidate_vectors`, which also counts the passages whose candidates all have
+  the same depth: their release is a uniform draw, whatever epsilon is). The release is a vector, so it takes the
+  place of the frozen MiniLM vector in the attribute pipeline; the text attacks (re-identification, infilling)
+  do not apply.
 
 Every mechanism's secret randomness (metric-DP noise, substitutions, DeepCandidate's sampling) comes from the OS
 CSPRNG; an attacker's own copy of a mechanism (the Kerckhoffs re-identifier) may take a seed.
@@ -35,7 +37,8 @@ import numpy as np
 
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["REDACTION_OPERATORS", "Release", "parse_release", "check_releases", "release_help", "RandomText",
+__all__ = ["REDACTION_OPERATORS", "Release", "parse_release", "check_releases", "release_help", "release_order",
+           "guarantee_words", "RandomText",
            "make_text_mechanism", "public_word_vectors", "deepcandidate_vectors", "passage_sentences",
            "VOCABULARY_SIZE", "TREEBANK", "N_CANDIDATES", "MIN_SENTENCES"]
 
@@ -103,6 +106,34 @@ def parse_release(name: Any, *, vectors: bool = True) -> Release:
                                         f"{release_help(False)}")
         return Release(name, family, epsilon=eps)
     raise InvalidParameterError(f"unknown release {name!r}; give one of {release_help(vectors)}")
+
+
+def release_order(name: str) -> tuple[Any, ...]:
+    """A sort key: none, Presidio's operators, then metric DP, random substitution and DeepCandidate (by epsilon or
+    level); a name that is not a release sorts last."""
+    from veil.errors import VeilError
+
+    if name == "none":
+        return (0, 0, 0.0, "")
+    try:
+        rel = parse_release(name)
+    except VeilError:
+        return (9, 0, 0.0, str(name))
+    if rel.family == "redaction":
+        return (1, REDACTION_OPERATORS.index(name), 0.0, "")
+    return (2, ("metric-dp", "random", "deepcandidate").index(rel.family), rel.epsilon or 0.0, rel.level or "")
+
+
+def guarantee_words(name: str) -> str:
+    """What a release promises, in a few words (for tables)."""
+    rel = parse_release(name)
+    if rel.family == "none":
+        return "none"
+    if rel.family == "metric-dp":
+        return f"metric DP, epsilon {rel.epsilon:g} per word"
+    if rel.family == "deepcandidate":
+        return f"epsilon-SentDP, epsilon {rel.epsilon:g} per passage"
+    return "heuristic"
 
 
 def check_releases(names: Any, *, vectors: bool = True) -> tuple[Release, ...]:
@@ -211,15 +242,18 @@ def passage_sentences(texts: Sequence[str]) -> list[list[str]]:
     return [lookup[t] for t in texts]
 
 
-def deepcandidate_vectors(texts: Sequence[str], epsilon: float, *, rng: Any = None,
-                          say: Any = print) -> tuple[np.ndarray, dict[str, Any]]:
+def deepcandidate_vectors(texts: Sequence[str], epsilon: float, *, rng: Any = None, say: Any = print,
+                          source: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
     """One epsilon-SentDP DeepCandidate release per news passage (module docstring) and the mechanism's
-    configuration. ``rng`` None: the OS CSPRNG."""
+    configuration, with ``uniform_output_share``: the share of passages whose candidates all had the same depth
+    (their release is a uniformly drawn candidate, whatever epsilon is). ``rng`` None: the OS CSPRNG. ``source``:
+    the document corpus whose train (dev) documents give the candidates (default: the built-in news-articles; a
+    slice of it in tests)."""
     import veil.corpora as vc
     from veil.defenses.sentdp import SentDPPipeline
     from veil.encoders import TextEncoder, encode_sentences
 
-    corpus = vc.load("news-articles")
+    corpus = vc.load("news-articles") if source is None else source
     encoder = TextEncoder("minilm")
     S, offsets = encode_sentences(encoder, corpus, progress=False)
     counts = np.diff(offsets)
@@ -231,10 +265,18 @@ def deepcandidate_vectors(texts: Sequence[str], epsilon: float, *, rng: Any = No
     docs = passage_sentences(texts)
     say(f"DeepCandidate eps {epsilon:g}: {len(docs)} passages ({sum(map(len, docs))} sentences) against "
         f"{len(pipe.candidates)} public candidates")
-    released = pipe.embed(docs, epsilon=epsilon, rng=rng, progress=False)
-    mech = pipe.mechanism(epsilon=epsilon, rng=None)
+    mech = pipe.mechanism(epsilon=epsilon, rng=rng)
+    vectors = pipe.sentence_vectors(docs, progress=False)
+    projections = mech.projections()  # public randomness, one set for the whole release
+    released = mech.release(vectors, projections=projections)
+    # a passage whose candidates all have the same utility gets a uniformly drawn candidate, whatever epsilon is
+    flat = [bool(np.ptp(mech.utilities(v, projections)) == 0) for v in vectors]
     config = {"defense": "deepcandidate", "epsilon": float(epsilon), "guarantee": mech.guarantee.statement,
-              "candidates": int(len(pipe.candidates)), "candidate_source": "news-articles train articles with >= "
+              "candidates": int(len(pipe.candidates)), "candidate_source": f"{corpus.name} train articles with >= "
               f"{MIN_SENTENCES} sentences (their mean MiniLM sentence embedding)", "recoder": None,
-              "n_projections": mech.n_projections, "depth": mech.depth, "dim": int(pipe.dim)}
+              "n_projections": mech.n_projections, "depth": mech.depth, "dim": int(pipe.dim),
+              "uniform_output_share": float(np.mean(flat)),
+              "uniform_output": "the share of passages whose candidates all had the same utility (depth) under the "
+                                "release's projections: their release is a uniformly drawn public candidate, "
+                                "whatever epsilon is"}
     return np.asarray(released.embeddings, dtype=np.float32), config
