@@ -596,6 +596,7 @@ def _side_plot(names: list[str], cells: dict[str, dict[str, ResultRecord]], out_
     colors = {"none": "black", "redaction": "tab:blue", "metric-dp": "tab:green", "random": "tab:orange",
               "deepcandidate": "tab:red"}
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    placed: list[tuple[float, float]] = []
     for n, r in pts:
         acc, adv = r.metrics["test_accuracy"], r.metrics["advantage[mlp]"]
         fam = parse_release(n).family
@@ -603,7 +604,10 @@ def _side_plot(names: list[str], cells: dict[str, dict[str, ResultRecord]], out_
         yerr = None if adv.ci_low is None else [[100 * (adv.mean - adv.ci_low)], [100 * (adv.ci_high - adv.mean)]]
         ax.errorbar([100 * acc.mean], [100 * adv.mean], xerr=xerr, yerr=yerr, fmt="o", color=colors[fam],
                     capsize=2, markersize=5)
-        ax.annotate(n, (100 * acc.mean, 100 * adv.mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        x, y = 100 * acc.mean, 100 * adv.mean
+        near = sum(abs(x - a) < 2.0 and abs(y - b) < 1.5 for a, b in placed)  # stack labels of a cluster
+        placed.append((x, y))
+        ax.annotate(n, (x, y), textcoords="offset points", xytext=(6, 4 + 9 * near), fontsize=7)
     for fam, col in colors.items():
         if any(parse_release(n).family == fam for n, _ in pts):
             ax.plot([], [], "o", color=col, label={"none": "original text", "redaction": "Presidio redaction",
@@ -611,6 +615,11 @@ def _side_plot(names: list[str], cells: dict[str, dict[str, ResultRecord]], out_
                                                    "random": "random same-POS substitution",
                                                    "deepcandidate": "DeepCandidate (SentDP)"}[fam])
     ax.axhline(0, color="grey", lw=0.8, ls="--")
+    majority = pts[0][1].metrics.get("majority_accuracy")
+    if majority is not None:
+        ax.axvline(100 * majority.mean, color="grey", lw=0.8, ls=":")
+        ax.annotate("majority publisher", (100 * majority.mean, ax.get_ylim()[1]), textcoords="offset points",
+                    xytext=(3, -10), fontsize=7, color="grey")
     ax.set_xlabel("main-task accuracy on the release (which publisher), % (t 95% over seeds)")
     ax.set_ylabel("attribute attacker's advantage over the floor,\npoints (t 95% over seeds)")
     ax.set_title("news passages: who is named (leak, lower is better) against the task (utility)", fontsize=9)
