@@ -276,3 +276,45 @@ def test_a_real_infilling_record(tmp_path):
     edge = c["weight"] != 0 and c["weight"] in (min(c["weights"]), max(c["weights"]))  # 0: frequency alone
     assert row[13].startswith(f"{c['weight']:g}") and ("edge of the grid" in row[13]) == edge
     assert "## Detection quality" not in page and "## Infilling" in page
+
+
+SIDE = ("attributes-news-articles-none-ePERSON-msm-w64-s0_1_2.json",
+        "attributes-news-articles-type-ePERSON-msm-w64-s0_1_2.json",
+        "attributes-news-articles-metric-dp-eps10-ePERSON-msm-w64-s0_1_2.json",
+        "attributes-news-articles-deepcandidate-eps10-ePERSON-msm-w64-s0_1_2.json",
+        "reidentify-spam-assassin-none-msm-min4-max10-s0.json",
+        "reidentify-spam-assassin-metric-dp-eps10-msm-min4-max10-s0.json",
+        "reidentify-spam-assassin-random-P3-msm-min4-max10-s0.json")
+
+
+def test_side_by_side_rows_hold_each_releases_records(tmp_path):
+    """The committed side-by-side records: every release's row holds its own records' numbers, a release without
+    text has no text-attack cells, and the section is left out when only Presidio's operators were run."""
+    import json
+
+    missing = [n for n in SIDE if not (REAL / n).is_file()]
+    assert not missing, f"committed side-by-side records missing under {REAL}: {', '.join(missing)}"
+    dst = tmp_path / "results" / "redaction"
+    dst.mkdir(parents=True)
+    for name in SIDE:
+        shutil.copy(REAL / name, dst / name)
+    page = _render(dst, tmp_path / "out")
+    section = page[page.index("## Side by side"):]
+    rec = {n: json.loads((REAL / n).read_text()) for n in SIDE}
+    row = _row(section, "`metric-dp-eps10`")
+    attr, reid = rec[SIDE[2]]["metrics"], rec[SIDE[5]]["metrics"]
+    assert row[1] == "metric DP, epsilon 10 per word"
+    assert row[3] == f"{100 * attr['advantage[mlp]']['mean']:+.1f} [{100 * attr['advantage[mlp]']['ci_low']:+.1f}, " \
+                     f"{100 * attr['advantage[mlp]']['ci_high']:+.1f}]"
+    assert row[2].startswith(f"{100 * attr['test_accuracy']['mean']:.1f} [")
+    assert row[6] == _pct(reid["top1"])  # spam-assassin, the only corpus here
+    assert _row(section, "`random-P3`")[6] == _pct(rec[SIDE[6]]["metrics"]["top1"])
+    assert _row(section, "`random-P3`")[2] == "–"  # no attribute record of it in this folder
+    dc = _row(section, "`deepcandidate-eps10`")
+    assert dc[1] == "epsilon-SentDP, epsilon 10 per passage" and dc[5:] == ["–", "–", "–"]
+    share = rec[SIDE[3]]["config"]["defense"]["uniform_output_share"]
+    assert f"`deepcandidate-eps10` {100 * share:.1f}% of the passages" in section
+    assert (tmp_path / "out" / "redaction_side_by_side.png").stat().st_size > 10_000
+    for name in SIDE[2:4] + SIDE[5:]:
+        (dst / name).unlink()
+    assert "## Side by side" not in _render(dst, tmp_path / "out2")
