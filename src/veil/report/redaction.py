@@ -539,7 +539,9 @@ def _side_by_side(kinds: dict[str, list[ResultRecord]], out_dir: Path) -> list[s
              "and `deepcandidate-eps<E>` carry a formal guarantee, but of different units (per word; per passage), "
              "so their epsilons are not comparable with each other. DeepCandidate releases a vector: the "
              "re-identifier and the names-verbatim count read text, so they do not apply to it (–); infilling "
-             "applies only to redacted spans (its section above).", "",
+             "applies only to redacted spans (its section above). The names-verbatim count is case-sensitive and "
+             "metric DP lower-cases every word it releases, so its count says nothing about the names it keeps: "
+             "read its attribute advantage.", "",
              "| release | guarantee | main-task accuracy | attribute advantage (mlp) | p vs floor | names verbatim | "
              + " | ".join(f"{c.removeprefix('reidentify ')} re-identification top-1 | p vs floor" for c in corpora)
              + " |",
