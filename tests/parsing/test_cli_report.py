@@ -217,9 +217,9 @@ def test_privacy_knob_rows_are_kept_out_of_table_2_and_compared_with_lambda_0(tm
     page = parsing_page("parsing", records, tmp_path)
     table2, knob = page.split("## The privacy knob (λ)")
     assert "| 89.0 ± 1.4 (2) |" in table2  # Table 2 averages the two lambda = 0 seeds only
-    assert "| +Verbs (P4) | – | random | 84.0 | 80.0 | – | 4.20 | – | – | – |" in knob
-    assert "| +Verbs (P4) | 0 | 0 | 88.0 | 78.0 | – | 4.00 | – | – | – |" in knob
-    assert "| +Verbs (P4) | 0 | 1 | 85.0 | 81.0 | – | 4.47 | -3.0 | +3.0 | – |" in knob
+    assert "| +Verbs (P4) | – | random | 84.0 | – | 80.0 | – | 4.20 | – | – | – | – |" in knob
+    assert "| +Verbs (P4) | 0 | 0 | 88.0 | – | 78.0 | – | 4.00 | – | – | – | – |" in knob
+    assert "| +Verbs (P4) | 0 | 1 | 85.0 | – | 81.0 | – | 4.47 | -3.0 | – | +3.0 | – |" in knob
     assert "λ = 1 moved UAS by -3.0 and the trained attacker's prv by +3.0 against λ = 0 (λ = 0's own spread: " \
            "UAS sd 1.4 over 2 seeds, prv sd 0.7 over 2 seeds)." in knob
     assert "## The privacy knob" not in parsing_page("parsing", records[:6], tmp_path)  # no lambda > 0: no section

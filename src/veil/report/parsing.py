@@ -314,6 +314,9 @@ def _delta(recs: list[ResultRecord], ref: ResultRecord | None, key: str) -> str:
     return f"{mean:+.1f}" + ("" if lo is None else f" [{lo:+.1f}, {hi:+.1f}]")
 
 
+#: the attackers of the neural rows, strongest first (veil's masked LM fine-tuned on the attacker's own obfuscations)
+_NEURAL_ATTACKERS = ("veil-mlm-tuned", "veil-mlm", "trained", "minilm", "tag-frequency", "keep-word")
+
 _NEURAL_TARGETS = (("UAS: neural beats random by >= 2 points on the target parser", "eval", "biaffine", ("P4", "P5"),
                     "uas", 2.0),
                    ("UAS: neural at least as good as random on the unseen parser", "eval", "spacy-md",
@@ -321,7 +324,9 @@ _NEURAL_TARGETS = (("UAS: neural beats random by >= 2 points on the target parse
                    ("prv: neural within 5 points of random (trained attacker)", "attack", "trained",
                     ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0),
                    ("prv: neural within 5 points of random (MiniLM attacker)", "attack", "minilm",
-                    ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0))
+                    ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0),
+                   ("prv: neural within 5 points of random (veil-mlm-tuned, the strongest attacker)", "attack",
+                    "veil-mlm-tuned", ("P1", "P2", "P3", "P4", "P5"), "prv", -5.0))
 
 
 def _neural(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, str], ResultRecord],
@@ -355,20 +360,23 @@ def _neural(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str,
     if n_attacks:
         lines += ["### Attackers", "", "prv = 100 - 100 x MRR (higher: more private). Each attacker trains on its "
                   "own obfuscations of the public training split by the same mechanism (for the neural defense: "
-                  "the same network, its own draws). The paper's trained attacker and BERT: random / neural.", "",
-                  "| obf. terms | trained: random | trained: neural | Δ | MiniLM: random | MiniLM: neural | Δ | "
-                  "paper trained | paper BERT |", "|---" * 9 + "|"]
+                  "the same network, its own draws). Learning attackers' budgets and how their training ended are in "
+                  "[Learning curves](#learning-curves) (random substitution) and in each record. The paper's trained "
+                  "attacker and BERT: random / neural. The zero-shot masked LM (veil-mlm), tag-frequency and keep-word read "
+                  "only which positions were replaced, their tags and the words left in place, which are the same "
+                  "for both defenses at one level: their Δ is 0 by construction, and only the attackers that read "
+                  "the substitutes (veil-mlm-tuned, trained, minilm) can tell the two apart.", "",
+                  "| obf. terms | attacker | prv random | prv neural | Δ | paper trained | paper BERT |",
+                  "|---" * 7 + "|"]
         for lv in _LEVELS[1:]:
-            cells = []
-            for atk in ("trained", "minilm"):
+            for atk in _NEURAL_ATTACKERS:
                 recs, ref = n_attacks.get((atk, lv), []), attacks.get((atk, lv))
-                cells += [_f(ref.metrics["prv"]) if ref else "–", _seeds(recs, "prv") if recs else "–",
-                          _delta(recs, ref, "prv")]
-            if all(c == "–" for c in cells[1::3]):
-                continue
-            pr, pn = PAPER_BIAFFINE[lv], PAPER_NEURAL_BIAFFINE[lv]
-            cells += [f"{pr[2]} / {pn[2]}", f"{pr[4]} / {pn[3]}"]
-            lines.append(f"| {_ROWS[lv]} | " + " | ".join(cells) + " |")
+                if not recs:
+                    continue
+                pr, pn = PAPER_BIAFFINE[lv], PAPER_NEURAL_BIAFFINE[lv]
+                lines.append(f"| {_ROWS[lv]} | {atk} | {_f(ref.metrics['prv']) if ref else '–'} | "
+                             f"{_seeds(recs, 'prv')} | {_delta(recs, ref, 'prv')} | {pr[2]} / {pn[2]} | "
+                             f"{pr[4]} / {pn[3]} |")
         lines.append("")
     return lines + _neural_verdicts(evals, attacks, n_evals, n_attacks) + _obfuscators(n_evals, n_attacks)
 
@@ -444,8 +452,8 @@ def _knob(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, s
              "same test sentences and with the same attacker budgets; random substitution is the top row of each "
              "level. One training seed per λ: the differences carry no interval, and the λ = 0 seed-to-seed sd in "
              "Table 2 above is the yardstick for how much of a difference is noise.", "",
-             "| level | training seed | λ | UAS (biaffine) | prv trained | prv MiniLM | ratio (trained) | "
-             "Δ UAS vs λ = 0 | Δ prv trained | Δ prv MiniLM |", "|---" * 10 + "|"]
+             "| level | training seed | λ | UAS (biaffine) | prv veil-mlm-tuned | prv trained | prv MiniLM | ratio "
+             "(trained) | Δ UAS vs λ = 0 | Δ prv veil-mlm-tuned | Δ prv trained | Δ prv MiniLM |", "|---" * 12 + "|"]
     cells: dict[tuple[str, int, float], dict[str, ResultRecord]] = {}
     for r in neural:
         what = r.config.get("parser") if r.experiment.startswith("eval-") else r.config.get("attacker")
@@ -461,20 +469,22 @@ def _knob(evals: dict[tuple[str, str], ResultRecord], attacks: dict[tuple[str, s
     summary = []
     for lv, seed in wanted:
         rand = {"biaffine": evals.get(("biaffine", lv)), "trained": attacks.get(("trained", lv)),
-                "minilm": attacks.get(("minilm", lv))}
+                "minilm": attacks.get(("minilm", lv)), "veil-mlm-tuned": attacks.get(("veil-mlm-tuned", lv))}
         rand = {k: v for k, v in rand.items() if v is not None}
         rows = [("random", rand)] + [(f"{w:g}", cells[(l2, s2, w)]) for (l2, s2, w) in sorted(cells)
                                      if (l2, s2) == (lv, seed)]
         base = cells.get((lv, seed, 0.0), {})
         for name, row in rows:
             uas, pt, pm = value(row, "biaffine", "uas"), value(row, "trained", "prv"), value(row, "minilm", "prv")
+            pv = value(row, "veil-mlm-tuned", "prv")
             ratio = f"{uas / (100 - pt):.2f}" if uas is not None and pt is not None and pt < 100 else "–"
-            deltas = ["–"] * 3
+            deltas = ["–"] * 4
             if name not in ("random", "0"):
                 deltas = [text(None if a is None or value(base, w, k) is None else a - value(base, w, k), True)
-                          for a, w, k in ((uas, "biaffine", "uas"), (pt, "trained", "prv"), (pm, "minilm", "prv"))]
-            lines.append(f"| {_ROWS[lv]} | {seed if name != 'random' else '–'} | {name} | {text(uas)} | {text(pt)} | "
-                         f"{text(pm)} | {ratio} | " + " | ".join(deltas) + " |")
+                          for a, w, k in ((uas, "biaffine", "uas"), (pv, "veil-mlm-tuned", "prv"),
+                                          (pt, "trained", "prv"), (pm, "minilm", "prv"))]
+            lines.append(f"| {_ROWS[lv]} | {seed if name != 'random' else '–'} | {name} | {text(uas)} | {text(pv)} | "
+                         f"{text(pt)} | {text(pm)} | {ratio} | " + " | ".join(deltas) + " |")
         top = max(w for (l2, s2, w) in cells if (l2, s2) == (lv, seed))
         hi, lo = cells[(lv, seed, top)], base
         if lo and all(value(hi, w, k) is not None and value(lo, w, k) is not None
