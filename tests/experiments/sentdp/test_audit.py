@@ -147,23 +147,8 @@ def test_a_registered_corpus_is_audited_through_the_cached_release_pipeline(news
     assert used == ["news-articles"]
 
 
-class Calls(list):
-    """How many texts each encode() call of the real encoder got (the estimate's calibration included)."""
-
-
-def count_encodes(encoder, monkeypatch) -> Calls:
-    """Record the size of every ``encoder.encode`` call; the real method still does the work."""
-    calls, real = Calls(), encoder.encode
-
-    def encode(texts, **kwargs):
-        calls.append(len(texts))
-        return real(texts, **kwargs)
-
-    monkeypatch.setattr(encoder, "encode", encode)
-    return calls
-
-
-def test_a_fit_subsample_encodes_only_its_documents_and_the_audited_ones(builtin, encoder, tmp_path, monkeypatch):
+def test_a_fit_subsample_encodes_only_its_documents_and_the_audited_ones(builtin, encoder, tmp_path, monkeypatch,
+                                                                      count_encodes):
     """fit_documents=8: 8 train and 2 dev documents fit the pipeline (recoder included); 2 test documents audited."""
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))  # a cold embedding cache
@@ -178,7 +163,7 @@ def test_a_fit_subsample_encodes_only_its_documents_and_the_audited_ones(builtin
     n_sentences = int(counts[np.concatenate([train, dev, audited])].sum())
     assert n_sentences < int(counts.sum()) // 100  # far from the whole corpus
 
-    calls, lines = count_encodes(encoder, monkeypatch), []
+    calls, lines = count_encodes(encoder), []
     rec = run_sentdp_audit(corpus, epsilons=(3,), n_documents=2, fit_documents=8, neighbours_per_document=7,
                            n_projections=10, results_dir=tmp_path / "res", encoder=encoder, progress=False,
                            log=lines.append)

@@ -13,22 +13,6 @@ from veil.experiments.sentdp.empirical import FULL, QUICK, EmpiricalAuditConfig,
 RESULTS = Path(__file__).resolve().parents[3] / "results" / "sentdp"
 
 
-class Calls(list):
-    """How many texts each encode() call of the real encoder got (the estimate's calibration included)."""
-
-
-def count_encodes(encoder, monkeypatch) -> Calls:
-    """Record the size of every ``encoder.encode`` call; the real method still does the work."""
-    calls, real = Calls(), encoder.encode
-
-    def encode(texts, **kwargs):
-        calls.append(len(texts))
-        return real(texts, **kwargs)
-
-    monkeypatch.setattr(encoder, "encode", encode)
-    return calls
-
-
 @pytest.fixture(scope="module")
 def encoder():
     from veil.encoders import TextEncoder
@@ -36,7 +20,7 @@ def encoder():
     return TextEncoder("minilm")
 
 
-def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp_path, monkeypatch):
+def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp_path, monkeypatch, count_encodes):
     from veil.experiments.sentdp.empirical import run_empirical_audit
 
     corpus = builtin("news-articles")
@@ -51,7 +35,7 @@ def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp
     n_sentences = int(counts[picks].sum())
     assert n_sentences < int(counts.sum()) // 100  # far from the whole corpus
 
-    calls, lines = count_encodes(encoder, monkeypatch), []
+    calls, lines = count_encodes(encoder), []
     run_empirical_audit(cfg, results_dir=tmp_path / "res", corpus=corpus, encoder=encoder, progress=False,
                         log=lines.append)
     plan = [line for line in lines if line.startswith("veil: encoding")]
@@ -72,14 +56,14 @@ def test_subsample_encodes_exactly_what_the_plan_announced(builtin, encoder, tmp
     assert calls == []  # all cached: nothing encoded, nothing timed
 
 
-def test_metric_dp_announces_its_vocabulary_and_its_bound(builtin, encoder, tmp_path, monkeypatch):
+def test_metric_dp_announces_its_vocabulary_and_its_bound(builtin, encoder, tmp_path, monkeypatch, count_encodes):
     from veil.experiments.sentdp.empirical import mdp_encodes_per_cell, run_empirical_audit
 
     corpus = builtin("news-articles")
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     cfg = EmpiricalAuditConfig(corpus="news-articles", mechanisms=("metric-dp",), epsilons=(3.0,), mdp_trials=40,
                                pairs=1, documents=2, neighbours_per_document=2, max_documents=6)
-    calls, lines = count_encodes(encoder, monkeypatch), []
+    calls, lines = count_encodes(encoder), []
     recs = run_empirical_audit(cfg, results_dir=tmp_path / "res", corpus=corpus, encoder=encoder, progress=False,
                                log=lines.append)
     vocab = [line for line in lines if "vocabulary words of news-articles" in line]
