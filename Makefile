@@ -41,6 +41,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/encode.py
+	$(BIN)/python benchmarks/encode_quality.py
 	$(BIN)/python benchmarks/texthide.py
 	$(BIN)/python benchmarks/texthide_attacks.py
 	$(BIN)/python benchmarks/bench.py
