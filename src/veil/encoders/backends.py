@@ -16,10 +16,11 @@ Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for why
-the faster ``"onnx"`` is opt-in for now); the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``)
-overrides it for every encoder built without an explicit ``backend=``.
-No heavy import here.
+The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for what
+making the faster ``"onnx"`` the default would change); the environment variable :data:`ENV`
+(``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit ``backend=``.
+Result records compare the backend through :func:`backend_identity` (a key only for a backend other
+than torch). No heavy import here.
 """
 
 from __future__ import annotations
@@ -38,9 +39,16 @@ BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
 }
-# torch stays the default until every resumable writer compares the encoder backend of a stored record with the
-# requested one (several compare only the run's own settings, which hold no backend, so an onnx run would reuse a
-# torch record as its own): opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx.
+# torch is still the default; opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx. Every resumable writer whose
+# numbers depend on frozen MiniLM encodings now compares the backend (backend_identity: no key for torch, so the
+# committed torch records still match a torch run), so an onnx run no longer takes a torch record as its own, nor
+# the reverse. What flipping the default would still change: each such writer would refuse its committed records
+# (StaleResultError naming encoder_backend) or, with --force, recompute them, so resuming or extending a committed
+# sweep would need VEIL_ENCODER_BACKEND=torch. Committed at this change: 175 of the 203 bench cells (results/bench,
+# bench-full; the treebank cells are unaffected); 42 of 46 texthide (not the fine-tuned runs); 96 of 111 attributes
+# (not the LSTM runs); 66 of 68 federated (not the fine-tuned runs); every texthide-attacks, sentdp eval/empirical,
+# gradients (table2, analytic, chain) and redaction-attributes record; reidentify's metric-DP releases. And the
+# Regenerate commands on the docs/results pages, which state no backend, would have to say VEIL_ENCODER_BACKEND=torch.
 DEFAULT_BACKEND = "torch"
 ENV = "VEIL_ENCODER_BACKEND"
 _CPU_ONLY = frozenset({"onnx"})
