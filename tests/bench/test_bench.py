@@ -232,3 +232,29 @@ def test_ctrl_c_ends_a_ray_bench_within_seconds_and_leaves_nothing_partial(tmp_p
     assert leftovers == []
     for cell in (out / "cells").glob("*.json"):
         assert json.loads(cell.read_text())["method"] == "bench"  # finished cells only
+
+
+def test_a_cell_is_reused_only_under_the_encoder_backend_it_was_made_with(tmp_path, monkeypatch, builtin):
+    """A cell on MiniLM vectors made with torch (as every committed one: no backend key) is kept under torch and
+    refused under VEIL_ENCODER_BACKEND=onnx before any cell runs; treebank cells encode nothing with MiniLM."""
+    from veil.bench.data import encoder_backend
+    from veil.bench.runner import run_bench
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+
+    builtin("rt-polarity")
+    cells = [Cell.make("rt-polarity", "none", {}, "random-guess", CFG)]
+    monkeypatch.setenv(ENV, "torch")
+    assert run_bench(cells, tmp_path, progress=False).counts()["done"] == 1
+    (path,) = (tmp_path / "cells").glob("*.json")
+    assert "encoder_backend" not in json.loads(path.read_text())["config"]
+    before = path.read_bytes()
+    monkeypatch.setenv(ENV, "onnx")
+    assert encoder_backend("rt-polarity") == {"encoder_backend": "onnx"}
+    assert encoder_backend("debates-2016-speaker") == {"encoder_backend": "onnx"}  # frozen MiniLM under r(x)
+    assert encoder_backend("silver-sm") == {}
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_bench(cells, tmp_path, progress=False)
+    monkeypatch.setenv(ENV, "torch")
+    assert run_bench(cells, tmp_path, progress=False).counts() == {"done": 0, "skipped": 1, "failed": 0}
+    assert path.read_bytes() == before

@@ -9,7 +9,8 @@ import pytest
 
 from veil.corpora.base import Corpus
 from veil.encoders import CacheKey, CacheWarning, EmbeddingCache, TextEncoder
-from veil.encoders.backends import BACKENDS, DEFAULT_BACKEND, ENV, backend_names, resolve_backend
+from veil.encoders.backends import (BACKEND_KEY, BACKENDS, DEFAULT_BACKEND, ENV, backend_identity, backend_names,
+                                   resolve_backend, stored_backend_identity, with_stored_backend)
 from veil.errors import InvalidParameterError, InvalidTypeError
 
 # The bar of issue 33: every backend's vectors have cosine >= 0.99 to the float32 torch vectors of the same text.
@@ -50,6 +51,46 @@ def test_bad_backends_are_refused_before_the_model_loads(monkeypatch, backend, e
         resolve_backend(backend, device)
     with pytest.raises(error, match=match):
         TextEncoder("no-such-model-name", backend=backend, device=device)  # refused before the name is looked up
+
+
+# ------------------------------------------------- what records compare
+def test_backend_identity_names_every_backend_but_torch(monkeypatch):
+    """Records made with torch (all committed ones) hold no backend key, so they keep matching a torch run."""
+    assert BACKEND_KEY == "encoder_backend"
+    assert backend_identity("torch") == {} and backend_identity("onnx") == {"encoder_backend": "onnx"}
+    assert backend_identity(None) == backend_identity(DEFAULT_BACKEND)  # what TextEncoder(backend=None) resolves
+    monkeypatch.setenv(ENV, "onnx")
+    assert backend_identity(None) == {"encoder_backend": "onnx"} and backend_identity("torch") == {}
+    with pytest.raises(InvalidParameterError, match="CPU only"):  # resolved as the encoder resolves it
+        backend_identity(None, "cuda:0")
+    monkeypatch.setenv(ENV, "torch")
+    assert backend_identity(None) == {}
+    with pytest.raises(InvalidParameterError, match="unknown encoder backend 'fp16'"):
+        backend_identity("fp16")
+    with pytest.raises(InvalidTypeError, match="encoder must be a TextEncoder, a backend name"):
+        backend_identity(3)
+
+
+def test_backend_identity_of_an_encoder_is_the_engine_encode_runs_now(monkeypatch):
+    """An encoder's identity is its active backend: onnx while the weights are as loaded, torch once tuned."""
+    import torch
+
+    monkeypatch.setenv(ENV, "onnx")
+    assert backend_identity(TextEncoder("minilm", backend="torch")) == {}  # the encoder's own choice wins
+    enc = TextEncoder("minilm")  # built from the environment; the export is made only on the first encode
+    assert backend_identity(enc) == {"encoder_backend": "onnx"}
+    with torch.no_grad():
+        enc.module.encoder.layer[0].output.dense.weight.mul_(1.5)
+    assert backend_identity(enc) == {}
+
+
+def test_stored_backend_and_the_view_of_a_top_level_config():
+    assert stored_backend_identity({"seed": 0}) == {}
+    assert stored_backend_identity({"seed": 0, "encoder_backend": "onnx"}) == {"encoder_backend": "onnx"}
+    stored = {"seed": 0, "lr": 0.1, "encoder_backend": "onnx", "derived": 1}
+    # a torch run requests no backend key; the view still shows the stored one, so the two configs differ
+    assert with_stored_backend({"seed": 0, "lr": 0.1})(stored) == {"seed": 0, "lr": 0.1, "encoder_backend": "onnx"}
+    assert with_stored_backend({"seed": 0})({"seed": 0, "derived": 1}) == {"seed": 0}
 
 
 # ----------------------------------------------------------------- quality

@@ -23,7 +23,7 @@ import numpy as np
 from veil.errors import InvalidParameterError
 
 __all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
-           "use_corpus", "use_treebank", "every_kth", "provenance_of", "SIZES", "TASK_CORPORA"]
+           "use_corpus", "use_treebank", "every_kth", "provenance_of", "encoder_backend", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -55,6 +55,19 @@ def bench_task(name: str) -> str | None:
     if name in _ATTRIBUTES:
         return "private-attributes"
     return corpus_task(load_corpus(name))
+
+
+def encoder_backend(name: str) -> dict[str, str]:
+    """The backend of the frozen MiniLM encodings the cells of corpus ``name`` read, as their records hold it (top
+    level ``encoder_backend``) and :func:`veil.bench.runner.finished_cells` compares it: ``{}`` for torch (as every
+    record made before backends existed) and for a treebank, whose cells read obfuscated text with veil's parsers
+    and masked LM and encode nothing with MiniLM; every other corpus (classification: :func:`bench_data`;
+    private attributes: the frozen MiniLM of the representations cells) resolves it as its ``TextEncoder`` will."""
+    from veil.encoders.backends import backend_identity
+
+    if name in _TREEBANKS or (name in TASK_CORPORA and TASK_CORPORA[name][0] == "dependency-parsing"):
+        return {}
+    return backend_identity(None)
 
 
 def bench_names() -> list[str]:
@@ -170,7 +183,7 @@ class BenchData:
                 "num_classes": self.num_classes, "provenance": self.provenance}
 
 
-_DATA: dict[tuple[str, bool, int | None], Any] = {}
+_DATA: dict[tuple[str, bool, int | None, str], Any] = {}
 #: corpora given as files in this process (``veil bench --data FILE``), by name; built-in ones load by name
 _FILES: dict[str, Any] = {}
 #: treebanks given in this process (``veil bench --data FILE.conllu``), by name: (trees by split, their keyword
@@ -250,7 +263,9 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
     """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split. A
     treebank (silver-sm of :data:`TASK_CORPORA`, or one given with :func:`use_treebank`) gives a
     :class:`~veil.bench.data_parsing.TreebankBenchData`, a classification corpus a :class:`BenchData`."""
-    key = (name, quick, limit)
+    from veil.encoders.backends import resolve_backend
+
+    key = (name, quick, limit, resolve_backend(None))  # the encodings are the backend's: kept per backend
     if key in _DATA:
         return _DATA[key]
     if name in _TREEBANKS:
@@ -278,7 +293,7 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
     if task is None:
         raise InvalidParameterError(f"corpus {name!r} has no classification labels; the bench needs a labelled "
                                     f"sentence or document corpus (e.g. rt-polarity, news-articles)")
-    encoder = TextEncoder("minilm")
+    encoder = TextEncoder("minilm", backend=key[3])
     kind = "documents" if corpus.documents is not None else "sentences"
     size = SIZES[kind][0 if quick else 1]
     if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)

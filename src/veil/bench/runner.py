@@ -75,10 +75,13 @@ def _identity(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finished(out: Path, cell: Any, path: Path) -> bool:
-    """True when ``path`` holds a record made for ``cell``; False when absent. A damaged record is a
+    """True when ``path`` holds a record made for ``cell`` (with the same frozen-encoder backend,
+    :func:`veil.bench.data.encoder_backend`); False when absent. A damaged record is a
     :class:`~veil.errors.DataFormatError` and one made for another cell a :class:`~veil.errors.StaleResultError`,
     each naming the file and the fix."""
     from veil._io import read_json
+    from veil.bench.data import encoder_backend
+    from veil.encoders.backends import stored_backend_identity
     from veil.errors import DataFormatError
     from veil.results import check_same_config
 
@@ -89,7 +92,8 @@ def _finished(out: Path, cell: Any, path: Path) -> bool:
     stored = (data.get("config") or {}).get("cell") if isinstance(data, dict) else None
     if not isinstance(stored, dict) or not isinstance(data.get("metrics"), dict):
         raise DataFormatError(f"damaged bench cell record {path}: not a veil result record; {fix}")
-    check_same_config(_identity(stored), _identity(cell.to_dict()), path)
+    check_same_config({**_identity(stored), **stored_backend_identity(data["config"])},
+                      {**_identity(cell.to_dict()), **encoder_backend(cell.corpus)}, path)
     return True
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from veil.encoders.cache import (CacheKey, CacheWarning, EmbeddingCache, encode_cached, encode_corpus,
                                  encode_sentences, texts_sha256)
-from veil.encoders.backends import backend_names
+from veil.encoders.backends import backend_identity, backend_names
 from veil.encoders.registry import encoder_names, resolve_model
 from veil.encoders.text import POOLINGS, TextEncoder
 
-__all__ = ["TextEncoder", "backend_names", "EmbeddingCache", "CacheKey", "CacheWarning", "encoder_names", "encode_cached",
-           "encode_corpus", "encode_sentences", "resolve_model", "texts_sha256", "POOLINGS"]
+__all__ = ["TextEncoder", "backend_identity", "backend_names", "EmbeddingCache", "CacheKey", "CacheWarning",
+           "encoder_names", "encode_cached", "encode_corpus", "encode_sentences", "resolve_model", "texts_sha256",
+           "POOLINGS"]

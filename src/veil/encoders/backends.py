@@ -16,28 +16,39 @@ Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for why
-the faster ``"onnx"`` is opt-in for now); the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``)
-overrides it for every encoder built without an explicit ``backend=``.
-No heavy import here.
+The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for what
+making the faster ``"onnx"`` the default would change); the environment variable :data:`ENV`
+(``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit ``backend=``.
+Result records compare the backend through :func:`backend_identity` (a key only for a backend other
+than torch). No heavy import here.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "ENV", "backend_names", "resolve_backend"]
+__all__ = ["BACKENDS", "BACKEND_KEY", "DEFAULT_BACKEND", "ENV", "backend_identity", "backend_names",
+           "resolve_backend", "stored_backend_identity", "with_stored_backend"]
 
 #: name -> one line for help texts and errors
 BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
 }
-# torch stays the default until every resumable writer compares the encoder backend of a stored record with the
-# requested one (several compare only the run's own settings, which hold no backend, so an onnx run would reuse a
-# torch record as its own): opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx.
+# torch is still the default; opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx. Every resumable writer whose
+# numbers depend on frozen MiniLM encodings now compares the backend (backend_identity: no key for torch, so the
+# committed torch records still match a torch run), so an onnx run no longer takes a torch record as its own, nor
+# the reverse. What flipping the default would still change: each such writer would refuse its committed records
+# (StaleResultError naming encoder_backend) or, with --force, recompute them, so resuming or extending a committed
+# sweep would need VEIL_ENCODER_BACKEND=torch. Committed at this change: 175 of the 203 bench cells (results/bench,
+# bench-full; the treebank cells are unaffected); 42 of 46 texthide (not the fine-tuned runs); 96 of 111 attributes
+# (not the LSTM runs); 66 of 68 federated (not the fine-tuned runs); every texthide-attacks, sentdp eval/empirical,
+# gradients (table2, analytic, chain) and redaction-attributes record; reidentify's metric-DP releases. And the
+# Regenerate commands on the docs/results pages, which state no backend, would have to say VEIL_ENCODER_BACKEND=torch.
 DEFAULT_BACKEND = "torch"
 ENV = "VEIL_ENCODER_BACKEND"
 _CPU_ONLY = frozenset({"onnx"})
@@ -77,3 +88,46 @@ def resolve_backend(backend: str | None, device: str = "cpu") -> str:
         raise InvalidParameterError(f"{origin} runs on CPU only, but device={device!r}; use backend='torch' "
                                     f"(or set {ENV}=torch) for device {device!r}, or device='cpu'")
     return backend
+
+
+#: the key under which a result record's compared configuration holds a non-torch encoder backend
+BACKEND_KEY = "encoder_backend"
+
+
+def backend_identity(encoder: Any = None, device: str = "cpu") -> dict[str, str]:
+    """The frozen-encoding backend as a resumable writer's compared configuration holds it.
+
+    ``{}`` for torch (what every record made before backends existed holds, so those records still match a
+    torch run), ``{"encoder_backend": name}`` for any other backend (so a record made with one backend is never
+    reused as the result of another). ``encoder``: a :class:`~veil.encoders.TextEncoder` (its
+    ``active_backend``, the engine its ``encode`` runs now), a backend name, or None: what
+    ``TextEncoder(backend=None, device=device)`` resolves to (``$VEIL_ENCODER_BACKEND``, else the default), for
+    a writer that compares its record before it builds the encoder.
+    """
+    if encoder is None or isinstance(encoder, str):
+        name = resolve_backend(encoder, device)
+    else:
+        name = getattr(encoder, "active_backend", None)
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"encoder must be a TextEncoder, a backend name ({', '.join(backend_names())}) "
+                                   f"or None, not {type(encoder).__name__}")
+    return {} if name == "torch" else {BACKEND_KEY: name}
+
+
+def stored_backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`backend_identity` as a stored configuration holds it: its ``encoder_backend`` entry, or ``{}`` (torch,
+    and every record made before backends existed)."""
+    return {BACKEND_KEY: config[BACKEND_KEY]} if BACKEND_KEY in config else {}
+
+
+def with_stored_backend(requested: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A ``view`` for :func:`veil.outputs.existing_record` of a writer that compares a record's top-level config on
+    the keys it requests: the stored config on the keys of ``requested``, plus the stored backend. Without it a
+    torch run (which requests no ``encoder_backend``) would not see the key of a record made with another backend.
+    """
+    keys = tuple(requested)
+
+    def view(stored: Mapping[str, Any]) -> dict[str, Any]:
+        return {**{k: stored[k] for k in keys if k in stored}, **stored_backend_identity(stored)}
+
+    return view

@@ -51,8 +51,8 @@ def _subsample(idx: np.ndarray, limit: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def _corpus_vectors(corpus: str, max_train: int, max_test: int, public: str,
-                    public_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+def _corpus_vectors(corpus: str, max_train: int, max_test: int, public: str, public_size: int,
+                    backend: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     import veil.corpora as vc
     from veil.encoders import TextEncoder
 
@@ -62,7 +62,7 @@ def _corpus_vectors(corpus: str, max_train: int, max_test: int, public: str,
                                     "classifier head (try rt-polarity, sms-spam or trec-questions)")
     tr = _subsample(c.indices("train"), max_train)
     te = _subsample(c.indices("test"), max_test)
-    encoder = TextEncoder("minilm")
+    encoder = TextEncoder("minilm", backend=backend)
     X_tr = encoder.encode_corpus(c.select(tr, name=f"{corpus}-train{len(tr)}"), None, progress=False)
     X_te = encoder.encode_corpus(c.select(te, name=f"{corpus}-test{len(te)}"), None, progress=False)
     pub = np.zeros((0, X_tr.shape[1]), dtype=np.float32)
@@ -87,9 +87,13 @@ def _corpus_texts(corpus: str, max_train: int, max_test: int) -> tuple[tuple[str
 
 
 def corpus_arrays(cfg: FederatedConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
-    """(X_train, y_train, X_test, y_test, num_classes, public) for the whole run (public is empty in intra mode)."""
+    """(X_train, y_train, X_test, y_test, num_classes, public) for the whole run (public is empty in intra mode),
+    encoded with the default backend (``VEIL_ENCODER_BACKEND``; the one :func:`veil.federated.run.frozen_backend`
+    names in the run's record) and kept per backend."""
+    from veil.encoders.backends import resolve_backend
+
     return _corpus_vectors(cfg.corpus, cfg.max_train, cfg.max_test, cfg.public if cfg.mode == "inter" else "",
-                           cfg.public_size)
+                           cfg.public_size, resolve_backend(None))
 
 
 def client_data(cfg: FederatedConfig, partition: int, num_partitions: int | None = None) -> ClientData:

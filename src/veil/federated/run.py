@@ -20,7 +20,7 @@ from veil.federated.config import FederatedConfig
 from veil.federated.dp import accounting as dp_accounting
 from veil.results import Metric, ResultRecord
 
-__all__ = ["run_federated", "write_result", "result_path", "simulation_backend"]
+__all__ = ["run_federated", "write_result", "result_path", "simulation_backend", "frozen_backend"]
 
 SECRET_RANDOMNESS = ("each client's mask pool: OS CSPRNG on the client (or its owner-only key file), never sent; "
                      "TextHide mixing: OS CSPRNG; the seed sets the partition, head init, batch order and dropout")
@@ -44,8 +44,21 @@ def result_path(cfg: FederatedConfig, results: str | Path = "results/federated")
 
 
 def requested_config(cfg: FederatedConfig) -> dict[str, Any]:
-    """What a stored record's config must equal for the record to be this run's result (``timeout`` aside)."""
-    return cfg.result_config()
+    """What a stored record's config must equal for the record to be this run's result (``timeout`` aside), with
+    the backend of a frozen run's encodings when it is not torch (:func:`frozen_backend`)."""
+    return {**cfg.result_config(), **frozen_backend(cfg)}
+
+
+def frozen_backend(cfg: Any) -> dict[str, str]:
+    """The backend of the frozen MiniLM encodings a run trains on, as records hold it: ``{"encoder_backend":
+    name}`` for a backend other than torch, ``{}`` for torch (as every record made before backends existed) and for
+    fine-tuned runs (they encode in torch on every client). Frozen runs encode with the default backend
+    (``VEIL_ENCODER_BACKEND``, see :mod:`veil.encoders.backends`) in :mod:`veil.federated.data`."""
+    if cfg.finetune:
+        return {}
+    from veil.encoders.backends import backend_identity
+
+    return backend_identity(None)
 
 
 def stored_result(path: str | Path, cfg: FederatedConfig, *, force: bool = False) -> ResultRecord | None:
@@ -57,10 +70,13 @@ def stored_result(path: str | Path, cfg: FederatedConfig, *, force: bool = False
     path = Path(path)
     if force or not path.exists():
         return None
+    from veil.encoders.backends import stored_backend_identity
+
     rec = ResultRecord.read(path)
     wanted = requested_config(cfg)
     defaults = FederatedConfig().to_dict()  # a setting added after a record was made took its default then
-    stored = {k: rec.config.get(k, defaults[k]) for k in wanted}
+    stored = {k: rec.config.get(k, defaults[k]) for k in cfg.result_config()}
+    stored.update(stored_backend_identity(rec.config))
     check_same_config(stored, wanted, path)
     return rec
 
@@ -78,7 +94,7 @@ def _record(cfg: FederatedConfig, summaries: list[dict[str, Any]], seconds: floa
         metrics["test_accuracy"] = Metric(mean=hits / n, n=n, ci_low=lo, ci_high=hi, ci_level=0.95)
         if "majority_rate" in last:
             metrics["majority_rate"] = Metric(mean=float(last["majority_rate"]), n=n)
-    config = {**cfg.to_dict(), "learning_rate": cfg.learning_rate, "engine": engine,
+    config = {**cfg.to_dict(), **frozen_backend(cfg), "learning_rate": cfg.learning_rate, "engine": engine,
               "encoder": ("minilm (all-MiniLM-L6-v2), fine-tuned by every client (AdamW, encoder_lr) and averaged"
                           if cfg.finetune else "minilm (all-MiniLM-L6-v2), frozen")
                          + ", mean pooling, L2-normalised" + _frozen_backend_note(cfg),
@@ -303,14 +319,9 @@ def _end_processes(started: list[tuple[int, str]], wait: float = 1.0) -> None:
 
 
 def _frozen_backend_note(cfg: Any) -> str:
-    """The encoder backend of the frozen encodings (``", onnx backend"``; empty for torch, as records always held).
+    """The encoder backend of the frozen encodings (``", onnx backend"``; empty for torch, as records always held
+    and for fine-tuned runs: see :func:`frozen_backend`)."""
+    from veil.encoders.backends import BACKEND_KEY
 
-    Fine-tuned runs encode in torch on every client. Frozen runs encode with the default backend
-    (``VEIL_ENCODER_BACKEND``, see :mod:`veil.encoders.backends`) in :mod:`veil.federated.data`.
-    """
-    if cfg.finetune:
-        return ""
-    from veil.encoders.backends import resolve_backend
-
-    backend = resolve_backend(None)
-    return "" if backend == "torch" else f", {backend} backend"
+    backend = frozen_backend(cfg).get(BACKEND_KEY)
+    return "" if backend is None else f", {backend} backend"

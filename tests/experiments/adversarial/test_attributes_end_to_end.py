@@ -88,3 +88,30 @@ def test_report_page_from_records_and_without_any(tmp_path):
     assert "bootstrap 95% CI above 0 in 3/3 seeds" in page
     assert "numbers are missing" in page
     assert (tmp_path / "docs" / "attributes_toy_lstm_w64.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_record_is_reused_only_under_the_encoder_backend_it_was_made_with(news_slice, tmp_path, monkeypatch):
+    """MiniLM runs: a torch record (as every committed one: no backend key) is kept under torch and refused under
+    VEIL_ENCODER_BACKEND=onnx; the onnx run's record names its backend and is refused under torch. LSTM runs
+    encode nothing with MiniLM: their identity holds no backend."""
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+    from veil.experiments.adversarial.attributes import identity
+
+    small = news_slice.select(np.concatenate([news_slice.indices("train")[:80], news_slice.indices("dev")[:30],
+                                              news_slice.indices("test")[:30]]))
+    cfg = AttributeRun(corpus="news-articles", defense="none", encoder="minilm", width=8, epochs=1, attacker_epochs=1)
+    monkeypatch.setenv(ENV, "torch")
+    path, ran = run_or_skip(cfg, tmp_path, data=small)
+    assert ran and "encoder_backend" not in ResultRecord.read(path).config
+    assert run_or_skip(cfg, tmp_path, data=small) == (path, False)
+    monkeypatch.setenv(ENV, "onnx")
+    assert "encoder_backend" not in identity(AttributeRun(corpus="news-articles", encoder="lstm"))
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_or_skip(cfg, tmp_path, data=small)
+    assert run_or_skip(cfg, tmp_path, data=small, force=True) == (path, True)  # encoded by ONNX Runtime
+    assert ResultRecord.read(path).config["encoder_backend"] == "onnx"
+    assert run_or_skip(cfg, tmp_path, data=small) == (path, False)
+    monkeypatch.setenv(ENV, "torch")
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored "onnx", requested \(absent\)'):
+        run_or_skip(cfg, tmp_path, data=small)

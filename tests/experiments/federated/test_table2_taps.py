@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,3 +164,64 @@ def test_run_table2_counts_no_damaged_or_stale_record_as_done(tmp_path):
                  wall_time_s=0.0).write(path)
     with pytest.raises(StaleResultError, match="activation"):
         run_table2([cell], tmp_path, progress=False, log=lambda _: None)
+
+
+def test_table2_cells_are_reused_only_under_the_encoder_backend_they_were_made_with(tmp_path, monkeypatch):
+    """The inputs are frozen MiniLM vectors: a torch record (as every committed one: no backend key in its cell) is
+    kept under torch and refused under VEIL_ENCODER_BACKEND=onnx before any cell runs."""
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+
+    cells = [Table2Cell(k=0, d=4, runs=1, max_evals=5)]
+    monkeypatch.setenv(ENV, "torch")
+    (path,) = run_table2(cells, tmp_path, progress=False, log=lambda line: None)
+    assert ResultRecord.read(path).config["cell"] == cells[0].to_dict()
+    stamp = path.stat().st_mtime_ns
+    monkeypatch.setenv(ENV, "onnx")
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_table2(cells, tmp_path, progress=False, log=lambda line: None)
+    monkeypatch.setenv(ENV, "torch")
+    lines: list[str] = []
+    assert run_table2(cells, tmp_path, progress=False, log=lines.append) == [path]
+    assert "skip" in lines[0] and path.stat().st_mtime_ns == stamp
+
+
+COMMITTED = Path(__file__).resolve().parents[3] / "results" / "gradients"
+
+
+def test_committed_tap_records_match_under_torch_only(tmp_path, monkeypatch):
+    """The committed attack records on recorded frozen runs (torch, no backend key) are their cells' under torch
+    and refused under VEIL_ENCODER_BACKEND=onnx (the runs' and the index's vectors would be ONNX Runtime's)."""
+    import shutil
+
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+    from veil.experiments.federated.chain import chain_grid, chain_result_path
+    from veil.experiments.federated.taps import analytic_grid, reusable_tap_record, tap_name
+
+    pairs = [(cfg, tap_result_path(tmp_path / tap_name(cfg), "analytic", COMMITTED)) for cfg in analytic_grid()]
+    pairs += [(cfg, chain_result_path(cfg, COMMITTED)) for cfg in chain_grid()]
+    pairs = [(cfg, shutil.copy(p, tmp_path / p.name)) for cfg, p in pairs if p.exists()]
+    assert len(pairs) >= 10
+    for cfg, path in pairs:
+        monkeypatch.setenv(ENV, "torch")
+        assert reusable_tap_record(Path(path), cfg)
+        monkeypatch.setenv(ENV, "onnx")
+        with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+            reusable_tap_record(Path(path), cfg)
+
+
+def test_the_tap_sweep_stamps_the_backend_of_its_frozen_runs(tmp_path, monkeypatch):
+    """A record the sweep writes names the backend the run it attacks was recorded with, when it is not torch."""
+    from veil.encoders.backends import ENV
+    from veil.experiments.federated.taps import analytic_grid, run_tap_sweep
+
+    tap = _tap(tmp_path / "run")
+    cfg = analytic_grid(batch_sizes=[4])[0]
+    path = tmp_path / "res" / "attack.json"
+    run = [tmp_path / "taps", lambda c, root: path, lambda c: run_tap_attack(tap, "analytic", match=False)]
+    for backend, stamped in (("onnx", "onnx"), ("torch", None)):
+        monkeypatch.setenv(ENV, backend)
+        run_tap_sweep([cfg], tmp_path / "res", *run, name="test", summary=lambda rec: "", force=True,
+                      log=lambda line: None)
+        assert ResultRecord.read(path).config.get("encoder_backend") == stamped

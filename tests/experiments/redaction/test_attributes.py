@@ -205,3 +205,25 @@ def test_swap_test_false_positive_rate_is_at_most_alpha():
         rejections += swap_test(rows, base, "entities", resamples=99, rng=trial).reject
     assert binomtest(rejections, 400, 0.05, alternative="greater").pvalue > 1e-6
     assert rejections > 0  # the test is not trivially conservative here
+
+
+def test_a_record_is_reused_only_under_the_encoder_backend_it_was_made_with(news, tmp_path, monkeypatch):
+    """Every release is encoded by frozen MiniLM: a torch record (as every committed one: no backend key) is kept
+    under torch and refused under VEIL_ENCODER_BACKEND=onnx before any work."""
+    from veil.encoders.backends import ENV
+
+    small = news.select(np.concatenate([news.indices("train")[:60], news.indices("dev")[:20],
+                                        news.indices("test")[:20]]))
+    run = dict(data=small, operators=("none",), seeds=(0,), width=8, epochs=1, attacker_epochs=1)
+    monkeypatch.setenv(ENV, "torch")
+    (path,) = run_redacted_attributes(tmp_path, log=lambda line: None, **run)
+    assert "encoder_backend" not in ResultRecord.read(path).config
+    before = path.read_bytes()
+    monkeypatch.setenv(ENV, "onnx")
+    lines: list[str] = []
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_redacted_attributes(tmp_path, log=lines.append, **run)
+    assert lines == [] and path.read_bytes() == before
+    monkeypatch.setenv(ENV, "torch")
+    assert run_redacted_attributes(tmp_path, log=lines.append, **run) == [path]
+    assert len(lines) == 1 and "kept" in lines[0] and path.read_bytes() == before

@@ -81,3 +81,33 @@ def test_damaged_record_and_bad_arguments_fail_before_work(tmp_path):
         run_reidentification(tmp_path, corpus="hoc-speeches", operators=("redact",))
     with pytest.raises(InvalidParameterError):
         run_reidentification(tmp_path, corpus="hoc-speeches", operators=())
+
+
+def test_metric_dp_records_are_reused_only_under_the_encoder_backend_they_were_made_with(builtin, tmp_path,
+                                                                                        monkeypatch):
+    """Metric DP's word vectors are frozen MiniLM encodings: its torch record (as every committed one: no backend
+    key) is refused under VEIL_ENCODER_BACKEND=onnx before any work; a TF-IDF-only release is kept either way."""
+    from veil.encoders.backends import ENV
+
+    builtin("hoc-speeches")
+    monkeypatch.setenv(ENV, "torch")
+    ops = ("none", "metric-dp-eps10")
+
+    def run(operators, log=None):
+        return run_reidentification(tmp_path, corpus="hoc-speeches", operators=operators, max_candidates=12,
+                                    max_chars=300, seed=0, log=log or (lambda line: None))
+
+    paths = run(ops)
+    assert [ResultRecord.read(p).config.get("encoder_backend") for p in paths] == [None, None]
+    before = {p: p.read_bytes() for p in paths}
+    monkeypatch.setenv(ENV, "onnx")
+    with pytest.raises(StaleResultError, match=r'metric-dp-eps10.*encoder_backend: stored \(absent\), requested '
+                                               r'"onnx"'):
+        run(ops)
+    lines: list[str] = []
+    assert run(("none",), lines.append) == paths[:1]
+    assert "kept" in lines[0]
+    monkeypatch.setenv(ENV, "torch")
+    lines.clear()
+    assert run(ops, lines.append) == paths
+    assert all("kept" in line for line in lines) and {p: p.read_bytes() for p in paths} == before

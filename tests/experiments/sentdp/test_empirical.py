@@ -115,3 +115,28 @@ def test_paper_records_keep_their_configs_and_names(path):
 ])
 def test_bad_subsample_options_are_refused_before_any_work(cli, args, match):
     cli("audit", "empirical", "--corpus", "spam-assassin", *args, match=match)
+
+
+def test_records_are_kept_only_under_the_encoder_backend_they_were_made_with(builtin, encoder, tmp_path, monkeypatch):
+    """A record made with torch (as every committed one: no backend key in config["audit"]) is kept under torch and
+    refused under VEIL_ENCODER_BACKEND=onnx before any work; an encoder passed in decides by its own backend."""
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+    from veil.experiments.sentdp.empirical import run_empirical_audit
+
+    corpus = builtin("news-articles")
+    cfg = EmpiricalAuditConfig(corpus="news-articles", mechanisms=("truncation",), epsilons=(3.0,), trials=100,
+                               pairs=1, documents=2, neighbours_per_document=2, max_documents=6)
+    monkeypatch.setenv(ENV, "torch")
+    records = run_empirical_audit(cfg, results_dir=tmp_path, corpus=corpus, progress=False, log=lambda line: None)
+    assert records and all(rec.config["audit"] == cfg.to_dict() for rec in records)  # one per neighbour kind
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+    assert len(stamps) == len(records)
+    monkeypatch.setenv(ENV, "onnx")
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_empirical_audit(cfg, results_dir=tmp_path, corpus=corpus, progress=False, log=lambda line: None)
+    assert encoder.backend == "torch"  # built without the environment variable (the module's fixture)
+    lines: list[str] = []
+    run_empirical_audit(cfg, results_dir=tmp_path, corpus=corpus, encoder=encoder, progress=False, log=lines.append)
+    assert f"{len(records)} of {len(records)} empirical records exist and are kept" in lines[0]
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")} == stamps

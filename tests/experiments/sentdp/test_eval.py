@@ -76,3 +76,27 @@ def test_rewrite_encoder_encodes_each_distinct_text_once():
     np.testing.assert_allclose(X, encoder.encode(texts, progress=False), atol=1e-5)  # same rows, same order
     encode(["a dog ran", "birds sing"])
     assert (encode.requested, encode.encoded) == (5, 3)
+
+
+@pytest.mark.filterwarnings("ignore::veil.errors.CollapsedModelWarning")
+def test_records_are_kept_only_under_the_encoder_backend_they_were_made_with(builtin, tmp_path, monkeypatch):
+    """The sentence vectors are frozen MiniLM encodings: records made with torch (as every committed one: no backend
+    key in config["eval"]) are kept under torch and refused under VEIL_ENCODER_BACKEND=onnx before any work."""
+    from veil.encoders.backends import ENV
+
+    builtin("news-articles")
+    cfg = SentDPEval(corpus="news-articles", epsilons=(2.0,), methods=("truncation",), trials=1, classifier_seeds=(0,),
+                     classifier_epochs=2, n_clusters=3, recoder_epochs=1, max_documents=20, n_candidates=10)
+    monkeypatch.setenv(ENV, "torch")
+    run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+    assert len(stamps) == 2 and all("encoder_backend" not in json.loads(p.read_text())["config"]["eval"]
+                                    for p in tmp_path.glob("*.json"))
+    monkeypatch.setenv(ENV, "onnx")
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lambda line: None)
+    monkeypatch.setenv(ENV, "torch")
+    lines: list[str] = []
+    run_sentdp_eval(cfg, results_dir=tmp_path, progress=False, log=lines.append)
+    assert lines == ["news-articles: 2 of 2 records exist and are kept (--force recomputes)"]
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")} == stamps

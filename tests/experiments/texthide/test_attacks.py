@@ -93,3 +93,25 @@ def test_page_renders_tables_plot_and_summary(tmp_path):
     assert "trec-questions, training encodings (256,4) intra: abs-RSS finds" in page
     assert "| trec-questions | mask-recovery | (16,4) intra | 1 |" in page
     assert (tmp_path / "docs" / "texthide_mask_recovery.png").stat().st_size > 5000
+
+
+def test_a_cell_is_reused_only_under_the_encoder_backend_it_was_made_with(tmp_path, monkeypatch):
+    """A record made with torch (as every committed one: no backend key in its cell) is kept by a torch sweep and
+    refused under VEIL_ENCODER_BACKEND=onnx before any cell runs."""
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+    from veil.experiments.texthide.attacks import identity
+
+    monkeypatch.setenv(ENV, "torch")
+    cells = [AttackCell(corpus="trec-questions", attack="abs-rss", m=16, k=2, queries=30)]
+    (path,) = run_cells(cells, tmp_path, log=lambda line: None)
+    assert json.loads(path.read_text())["config"]["cell"] == cells[0].to_dict()
+    stamp = path.stat().st_mtime_ns
+    monkeypatch.setenv(ENV, "onnx")
+    assert identity(cells[0]) == {**cells[0].to_dict(), "encoder_backend": "onnx"}
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_cells(cells, tmp_path, log=lambda line: None)
+    monkeypatch.setenv(ENV, "torch")
+    lines: list[str] = []
+    assert run_cells(cells, tmp_path, log=lines.append) == [path] and path.stat().st_mtime_ns == stamp
+    assert "skip" in lines[0]

@@ -55,3 +55,30 @@ def test_run_writes_a_record_without_key_material(builtin, tmp_path):
     data = json.loads(text)
     assert data["config"]["m"] == "16" and data["config"]["setting"] == "frozen"
     assert "mask" not in json.dumps(data["extra"]).lower()
+
+
+def test_a_record_is_reused_only_under_the_encoder_backend_it_was_made_with(builtin, tmp_path, monkeypatch):
+    """A frozen run's record (made with torch, as every committed one: no backend key) is kept by a torch run and
+    refused under VEIL_ENCODER_BACKEND=onnx before any work; fine-tuned runs encode in torch whatever it says."""
+    from veil.encoders.backends import ENV
+    from veil.errors import StaleResultError
+    from veil.experiments.texthide.eval import existing_result, identity, run_sweep
+
+    builtin("trec-questions")
+    monkeypatch.setenv(ENV, "torch")
+    cfg = TextHideEval(corpus="trec-questions", m=0, k=1, seeds=(0,), epochs=1, max_train=100)
+    (path,) = run_sweep([cfg], tmp_path, log=lambda line: None)
+    assert "encoder_backend" not in json.loads(path.read_text())["config"]
+    stamp = path.stat().st_mtime_ns
+    assert existing_result(cfg, path) is not None
+    monkeypatch.setenv(ENV, "onnx")
+    assert identity(cfg)["encoder_backend"] == "onnx"
+    with pytest.raises(StaleResultError, match=r'encoder_backend: stored \(absent\), requested "onnx"'):
+        run_sweep([cfg], tmp_path, log=lambda line: None)
+    assert path.stat().st_mtime_ns == stamp
+    tuned = TextHideEval(corpus="trec-questions", finetune=True)
+    assert "encoder_backend" not in identity(tuned)
+    monkeypatch.setenv(ENV, "torch")
+    lines: list[str] = []
+    assert run_sweep([cfg], tmp_path, log=lines.append) == [path] and path.stat().st_mtime_ns == stamp
+    assert lines[0].startswith("skip ")

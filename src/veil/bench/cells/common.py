@@ -109,9 +109,11 @@ def _secret_note(cell: Any) -> str:
 
 def finish(rec: ResultRecord, cell: Any, data: Any, start: float, bench: dict[str, Any]) -> ResultRecord:
     """Stamp a cell's record: bench method and cell id, the cell, the corpus, the key source, the bench block."""
+    from veil.bench.data import encoder_backend
+
     rec.method, rec.experiment = "bench", cell.id
     # a defense without a secret key (a training objective) says so in its record's "randomness"
-    rec.config.update({"cell": cell.to_dict(), "corpus": data.describe(),
+    rec.config.update({"cell": cell.to_dict(), "corpus": data.describe(), **encoder_backend(cell.corpus),
                        "secret_randomness": rec.config.get("randomness") or _secret_note(cell)})
     rec.extra["bench"] = bench
     rec.wall_time_s = time.perf_counter() - start

@@ -26,7 +26,7 @@ from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["AttributeRun", "AttributeOutcome", "train_attribute", "run_attribute", "result_path", "run_or_skip",
-           "existing_result", "sweep", "ATTACKERS", "ENCODERS"]
+           "existing_result", "identity", "sweep", "ATTACKERS", "ENCODERS"]
 
 ATTACKERS = ("mlp", "mlp-wide", "linear")
 ENCODERS = ("lstm", "minilm")
@@ -281,7 +281,7 @@ def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False
         "attacks": {who: res.to_dict() for who, res in out.attacks.items()},
         "defense_config": out.defense_config,
     }
-    config = {**cfg.to_dict(), "name": cfg.name, "kind": data.private.kind, "main": _main_config(cfg),
+    config = {**identity(cfg), "name": cfg.name, "kind": data.private.kind, "main": _main_config(cfg),
               "objective": cfg.objective_params()}
     return ResultRecord(method=METHOD, experiment=cfg.name, config=config, metrics=out.metrics,
                         wall_time_s=time.perf_counter() - start, extra=extra)
@@ -293,11 +293,22 @@ def _main_config(cfg: AttributeRun) -> dict[str, Any]:
     return MainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed).to_dict()
 
 
+def identity(cfg: AttributeRun) -> dict[str, Any]:
+    """What a record is compared on before it is reused: the run's settings, and for ``encoder="minilm"`` the
+    backend of its frozen MiniLM encodings when it is not torch (``encoder_backend``; absent from every torch
+    record), resolved as the run's ``TextEncoder`` will resolve it."""
+    from veil.encoders.backends import backend_identity
+
+    return {**cfg.to_dict(), **(backend_identity(None) if cfg.encoder == "minilm" else {})}
+
+
 def existing_result(cfg: AttributeRun, root: str | Path, *, force: bool = False) -> ResultRecord | None:
     """The record of ``cfg`` in ``root`` if it exists and was made under ``cfg`` (None if absent or ``force``)."""
+    from veil.encoders.backends import with_stored_backend
     from veil.outputs import existing_record
 
-    return existing_record(result_path(cfg, root), cfg.to_dict(), force=force)
+    requested = identity(cfg)
+    return existing_record(result_path(cfg, root), requested, force=force, view=with_stored_backend(requested))
 
 
 def run_or_skip(cfg: AttributeRun, root: str | Path, *, force: bool = False, data: Any = None,

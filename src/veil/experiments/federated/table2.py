@@ -31,8 +31,8 @@ from veil._threads import torch_threads
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["Table2Cell", "table2_cells", "run_table2_cell", "run_table2", "result_path", "PROJECTION_SEED",
-           "TABLE2_K", "TABLE2_D"]
+__all__ = ["Table2Cell", "table2_cells", "run_table2_cell", "run_table2", "result_path", "identity",
+           "PROJECTION_SEED", "TABLE2_K", "TABLE2_D"]
 
 METHOD = "gradients"
 PROJECTION_SEED = 20201105  # public: the projection is part of the (public) model, not a secret
@@ -93,23 +93,35 @@ def result_path(cell: Table2Cell, root: str | Path) -> Path:
     return Path(root) / f"{cell.name}.json"
 
 
-_DATA: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+_DATA: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
 
 
 def _corpus(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(MiniLM vectors, labels, train indices, classes) of a labelled corpus, cached per process."""
-    if name not in _DATA:
+    """(MiniLM vectors, labels, train indices, classes) of a labelled corpus, cached per process and backend."""
+    from veil.encoders.backends import resolve_backend
+
+    backend = resolve_backend(None)  # the one :func:`identity` names
+    key = (name, backend)
+    if key not in _DATA:
         import veil.corpora as vc
         from veil.encoders import TextEncoder
 
         corpus = vc.load(name)
         if corpus.task != "classification":
             raise InvalidParameterError(f"corpus {name!r} is not a classification corpus; use e.g. rt-polarity")
-        X = TextEncoder("minilm").encode_corpus(corpus, None, progress=True)
+        X = TextEncoder("minilm", backend=backend).encode_corpus(corpus, None, progress=True)
         y = np.asarray(corpus.labels, dtype=np.int64)
-        _DATA[name] = (np.ascontiguousarray(X, dtype=np.float64), y, np.asarray(corpus.indices("train")),
-                       int(y.max()) + 1)
-    return _DATA[name]
+        _DATA[key] = (np.ascontiguousarray(X, dtype=np.float64), y, np.asarray(corpus.indices("train")),
+                      int(y.max()) + 1)
+    return _DATA[key]
+
+
+def identity(cell: Table2Cell) -> dict[str, Any]:
+    """What a record's ``config["cell"]`` holds and is compared on: the cell, and the backend of its frozen MiniLM
+    vectors when it is not torch (``encoder_backend``; absent from every torch record)."""
+    from veil.encoders.backends import backend_identity
+
+    return {**cell.to_dict(), **backend_identity(None)}
 
 
 def projection(d: int, dim: int) -> np.ndarray:
@@ -194,7 +206,7 @@ def run_table2_cell(cell: Table2Cell, *, progress: bool = False) -> ResultRecord
     per_run = [{k_: v for k_, v in r.items() if k_ in ("mse", "mse_raw", "mask_bits", "encoding_error", "loss",
                                                         "evaluations", "success")} for r in runs]
     return ResultRecord(method=METHOD, experiment="table2",
-                        config={"cell": cell.to_dict(), "attack": attack, "defense": defense,
+                        config={"cell": identity(cell), "attack": attack, "defense": defense,
                                 "success_criterion": "every source matched (Hungarian on MSE, sign-corrected) with "
                                                      "MSE <= 1e-3 on inputs scaled to mean square ~1",
                                 "secret_randomness": SECRET_NOTE},
@@ -235,5 +247,5 @@ def _finished(cell: Table2Cell, path: Path) -> bool:
         return False
     rec = ResultRecord.read(path)
     stored = rec.config.get("cell")
-    check_same_config(stored if isinstance(stored, dict) else {}, cell.to_dict(), path)
+    check_same_config(stored if isinstance(stored, dict) else {}, identity(cell), path)
     return True

@@ -145,6 +145,8 @@ def reusable_tap_record(path: Path, cfg: FederatedConfig, *, force: bool = False
     A damaged record raises :class:`~veil.errors.DataFormatError` and one on a run of another configuration
     :class:`~veil.errors.StaleResultError`, both naming the path and the fix.
     """
+    from veil.encoders.backends import stored_backend_identity
+    from veil.federated.run import frozen_backend
     from veil.results import ResultRecord, check_same_config
 
     if force or not path.exists():
@@ -156,7 +158,9 @@ def reusable_tap_record(path: Path, cfg: FederatedConfig, *, force: bool = False
     stored = {k: run.get(k) for k in wanted if k not in ("dropout", "hidden_layers")}
     stored["dropout"] = model.get("dropout")
     stored["hidden_layers"] = len(model["hidden"]) if isinstance(model.get("hidden"), list) else None
-    check_same_config(stored, wanted, path)
+    # the backend of the recorded run's frozen encodings (and of the attack's own index), stamped by the sweep
+    stored.update(stored_backend_identity(rec.config))
+    check_same_config(stored, {**wanted, **frozen_backend(cfg)}, path)
     return True
 
 
@@ -206,8 +210,18 @@ def run_tap_sweep(cells: Sequence[FederatedConfig], root: Path, taps: Path, resu
     plan = plan_tap_cells(cells, root, taps, result_path, force=force)
     done = frozenset(str(path) for _, _, path, is_done in plan if is_done)
     sweep = Sweep(name=name, path=partial(result_path, root=root), finished=partial(_planned_done, done=done),
-                  cell_id=tap_name, run=run, summary=summary)
+                  cell_id=tap_name, run=partial(_with_backend, run=run), summary=summary)
     return run_records(sweep, cells, root, force=force, progress=False, log=log)
+
+
+def _with_backend(cfg: FederatedConfig, *, run: Any) -> ResultRecord:
+    """``run(cfg)``'s record with the backend of the run's frozen encodings when it is not torch (the run is
+    recorded in this process, so it resolves the backend as :func:`reusable_tap_record` does)."""
+    from veil.federated.run import frozen_backend
+
+    rec = run(cfg)
+    rec.config.update(frozen_backend(cfg))
+    return rec
 
 
 def _planned_done(cfg: FederatedConfig, path: Path, *, done: frozenset[str]) -> bool:

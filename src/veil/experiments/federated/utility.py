@@ -44,9 +44,12 @@ def utility_grid(*, corpus: str = "rt-polarity", seeds: Sequence[int] = (0, 1, 2
 
 
 def _infeasible(cfg: FederatedConfig, reason: str) -> Any:
+    from veil.federated.run import frozen_backend
     from veil.results import ResultRecord
 
-    return ResultRecord(method="federated", experiment=cfg.name, config={**cfg.to_dict(), "engine": "none"},
+    # the backend too, as every record of the sweep holds it: the record is reused (and compared) as a run's is
+    return ResultRecord(method="federated", experiment=cfg.name,
+                        config={**cfg.to_dict(), **frozen_backend(cfg), "engine": "none"},
                         metrics={}, wall_time_s=0.0, extra={"infeasible": reason})
 
 

@@ -291,6 +291,7 @@ def run_redacted_attributes(results: str | Path, *, corpus: str = "news-articles
     :class:`~veil.corpora.attributes.AttributeCorpus` to use instead of the built-in ``corpus`` (tests, slices;
     its texts' hash is part of the configuration). ``log``: progress lines (None: print).
     """
+    from veil.encoders.backends import backend_identity, with_stored_backend
     from veil.experiments.adversarial.attributes import ATTACKERS, AttributeRun, train_attribute
     from veil.experiments.redaction.releases import parse_release
     from veil.outputs import check_output_dir, existing_record
@@ -324,10 +325,14 @@ def run_redacted_attributes(results: str | Path, *, corpus: str = "news-articles
             "attacker_epochs": attacker_epochs, "max_train": max_train, "alpha": ALPHA, "resamples": RESAMPLES,
             "data": "built-in" if data is None else {"name": data.name, "size": len(data),
                                                      "texts_sha256": texts_sha256(data.texts)},
-            "attribute_run": {k: v for k, v in run.to_dict().items() if k != "seed"}}
+            "attribute_run": {k: v for k, v in run.to_dict().items() if k != "seed"},
+            # every release is encoded by (or, DeepCandidate, built from) frozen MiniLM: its backend, unless torch
+            **backend_identity(None)}
     paths = {op: record_path(root, corpus, op, entities=entities, model=model, width=width, seeds=seeds,
                              max_train=max_train) for op in operators}
-    todo = [op for op in operators if existing_record(paths[op], {**base, "operator": op}, force=force) is None]
+    todo = [op for op in operators
+            if existing_record(paths[op], {**base, "operator": op}, force=force,
+                               view=with_stored_backend({**base, "operator": op})) is None]
     for op in operators:
         if op not in todo:
             say(f"redacted attributes {corpus} {op}: kept {paths[op]} (a record of this configuration)")

@@ -180,6 +180,7 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
     (``v`` in ``plain``, ``kerckhoffs``); and what was redacted in the private documents: ``spans_per_document``,
     ``redacted_char_share``, ``documents_redacted`` (entity counts in ``extra["entities"]``).
     """
+    from veil.encoders.backends import with_stored_backend
     from veil.outputs import check_output_dir, existing_record
     from veil.validation import check_choice, check_int
 
@@ -200,7 +201,9 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
             "attack": dict(_ATTACK)}
     paths = {op: record_path(root, corpus, op, model=model, min_texts=min_texts, max_texts=max_texts,
                              max_candidates=max_candidates, seed=seed) for op in operators}
-    todo = [op for op in operators if existing_record(paths[op], {**base, "operator": op}, force=force) is None]
+    wanted = {op: {**base, "operator": op, **_backend(releases[op])} for op in operators}
+    todo = [op for op in operators
+            if existing_record(paths[op], wanted[op], force=force, view=with_stored_backend(wanted[op])) is None]
     for op in operators:
         if op not in todo:
             say(f"reidentify {corpus} {op}: {paths[op]} (kept: same configuration)")
@@ -242,6 +245,15 @@ def run_reidentification(results: str | Path, *, corpus: str, operators: Sequenc
                 f"MRR {m['mrr']} [{rec.config['chosen']}] in {rec.wall_time_s:.0f} s -> {paths[op]}")
         out.append(paths[op])
     return out
+
+
+def _backend(release: Any) -> dict[str, str]:
+    """The backend of the frozen MiniLM encodings a release depends on, when it is not torch (``{}`` for torch, as
+    every record made before backends existed): metric DP's word vectors (``public_word_vectors`` of
+    :mod:`veil.experiments.redaction.releases`); the other releases and the TF-IDF attackers encode nothing."""
+    from veil.encoders.backends import backend_identity
+
+    return backend_identity(None) if release.family == "metric-dp" else {}
 
 
 def _one(release: Any, split: CandidateSplit, info: Mapping[str, Any], base: Mapping[str, Any], found_private: Any,
@@ -300,7 +312,7 @@ def _one(release: Any, split: CandidateSplit, info: Mapping[str, Any], base: Map
         for name in ("top1", "top5", "mrr", "p_top1", "p_top5"):
             metrics[f"{name}[{variant}]"] = res.metrics[name]
     metrics.update(stats)
-    config = {**base, "operator": op, **info, "chosen": chosen, "variants": list(variants),
+    config = {**base, "operator": op, **_backend(release), **info, "chosen": chosen, "variants": list(variants),
               "attacker": {k: results[chosen][1].config[k] for k in ("attack", "citation", "threat", "features",
                                                                        "classifier", "rng")},
               "features_dim": {v: res.config["features_dim"] for v, (_, res) in results.items()},

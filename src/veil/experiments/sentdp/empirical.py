@@ -263,7 +263,8 @@ def _empirical_record(cfg: EmpiricalAuditConfig, data: _EmpiricalData, mechanism
                  "runs (learned statistics fitted on separate fit runs)",
         "randomness": "mechanism: OS CSPRNG (the release path, unseeded); documents, projections and neighbours: "
                       "seeded", "encoder": _encoder_text(data.encoder), "seed": cfg.seed,
-        "max_documents": cfg.max_documents, "sampler": mech.config(), **setting, "audit": cfg.to_dict()}
+        "max_documents": cfg.max_documents, "sampler": mech.config(), **setting,
+        "audit": _identity(cfg, data.encoder)}
     alpha = bound.alpha
     metrics = {
         "epsilon_lower_bound": Metric(mean=lb, n=result.trials, ci_level=cfg.confidence),
@@ -306,8 +307,9 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
     paths = {(m, e, k): results_dir / empirical_file_name(cfg, m, k, e) for m, e, k in plan}
     # a record is reused only if it was made under this configuration (the mechanism and epsilon lists aside:
     # each record is one of their cells); a damaged or stale one stops the run here, before any work
+    requested = _identity(cfg, encoder)
     done = {key: rec for key, p in paths.items()
-            if (rec := existing_record(p, cfg.to_dict(), force=force, part="audit",
+            if (rec := existing_record(p, requested, force=force, part="audit",
                                        ignore=("mechanisms", "epsilons"))) is not None}
     if done:
         log(f"{cfg.corpus}: {len(done)} of {len(plan)} empirical records exist and are kept (--force recomputes)")
@@ -330,6 +332,15 @@ def run_empirical_audit(cfg: EmpiricalAuditConfig, *, results_dir: str | Path | 
                   run=partial(_run_game, cfg=cfg, data=data), summary=partial(_game_summary, cfg=cfg))
     run_records(sweep, plan, results_dir, force=force, progress=False, log=log)
     return [done[key] if key in done else ResultRecord.read(paths[key]) for key in plan]
+
+
+def _identity(cfg: EmpiricalAuditConfig, encoder: TextEncoder | None) -> dict[str, Any]:
+    """A record's ``config["audit"]``, compared before it is kept: the settings, and the backend of the frozen MiniLM
+    encodings when it is not torch (``encoder_backend``; absent from every torch record): the given encoder's, else
+    what the run's ``TextEncoder("minilm")`` will resolve."""
+    from veil.encoders.backends import backend_identity
+
+    return {**cfg.to_dict(), **backend_identity(encoder)}
 
 
 def _cell_id(key: tuple[str, float, str]) -> str:

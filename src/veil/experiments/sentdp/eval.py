@@ -170,7 +170,7 @@ def _collapsed(predictions: list[np.ndarray]) -> int:
 def _record(cfg: SentDPEval, name: str, config: dict[str, Any], metrics: dict[str, Metric], start: float,
             extra: dict[str, Any] | None = None) -> ResultRecord:
     return ResultRecord(method="sentdp", experiment=f"{cfg.corpus}-{name}",
-                        config={"corpus": cfg.corpus, **config, "eval": cfg.to_dict()}, metrics=metrics,
+                        config={"corpus": cfg.corpus, **config, "eval": _identity(cfg)}, metrics=metrics,
                         wall_time_s=time.perf_counter() - start, extra=extra or {})
 
 
@@ -191,7 +191,16 @@ def _kept_record(path: Path, cfg: SentDPEval) -> ResultRecord | None:
     from veil.outputs import existing_record
 
     ignore = ("epsilons", "methods") + (("trials",) if path.name == _file_name(cfg, "reference") else ())
-    return existing_record(path, cfg.to_dict(), part="eval", ignore=ignore)
+    return existing_record(path, _identity(cfg), part="eval", ignore=ignore)
+
+
+def _identity(cfg: SentDPEval) -> dict[str, Any]:
+    """A record's ``config["eval"]``, compared before it is kept: the settings, and the backend of the frozen
+    MiniLM sentence and word encodings when it is not torch (``encoder_backend``; absent from every torch record),
+    resolved as the run's ``TextEncoder`` will resolve it."""
+    from veil.encoders.backends import backend_identity
+
+    return {**cfg.to_dict(), **backend_identity(None)}
 
 
 def planned_paths(cfg: SentDPEval, results_dir: str | Path) -> list[Path]:

@@ -36,7 +36,7 @@ from veil.results import ResultRecord
 from veil.defenses.none import is_no_defense
 
 __all__ = ["AttackCell", "ATTACKS", "run_cell", "run_cells", "headline_cells", "grid_cells", "result_path",
-           "existing_cell"]
+           "existing_cell", "identity"]
 
 ATTACKS = ("rss", "abs-rss", "mask-recovery", "unmix")
 GRID_M: tuple[int | None, ...] = (1, 16, 256, 1024, None)
@@ -109,7 +109,16 @@ def existing_cell(cell: AttackCell, root: str | Path, *, force: bool = False, ke
     absent or ``force``); damaged or another configuration: an error naming the file and the fix."""
     from veil.outputs import existing_record
 
-    return existing_record(result_path(cell, root), cell.to_dict(), part="cell", force=force, keep=keep)
+    return existing_record(result_path(cell, root), identity(cell), part="cell", force=force, keep=keep)
+
+
+def identity(cell: AttackCell) -> dict[str, Any]:
+    """What a record's ``config["cell"]`` holds and is compared on: the cell, and the backend of its frozen MiniLM
+    encodings when it is not torch (``encoder_backend``; absent from every torch record), resolved as this
+    process's encoders resolve it."""
+    from veil.encoders.backends import backend_identity
+
+    return {**cell.to_dict(), **backend_identity(None)}
 
 
 # ---------------------------------------------------------------- data shared by cells of one process
@@ -117,7 +126,10 @@ _CACHE: dict[tuple[str, ...], Any] = {}
 
 
 def _corpus(name: str):
-    key = ("corpus", name)
+    from veil.encoders.backends import resolve_backend
+
+    backend = resolve_backend(None)  # cached per backend: a record's encodings are those its identity names
+    key = ("corpus", name, backend)
     if key not in _CACHE:
         import veil.corpora as vc
         from veil.encoders import TextEncoder
@@ -125,7 +137,7 @@ def _corpus(name: str):
         from veil.encoders.plan import announce_corpus
 
         corpus = vc.load(name)
-        encoder = TextEncoder("minilm")
+        encoder = TextEncoder("minilm", backend=backend)
         announce_corpus(encoder, corpus, what=f"texts of {name} (every split: the private data and its search index)")
         X = encoder.encode_corpus(corpus, None, progress=True)
         _CACHE[key] = (corpus, np.ascontiguousarray(X, dtype=np.float32))
@@ -133,7 +145,10 @@ def _corpus(name: str):
 
 
 def _public(name: str, size: int):
-    key = ("public", name, str(size))
+    from veil.encoders.backends import resolve_backend
+
+    backend = resolve_backend(None)
+    key = ("public", name, str(size), backend)
     if key not in _CACHE:
         import veil.corpora as vc
         from veil.encoders import TextEncoder
@@ -143,7 +158,7 @@ def _public(name: str, size: int):
         sel = pub.select(idx, name=f"{name}-train{len(idx)}")
         from veil.encoders.plan import announce_corpus
 
-        encoder = TextEncoder("minilm")
+        encoder = TextEncoder("minilm", backend=backend)
         announce_corpus(encoder, sel, what=f"public texts of {name} (the first {len(idx)} of its train split)")
         X = encoder.encode_corpus(sel, None, progress=True)
         _CACHE[key] = (list(sel.texts), np.ascontiguousarray(X, dtype=np.float32))
@@ -152,7 +167,9 @@ def _public(name: str, size: int):
 
 def _private_index(name: str):
     """The corpus' own search index and its TF-IDF scorer, built once per process (a grid reuses them)."""
-    key = ("index", name)
+    from veil.encoders.backends import resolve_backend
+
+    key = ("index", name, resolve_backend(None))
     if key not in _CACHE:
         from veil.attacks.retrieval import SimilaritySearch
         from veil.metrics.leakage import TfidfScorer
@@ -312,7 +329,7 @@ def run_cell(cell: AttackCell, *, progress: bool = True) -> ResultRecord:
     """Run one cell; returns its record (not written)."""
     start = time.perf_counter()
     rec = _RUNNERS[cell.attack](cell, progress)
-    rec.config.update({"cell": cell.to_dict(), "corpus": cell.corpus,
+    rec.config.update({"cell": identity(cell), "corpus": cell.corpus,
                        "secret_randomness": "OS CSPRNG per cell: mask pool, mixing, training-run order; the seed "
                                             "selects queries and the attacker's own choices only"})
     rec.extra["total_wall_time_s"] = time.perf_counter() - start

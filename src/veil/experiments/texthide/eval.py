@@ -126,7 +126,7 @@ def run_tag(cfg: TextHideEval) -> str:
 def identity(cfg: TextHideEval) -> dict[str, Any]:
     """The settings a result depends on, with the effective training budget (compared with a stored record's
     before it is reused or replaced). The encoder learning rate and head warm-up matter only when fine-tuning,
-    the public set only in inter mode."""
+    the public set only in inter mode, the encoder backend only when it is not torch (``encoder_backend``)."""
     tc = cfg.train_config(0)
     out = {k: v for k, v in cfg.to_dict().items() if k in _IDENTITY}
     out.update(epochs=tc.epochs, patience=tc.patience, batch_size=tc.batch_size)
@@ -134,7 +134,16 @@ def identity(cfg: TextHideEval) -> dict[str, Any]:
         out.update(head_warmup=tc.head_warmup_epochs, encoder_lr=cfg.encoder_lr)
     if cfg.mode == "inter":
         out.update(public=cfg.public, public_size=cfg.public_size)
+    out.update(_backend(cfg))
     return out
+
+
+def _backend(cfg: TextHideEval) -> dict[str, str]:
+    """The frozen encodings' backend as records hold it (``{}`` for torch, as every record made before backends
+    existed): a fine-tuned run encodes in torch only; a frozen run resolves it as its ``TextEncoder`` will."""
+    from veil.encoders.backends import backend_identity
+
+    return backend_identity("torch" if cfg.finetune else None)
 
 
 _IDENTITY = ("corpus", "m", "k", "mode", "finetune", "seeds", "max_train", "setting")
@@ -142,6 +151,8 @@ _IDENTITY = ("corpus", "m", "k", "mode", "finetune", "seeds", "max_train", "sett
 
 def _stored_identity(stored: Any) -> dict[str, Any]:
     """:func:`identity` of a stored record's config (its effective budget is in ``config["train"]``)."""
+    from veil.encoders.backends import stored_backend_identity
+
     train = stored.get("train") or {}
     out = {k: stored[k] for k in _IDENTITY if k in stored}
     out.update({k: train[k] for k in ("epochs", "patience", "batch_size") if k in train})
@@ -150,6 +161,7 @@ def _stored_identity(stored: Any) -> dict[str, Any]:
                     "head_warmup": train.get("head_warmup_epochs")})
     if stored.get("mode") == "inter":
         out.update({k: stored.get(k) for k in ("public", "public_size")})
+    out.update(stored_backend_identity(stored))
     return out
 
 
@@ -212,7 +224,7 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
     import torch
 
     import veil.corpora as vc
-    from veil.encoders import TextEncoder
+    from veil.encoders import TextEncoder, backend_identity
     from veil.metrics.utility import utility_metrics
     from veil.training import finetune, train_head
 
@@ -274,7 +286,7 @@ def run_texthide_eval(cfg: TextHideEval, *, progress: bool = True, log: Any = No
         if log is not None:
             log(f"{cfg.name} seed {seed}: " + ", ".join(f"{k}={v:.4f}" for k, v in per_seed[-1].items()))
     metrics = {key: Metric.from_values([r[key] for r in per_seed]) for key in per_seed[0]}
-    config = {**cfg.to_dict(), "task": task,
+    config = {**cfg.to_dict(), **backend_identity(encoder), "task": task,
               "encoder": "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised" + encoder.backend_note,
               "train": cfg.train_config(0).to_dict() | {"seed": "per run"},
               "secret_randomness": "OS CSPRNG per seed (mask pool and mixing); seeds set head init and data order"}
