@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
