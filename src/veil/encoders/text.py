@@ -12,7 +12,8 @@ are the differentiable path used for fine-tuning.
 ``"onnx"`` (the same weights in ONNX Runtime, opt-in for now; its vectors
 equal torch's to float rounding). A non-torch backend is part of
 :attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``), so its embeddings
-never share a cache entry or a result record with torch's; the torch
+never share a cache entry with torch's, and result records compare it
+(:func:`~veil.encoders.backends.backend_identity`); the torch
 backend's ids are unchanged. Gradients and fine-tuned weights always run in
 torch.
 
@@ -92,8 +93,8 @@ class TextEncoder:
         and :meth:`forward_tokens`).
     device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
     backend: ``"torch"`` or ``"onnx"`` (see :mod:`veil.encoders.backends`);
-        None uses ``$VEIL_ENCODER_BACKEND``, else ``"onnx"`` on CPU and
-        ``"torch"`` elsewhere. It only changes :meth:`encode` while the weights
+        None uses ``$VEIL_ENCODER_BACKEND``, else
+        :data:`~veil.encoders.backends.DEFAULT_BACKEND` (``"torch"``). It only changes :meth:`encode` while the weights
         are as loaded; the ONNX export is made on first use and cached.
     """
 
