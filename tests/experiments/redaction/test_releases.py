@@ -138,3 +138,15 @@ def test_deepcandidate_releases_candidates_and_counts_the_passages_it_draws_unif
     S, offsets = encode_sentences(TextEncoder("minilm"), source, progress=False)
     means = np.stack([S[offsets[i]:offsets[i + 1]].mean(axis=0) for i in range(40)])
     assert np.abs(X[:, None, :] - means[None]).max(axis=2).min(axis=1).max() < 1e-5  # every release a candidate
+
+
+def test_random_text_leaves_the_shared_spacy_pipeline_whole(quick_public):
+    """RandomText skips spaCy's parser per call: the cached pipeline other code parses with keeps its parser (a
+    disabled pipe there once left the parsing tests without sentence boundaries)."""
+    from veil.models.spacy_pipelines import load_spacy
+
+    nlp = load_spacy("spacy-sm")
+    before = list(nlp.pipe_names)
+    make_text_mechanism(parse_release("random-P3")).transform([TEXT])
+    assert list(nlp.pipe_names) == before and "parser" in before
+    assert len(list(nlp("One sentence here. And another one.").sents)) == 2

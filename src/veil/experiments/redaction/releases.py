@@ -190,12 +190,9 @@ class RandomText:
         if self._nlp is None:
             from veil.models.spacy_pipelines import load_spacy
 
-            self._nlp = load_spacy("spacy-sm")
-            for pipe in ("parser",):
-                if pipe in self._nlp.pipe_names:
-                    self._nlp.disable_pipe(pipe)
+            self._nlp = load_spacy("spacy-sm")  # shared (cached): never disable its pipes, only skip them per call
         out = []
-        for doc in self._nlp.pipe(list(texts), batch_size=32):
+        for doc in self._nlp.pipe(list(texts), batch_size=32, disable=["parser"]):
             tokens = [t for t in doc if not t.is_space]
             if not tokens:
                 out.append(doc.text)
