@@ -129,7 +129,8 @@ def train_inverter_command(
 
     with torch_threads(threads):
         train, held, data = inverter_training_data(config, log=log, progress=not as_json)
-    manifest = train_inverter(config, train, held, data=data, resume=resume, force=force, device=device, log=log)
+    manifest = train_inverter(config, train, held, data=data, resume=resume, force=force, device=device, log=log,
+                              progress=not as_json)
     if as_json:
         echo_json({"folder": str(folder), **{k: v for k, v in manifest.items() if k not in ("curve", "examples")}})
         return

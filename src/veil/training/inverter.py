@@ -274,7 +274,8 @@ def _check_state(st: dict[str, Any], config: InverterConfig, path: Path) -> None
 
 def train_inverter(config: InverterConfig, train: InversionPairs, heldout: InversionPairs, *,
                    data: dict[str, Any] | None = None, out: str | os.PathLike | None = None, resume: bool = True,
-                   force: bool = False, device: str = "cpu", log: Callable[[str], None] = print) -> dict[str, Any]:
+                   force: bool = False, device: str = "cpu", log: Callable[[str], None] = print,
+                   progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the inverter on the public ``train`` pairs; returns its manifest.
 
     ``heldout``: the pairs of the learning curve; ``data``: what the manifest says about the text
@@ -282,7 +283,8 @@ def train_inverter(config: InverterConfig, train: InversionPairs, heldout: Inver
     ``VEIL_HOME/models/<config.name>``). An existing model is replaced only with ``force``; a state file of an
     interrupted run of this configuration is resumed (``resume``). torch's global generator is forked for the
     run. ``device``: where it trains ("cpu", or "cuda" where a GPU is lent: the manifest records which); the
-    saved model is on the CPU either way.
+    saved model is on the CPU either way. ``log`` gets a line at every evaluation; ``progress`` draws the steps
+    (:func:`veil.progress.progress_bar`: a bar in a terminal, a line every 30 s or 10% elsewhere).
     """
     import torch
 
@@ -316,12 +318,12 @@ def train_inverter(config: InverterConfig, train: InversionPairs, heldout: Inver
         _check_state(state, config, spath)
     with torch_threads(config.threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return _train(config, train, heldout, data or {}, folder, spath, state, log, device)
+        return _train(config, train, heldout, data or {}, folder, spath, state, log, device, progress)
 
 
 def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPairs, data: dict[str, Any],
            folder: Path, spath: Path, st: dict[str, Any] | None, log: Callable[[str], None],
-           device: str) -> dict[str, Any]:
+           device: str, progress: bool) -> dict[str, Any]:
     import datetime
 
     import torch
@@ -329,7 +331,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
     from veil import __version__
     from veil._io import atomic_write
     from veil.models.inverter import build_inverter, read_manifest, save_inverter
-    from veil.progress import format_seconds
+    from veil.progress import format_seconds, progress_bar
 
     net, tokenizer, base_id = build_inverter(config.encoder, vector_dim=train.vectors.shape[1],
                                              prefix_tokens=config.prefix_tokens)
@@ -407,33 +409,35 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
     net.train()
     stopped = "epochs"
     running: list[float] = []
-    while epoch < config.epochs:
-        batches = enc.batches(config.batch_size, np.random.default_rng([config.seed, epoch]))
-        while batch_at < len(batches):
-            rows = batches[batch_at]
-            ids, att = enc.padded(rows, pad)
-            v = torch.as_tensor(train.vectors[rows]).to(device)
-            scale = min(1.0, (step + 1) / config.warmup) * (1.0 - 0.9 * min(1.0, step / planned))
-            for group in opt.param_groups:
-                group["lr"] = group["base"] * scale
-            with torch.autocast(v.device.type, dtype=torch.bfloat16, enabled=config.bf16):
-                loss, _ = net.loss(v, ids.to(device), att.to(device))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
-            running.append(loss.item())
-            step, batch_at = step + 1, batch_at + 1
-            seen, seen_tok = seen + len(rows), seen_tok + int(att.sum()) - 2 * len(rows)
-            if step % config.eval_every == 0:
-                checkpoint(float(np.mean(running)))
-                running = []
-            if minutes() > config.max_minutes:
-                stopped = "budget"
+    with progress_bar(max(planned - step, 0), f"inverter {config.name}: training", progress) as advance:
+        while epoch < config.epochs:
+            batches = enc.batches(config.batch_size, np.random.default_rng([config.seed, epoch]))
+            while batch_at < len(batches):
+                rows = batches[batch_at]
+                ids, att = enc.padded(rows, pad)
+                v = torch.as_tensor(train.vectors[rows]).to(device)
+                scale = min(1.0, (step + 1) / config.warmup) * (1.0 - 0.9 * min(1.0, step / planned))
+                for group in opt.param_groups:
+                    group["lr"] = group["base"] * scale
+                with torch.autocast(v.device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                    loss, _ = net.loss(v, ids.to(device), att.to(device))
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                running.append(loss.item())
+                step, batch_at = step + 1, batch_at + 1
+                seen, seen_tok = seen + len(rows), seen_tok + int(att.sum()) - 2 * len(rows)
+                advance(1)
+                if step % config.eval_every == 0:
+                    checkpoint(float(np.mean(running)))
+                    running = []
+                if minutes() > config.max_minutes:
+                    stopped = "budget"
+                    break
+            if stopped == "budget":
                 break
-        if stopped == "budget":
-            break
-        epoch, batch_at = epoch + 1, 0
+            epoch, batch_at = epoch + 1, 0
     if curve[-1]["step"] != step:
         checkpoint(float(np.mean(running)) if running else None)
     if best[2] is not None and best[1] != step:
@@ -488,4 +492,4 @@ def ensure_inverter(name: str, log: Callable[[str], None] = print) -> None:
     else:
         log("veil's quick inverter is not cached yet: training it now (`veil models train inverter --quick`)")
     train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
-    train_inverter(QUICK_INVERTER, train, heldout, data=data, force=cached, log=log)
+    train_inverter(QUICK_INVERTER, train, heldout, data=data, force=cached, log=log, progress=False)
