@@ -47,6 +47,7 @@ def test_the_oracle_writes_its_training_pairs_back(oracle, encoder):
     m = inverter.manifest
     assert m["heldout"]["token_f1"] == 100.0 and m["heldout"]["start_token_f1"] < 50.0
     assert m["encoder"] == encoder_identity(encoder) and m["kind"] == "inverter"
+    assert inverter.identity()["sha256"] == m["sha256"] and inverter.identity()["heldout_token_f1"] == 100.0
     decoder = inverter.net.decoder
     assert decoder.config.is_decoder  # causal
     assert decoder.cls.predictions.decoder.weight.data_ptr() == decoder.bert.embeddings.word_embeddings.weight.data_ptr()

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from veil.errors import DataFormatError, InvalidParameterError, StaleResultError, UnknownNameError
+from veil.errors import (DataFormatError, InvalidParameterError, ResourceMissingError, StaleResultError,
+                         UnknownNameError)
 from veil.models.inverter import InversionPairs, load_inverter
-from veil.training.inverter import (FULL_INVERTER, QUICK_INVERTER, InverterConfig, inverter_training_data,
-                                    state_path, train_inverter)
+from veil.training.inverter import (FULL_INVERTER, QUICK_INVERTER, InverterConfig, ensure_inverter,
+                                    inverter_training_data, state_path, train_inverter)
 
 pytestmark = pytest.mark.slow
 
@@ -84,10 +85,13 @@ def test_bad_configurations_and_inputs_fail_before_any_work(tmp_path):
     assert not (tmp_path / "m").exists() and not state_path(tmp_path / "m").exists()
 
 
-def test_the_full_and_quick_configurations_learn_from_public_text_only():
+def test_the_full_and_quick_configurations_learn_from_public_text_only(tmp_path, monkeypatch):
     assert FULL_INVERTER.exclude == QUICK_INVERTER.exclude == ("rt-polarity", "hutto-movies")
     FULL_INVERTER.check_corpora()
     assert len(FULL_INVERTER.sources) >= 10 and QUICK_INVERTER.sources == (("news-articles", 10000),)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    with pytest.raises(ResourceMissingError, match="`veil models train inverter`"):
+        ensure_inverter("inverter")  # the full model is never trained behind the user's back
 
 
 def test_training_data_are_distinct_public_sentences_held_out_from_dev_splits(builtin):

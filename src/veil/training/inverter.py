@@ -132,8 +132,8 @@ class InverterConfig:
         return d
 
 
-#: the full model: about 250k public sentences of 13 corpora, three passes (meant for a GPU, ``device="cuda"``;
-#: on 2 CPU cores the ten-hour budget ends it first)
+#: the full model: about 250k public sentences of 13 corpora, three passes, about 11.5k steps of 64 sentences
+#: (meant for a GPU, ``device="cuda"``; on 2 CPU cores it takes hours: resumable, ``max_minutes`` per session)
 FULL_INVERTER = InverterConfig()
 #: the quick model (tests, the quick bench): 10000 news-articles sentences, two passes
 QUICK_INVERTER = InverterConfig(name="inverter-quick", sources=(("news-articles", 10000),), max_tokens=32, epochs=2,
