@@ -1,10 +1,13 @@
-"""``veil models train mlm`` and ``veil models list``: the models veil trains itself, cached under VEIL_HOME.
+"""``veil models train mlm``, ``veil models train inverter`` and ``veil models list``: the models veil trains
+itself, cached under VEIL_HOME.
 
 ``train mlm`` continues masked-LM training of MiniLM (:mod:`veil.training.mlm`) on the silver treebank's train
 split (public text: news-articles and Brown documents that are never in its dev or test split); ``--quick``
 trains the small model of the tests and the quick bench on the quick silver treebank (built first if missing,
-about 20 s). ``list`` shows every model file veil has cached: masked LMs, parsers, neural obfuscators and the
-word-level masked-LM attackers.
+about 20 s). ``train inverter`` trains the embedding inverter (:mod:`veil.training.inverter`: a MiniLM-initialised
+decoder that writes a sentence back from its MiniLM vector) on public sentences of veil's corpora, ``--quick``
+on a small slice of news-articles. ``list`` shows every model file veil has cached: masked LMs, inverters,
+parsers, neural obfuscators and the word-level masked-LM attackers.
 """
 
 from __future__ import annotations
@@ -70,6 +73,72 @@ def train_mlm_command(
               f"({manifest['minutes']:.1f} min); wrote {folder}", highlight=False)
 
 
+@train_app.command("inverter")
+def train_inverter_command(
+    quick: Annotated[bool, typer.Option("--quick", help="The small model of the tests and the quick bench "
+                                                        "(inverter-quick: 10000 news-articles sentences, two "
+                                                        "passes).")] = False,
+    max_minutes: Annotated[Optional[float], typer.Option(help="Training budget in minutes (default 600; --quick "
+                                                               "20).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(min=1, help="Passes over the training sentences (default 3; "
+                                                              "--quick 2).")] = None,
+    max_train: Annotated[Optional[int], typer.Option(min=1, help="Training sentences (a random subset).")] = None,
+    heldout: Annotated[Optional[int], typer.Option(min=1, help="Held-out sentences of the learning curve "
+                                                               "(default 500).")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="torch CPU threads.")] = 2,
+    device: Annotated[str, typer.Option(help="Where to train: cpu, or cuda on a machine with a GPU.")] = "cpu",
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue an interrupted run of the same "
+                                                                     "configuration.")] = True,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train veil's embedding inverter: a decoder from MiniLM's weights that writes a sentence back from its MiniLM
+    vector, trained on public sentences of veil's corpora (never rt-polarity; resumable; see docs/inversion.md)."""
+    from dataclasses import replace
+
+    from veil.models.inverter import inverter_dir
+    from veil.models.mlm import check_replaceable
+    from veil.training.inverter import FULL_INVERTER, QUICK_INVERTER, state_path
+
+    config = QUICK_INVERTER if quick else FULL_INVERTER
+    if max_minutes is not None:
+        finite("--max-minutes", max_minutes, low=0.0)
+        config = replace(config, max_minutes=max_minutes)
+    config = replace(config, epochs=epochs or config.epochs, max_train=max_train, heldout=heldout or config.heldout,
+                     threads=threads)
+    if device.split(":")[0] not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"{device!r} is not a device; use cpu or cuda", param_hint="--device")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise typer.BadParameter("no GPU is visible here; use --device cpu", param_hint="--device")
+    config.check_corpora()
+    folder = inverter_dir(config.name)
+    check_replaceable(folder)  # before any work
+    if folder.exists() and not force and not (resume and state_path(folder).is_file()):
+        raise typer.BadParameter(f"the inverter {folder} already exists; pass --force to train it again "
+                                 f"(`veil models list` shows it)", param_hint="--force")
+    from veil._threads import torch_threads
+    from veil.training.inverter import inverter_training_data, train_inverter
+
+    msg = console(as_json)
+
+    def log(line: str) -> None:
+        msg.print(line, highlight=False)
+
+    with torch_threads(threads):
+        train, held, data = inverter_training_data(config, log=log, progress=not as_json)
+    manifest = train_inverter(config, train, held, data=data, resume=resume, force=force, device=device, log=log,
+                              progress=not as_json)
+    if as_json:
+        echo_json({"folder": str(folder), **{k: v for k, v in manifest.items() if k not in ("curve", "examples")}})
+        return
+    msg.print(f"held-out token F1 {manifest['heldout']['token_f1']:.2f} (greedy, {manifest['heldout']['sentences']} "
+              f"sentences) after {manifest['steps']} steps ({manifest['minutes']:.1f} min); wrote {folder}",
+              highlight=False)
+
+
 def cached_models() -> list[dict[str, Any]]:
     """Every model file veil trains itself that is cached under VEIL_HOME (kind, name, path, size, details)."""
     from veil._io import veil_home
@@ -93,6 +162,7 @@ def cached_models() -> list[dict[str, Any]]:
             rows.append({"kind": "masked-lm", "name": name, "path": str(folder.with_name(folder.name + ".state.pt")),
                          "size_mb": _size_mb(folder.with_name(folder.name + ".state.pt")),
                          "detail": "interrupted run: `veil models train mlm` resumes it"})
+    rows += _inverter_rows()
     parsing = veil_home() / "parsing"
     for path in sorted((parsing / "models").glob("*.pt")):
         if path.name.endswith(".state.pt"):
@@ -102,6 +172,32 @@ def cached_models() -> list[dict[str, Any]]:
     for path in sorted((parsing / "attackers").glob("*.pt")):
         rows.append({"kind": "word-recovery-attacker", "name": path.stem, "path": str(path),
                      "size_mb": _size_mb(path), "detail": ""})
+    return rows
+
+
+def _inverter_rows() -> list[dict[str, Any]]:
+    import json
+
+    from veil.models.inverter import INVERTER_NAMES, MANIFEST, inverter_dir, train_command
+    from veil.training.inverter import state_path
+
+    rows: list[dict[str, Any]] = []
+    for name in INVERTER_NAMES:
+        folder = inverter_dir(name)
+        if (folder / MANIFEST).is_file():
+            try:
+                m = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+                detail = (f"held-out token F1 {m['heldout']['token_f1']:.2f} (greedy, {m['heldout']['sentences']} "
+                          f"sentences), {m['steps']} steps, {m['train_sentences']:,} sentences, "
+                          f"{m['minutes']:.1f} min, for {m['encoder']['model_id']}, sha256 {str(m['sha256'])[:12]}")
+            except (OSError, ValueError, KeyError, TypeError):
+                detail = f"damaged manifest (`{train_command(name)}` rebuilds it)"
+            rows.append({"kind": "inverter", "name": name, "path": str(folder), "size_mb": _size_mb(folder),
+                         "detail": detail})
+        elif state_path(folder).is_file():
+            rows.append({"kind": "inverter", "name": name, "path": str(state_path(folder)),
+                         "size_mb": _size_mb(state_path(folder)),
+                         "detail": f"interrupted run: `{train_command(name).removesuffix(' --force')}` resumes it"})
     return rows
 
 

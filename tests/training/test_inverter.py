@@ -1,0 +1,116 @@
+"""Training the embedding inverter: a resumed run ends where an uninterrupted one does, a state of another
+configuration is refused, bad configurations fail before any work, and the training data are public sentences
+(train splits only, never the excluded corpora, held out from dev splits)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from veil.errors import (DataFormatError, InvalidParameterError, ResourceMissingError, StaleResultError,
+                         UnknownNameError)
+from veil.models.inverter import InversionPairs, load_inverter
+from veil.training.inverter import (FULL_INVERTER, QUICK_INVERTER, InverterConfig, ensure_inverter,
+                                    inverter_training_data, state_path, train_inverter)
+
+pytestmark = pytest.mark.slow
+
+TEXTS = ["markets rose on friday.", "the council met again.", "rain is expected tonight.", "he won the race.",
+         "prices fell in june.", "the film opens soon.", "a new law was passed.", "she left the club."]
+IDENTITY = {"name": "minilm", "model_id": "minilm-test", "pooling": "mean", "normalize": True, "max_length": 256,
+            "dim": 384}
+
+
+def _pairs(texts: list[str], seed: int) -> InversionPairs:
+    x = np.random.default_rng(seed).normal(size=(len(texts), 384)).astype(np.float32)
+    return InversionPairs(list(texts), x / np.linalg.norm(x, axis=1, keepdims=True), dict(IDENTITY))
+
+
+def _tiny() -> InverterConfig:
+    return InverterConfig(name="inverter-quick", sources=(("news-articles", 8),), epochs=3, batch_size=4, warmup=2,
+                          eval_every=4, heldout=2, max_tokens=12, threads=1, seed=3)
+
+
+def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path):
+    config, train, held = _tiny(), _pairs(TEXTS, 0), _pairs(TEXTS[:2], 1)
+    whole = train_inverter(config, train, held, out=tmp_path / "whole", log=lambda _: None)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(line: str) -> None:
+        if line.startswith("step 4/"):
+            raise Stop
+
+    folder = tmp_path / "resumed"
+    with pytest.raises(Stop):
+        train_inverter(config, train, held, out=folder, log=interrupt)
+    assert state_path(folder).is_file() and not folder.exists()
+    with pytest.raises(StaleResultError, match="lr"):  # a state of another configuration is never resumed
+        train_inverter(replace(config, lr=1e-3), train, held, out=folder, log=lambda _: None)
+    lines: list[str] = []
+    again = train_inverter(replace(config, max_minutes=30.0), train, held, out=folder, log=lines.append)
+    assert any(line.startswith("resumed at step 4") for line in lines)
+    assert not state_path(folder).exists()  # finished: the resume state is gone
+    assert again["steps"] == whole["steps"] == 6
+    assert [(r["step"], r["token_f1"], r["loss"]) for r in again["curve"]] == \
+        [(r["step"], r["token_f1"], r["loss"]) for r in whole["curve"]]
+    a, b = load_inverter(tmp_path / "whole").net.state_dict(), load_inverter(folder).net.state_dict()
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k]) for k in a)
+    with pytest.raises(InvalidParameterError, match="already exists"):
+        train_inverter(config, train, held, out=folder, log=lambda _: None)
+
+
+def test_bad_configurations_and_inputs_fail_before_any_work(tmp_path):
+    for bad in (dict(lr=float("nan")), dict(epochs=0), dict(max_tokens=300), dict(sources=()),
+                dict(sources=(("rt-polarity", None),)), dict(max_train=0), dict(bf16=1),
+                dict(sources=(("brown", 5), ("brown", 6)))):
+        with pytest.raises(InvalidParameterError):
+            replace(_tiny(), **bad)
+    with pytest.raises(UnknownNameError, match="no-such-corpus"):
+        replace(_tiny(), sources=(("no-such-corpus", None),)).check_corpora()
+    train = _pairs(TEXTS, 0)
+    with pytest.raises(DataFormatError, match="no held-out"):
+        train_inverter(_tiny(), train, _pairs([], 1), out=tmp_path / "m", log=lambda _: None)
+    other = InversionPairs(TEXTS[:2], train.vectors[:2], {**IDENTITY, "model_id": "other"})
+    with pytest.raises(InvalidParameterError, match="different encoders"):
+        train_inverter(_tiny(), train, other, out=tmp_path / "m", log=lambda _: None)
+    with pytest.raises(InvalidParameterError, match="device"):
+        train_inverter(_tiny(), train, train, out=tmp_path / "m", device="tpu", log=lambda _: None)
+    with pytest.raises(DataFormatError, match="NaN"):
+        InversionPairs(["a"], np.full((1, 384), np.nan, dtype=np.float32), dict(IDENTITY))
+    assert not (tmp_path / "m").exists() and not state_path(tmp_path / "m").exists()
+
+
+def test_the_full_and_quick_configurations_learn_from_public_text_only(tmp_path, monkeypatch):
+    assert FULL_INVERTER.exclude == QUICK_INVERTER.exclude == ("rt-polarity", "hutto-movies")
+    FULL_INVERTER.check_corpora()
+    assert len(FULL_INVERTER.sources) >= 10 and QUICK_INVERTER.sources == (("news-articles", 10000),)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    with pytest.raises(ResourceMissingError, match="`veil models train inverter`"):
+        ensure_inverter("inverter")  # the full model is never trained behind the user's back
+
+
+def test_training_data_are_distinct_public_sentences_held_out_from_dev_splits(builtin):
+    from veil.corpora.public_sentences import sentence_key, split_sentences_of
+
+    config = replace(_tiny(), sources=(("hutto-tweets", 30), ("sms-spam", 20)), heldout=6, max_tokens=24,
+                     max_train=40)
+    train, held, data = inverter_training_data(config, log=lambda _: None, progress=False, cache=False)
+    assert len(train) == 40 and len(held) == 6 and data["sentences"] == 40
+    assert data["corpora"]["hutto-tweets"]["sentences"] + data["corpora"]["sms-spam"]["sentences"] == 40
+    tweets, sms = builtin("hutto-tweets"), builtin("sms-spam")
+    train_split = {sentence_key(s) for c in (tweets, sms) for s in split_sentences_of(c, "train")}
+    dev_split = {sentence_key(s) for c in (tweets, sms) for s in split_sentences_of(c, "dev")}
+    assert all(sentence_key(t) in train_split for t in train.texts)
+    assert all(sentence_key(t) in dev_split for t in held.texts)
+    assert not {sentence_key(t) for t in train.texts} & {sentence_key(t) for t in held.texts}
+    assert len({sentence_key(t) for t in train.texts}) == 40
+    assert all(len(t.split()) >= config.min_words for t in train.texts + held.texts)
+    assert train.encoder["model_id"].startswith("minilm-") and train.encoder["dim"] == 384
+    norms = np.linalg.norm(train.vectors, axis=1)
+    assert np.allclose(norms, 1.0, atol=1e-4)  # MiniLM's normalised vectors
+    assert data["exclude"] == ["rt-polarity", "hutto-movies"] and data["heldout"]["sentences"] == 6
