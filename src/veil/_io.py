@@ -8,12 +8,13 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["veil_home", "writable_dir", "atomic_write", "atomic_write_text", "atomic_write_json", "sha256_file",
-           "sha256_text", "OWNED_MARKER", "mark_owned", "is_owned", "remove_owned_dir", "read_json"]
+           "sha256_text", "OWNED_MARKER", "mark_owned", "is_owned", "remove_owned_dir", "publish_owned_dir",
+           "read_json"]
 
 
 def _home_path() -> tuple[Path, str]:
@@ -211,6 +212,35 @@ def remove_owned_dir(folder: str | os.PathLike, *, option: str = "--force", igno
             f"{folder} exists and is {kind} veil did not write (no {OWNED_MARKER} marker in it), so {option} will "
             f"not remove it; choose another path for veil's output, or move that folder away yourself")
     shutil.rmtree(folder)
+
+
+def publish_owned_dir(folder: str | os.PathLike, fill: Callable[[Path], None], what: str) -> Path:
+    """Write a folder veil owns as one step: ``fill(tmp)`` writes the files into a new private sibling folder,
+    which is marked as veil's (``what`` in its marker), given the permissions any other veil output gets, and
+    swapped in for ``folder``; an existing ``folder`` is removed first only if veil wrote it
+    (:func:`remove_owned_dir`). A reader never sees a half-written folder, and the sibling is removed on any
+    failure (Ctrl-C included)."""
+    import shutil
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        fill(tmp)
+        mark_owned(tmp, what)
+        os.chmod(tmp, 0o777 & ~_current_umask())  # mkdtemp makes it private; the folder is as any veil output
+        remove_owned_dir(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def _current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def read_json(path: str | os.PathLike, *, what: str = "result file", fix: str | None = None) -> Any:

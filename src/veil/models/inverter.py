@@ -456,34 +456,22 @@ def save_inverter(net: Any, tokenizer: Any, folder: str | os.PathLike, manifest:
     """Write the network, its decoder's configuration, the tokenizer and ``manifest`` (plus the weights' sha256)
     to ``folder``: into a new sibling folder first, swapped in at the end, so a reader never sees a half-written
     model; an existing ``folder`` is replaced only if veil wrote it (its ``.veil-owned`` marker)."""
-    import shutil
-    import tempfile
-
     from safetensors.torch import save_model
 
-    from veil._io import atomic_write_json, mark_owned, remove_owned_dir, sha256_file
+    from veil._io import atomic_write_json, publish_owned_dir, sha256_file
     from veil.models.mlm import check_replaceable
 
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
     check_replaceable(folder)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         with _quiet():
             net.decoder.config.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
         save_model(net, str(tmp / WEIGHTS))
-        manifest = {**manifest, "sha256": sha256_file(tmp / WEIGHTS)}
-        atomic_write_json(tmp / MANIFEST, manifest)
-        mark_owned(tmp, f"veil's inverter ({manifest.get('name')}, veil models train inverter)")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the model folder is as any other veil writes
-        remove_owned_dir(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        atomic_write_json(tmp / MANIFEST, {**manifest, "sha256": sha256_file(tmp / WEIGHTS)})
+
+    publish_owned_dir(folder, fill, f"veil's inverter ({manifest.get('name')}, veil models train inverter)")
     return folder
 
 

@@ -168,33 +168,22 @@ def save_mlm(model: Any, tokenizer: Any, folder: str | os.PathLike, manifest: di
 
     The files are written to a new sibling folder first and swapped in at the end, so a reader never sees a
     half-written model; an existing ``folder`` is replaced only if veil wrote it (its ``.veil-owned`` marker)."""
-    import shutil
-    import tempfile
-
-    from veil._io import atomic_write_json, mark_owned, remove_owned_dir, sha256_file
-
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    check_replaceable(folder)
     from transformers.utils import logging as hf_logging
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    from veil._io import atomic_write_json, publish_owned_dir, sha256_file
+
+    folder = Path(folder)
+    check_replaceable(folder)
+
+    def fill(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_json(tmp / MANIFEST, {**manifest, "sha256": sha256_file(tmp / WEIGHTS)})
+
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        manifest = {**manifest, "sha256": sha256_file(tmp / WEIGHTS)}
-        atomic_write_json(tmp / MANIFEST, manifest)
-        mark_owned(tmp, f"veil's masked LM ({manifest.get('name')}, veil models train mlm)")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the model folder is as any other veil writes
-        remove_owned_dir(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        publish_owned_dir(folder, fill, f"veil's masked LM ({manifest.get('name')}, veil models train mlm)")
     finally:
         if bars:
             hf_logging.enable_progress_bar()
