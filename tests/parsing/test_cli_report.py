@@ -6,10 +6,12 @@ import json
 import stat
 
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from veil.cli import attack, obfuscate, parse
+from veil.errors import InvalidParameterError
 from veil.report import render_all
 from veil.report.parsing import parsing_page
 from veil.results import Metric, ResultRecord
@@ -132,8 +134,6 @@ def test_the_papers_pattern_is_computed_per_parser(tmp_path):
 def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_treebank, tmp_path):
     import shutil
 
-    import pytest
-
     from veil.errors import StaleResultError
 
     res = tmp_path / "results" / "parsing"
@@ -152,6 +152,20 @@ def test_sweep_writes_every_cell_and_refuses_a_record_of_another_setup(tiny_tree
     assert "--force" in str(res_other.exception) and res_other.exception.keys == ["treebank"]
     with pytest.raises(StaleResultError):
         raise res_other.exception
+    # a step cap is part of an attack cell's setup: the records made without one are not reused under one
+    res_steps = CliRunner().invoke(_app(), args + ["--treebank", str(tiny_treebank), "--attack-steps", "5"])
+    assert isinstance(res_steps.exception, StaleResultError) and res_steps.exception.keys == ["attack_steps"]
+    assert "attack_steps: stored" in str(res_steps.exception)
+
+
+def test_an_attack_step_cap_is_validated_and_left_out_of_records_when_unset():
+    from veil.experiments.obfuscation.parsing import ParsingSetup
+
+    assert "attack_steps" not in ParsingSetup().to_dict()
+    assert ParsingSetup(attack_steps=600).to_dict()["attack_steps"] == 600
+    for bad in (0, -3, 2.5, True, "600"):
+        with pytest.raises(InvalidParameterError, match="attack_steps"):
+            ParsingSetup(attack_steps=bad)
 
 
 def test_neural_table_and_computed_verdicts(tmp_path):
@@ -223,3 +237,17 @@ def test_privacy_knob_rows_are_kept_out_of_table_2_and_compared_with_lambda_0(tm
     assert "λ = 1 moved UAS by -3.0 and the trained attacker's prv by +3.0 against λ = 0 (λ = 0's own spread: " \
            "UAS sd 1.4 over 2 seeds, prv sd 0.7 over 2 seeds)." in knob
     assert "## The privacy knob" not in parsing_page("parsing", records[:6], tmp_path)  # no lambda > 0: no section
+
+
+def test_the_regenerate_command_repeats_an_attack_step_cap(tmp_path):
+    from veil.report.commands import parsing_commands
+
+    def atk(level, steps):
+        cfg = {**_SETUP, "attacker": "veil-mlm-tuned", "level": level, **({} if steps is None else
+                                                                          {"attack_steps": steps})}
+        return (tmp_path / f"attack-veil-mlm-tuned-{level}.json",
+                ResultRecord("parsing", f"attack-veil-mlm-tuned-{level}", cfg, {"prv": Metric(mean=70.0)}, 1.0))
+
+    capped, plain = parsing_commands([atk("P1", 1000), atk("P2", 1000), atk("P3", None)])
+    assert "--levels P1,P2" in capped and capped.count("--attack-steps 1000") == 1
+    assert "--levels P3" in plain and "--attack-steps" not in plain

@@ -10,7 +10,7 @@ import pytest
 from veil.attacks.word_recovery import (AttackVocabulary, KeepWord, ObfuscatedText, TagFrequency, observe,
                                         score_attack)
 from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
-from veil.errors import DataFormatError, PrivacyLeakWarning
+from veil.errors import DataFormatError, InvalidParameterError, PrivacyLeakWarning
 from veil.parsing.treebank import load_treebank
 
 
@@ -83,6 +83,22 @@ def test_trained_attacker_runs_on_tiny_data(setting, trained):
     res = score_attack(atk, observe(obf), [list(o.key.originals) for o in obf], n_boot=20)
     assert 0 <= res["prv"].ci_low <= res["prv"].mean <= res["prv"].ci_high <= 100
     assert res["coverage"].mean > 0
+
+
+def test_a_step_cap_stops_the_trained_attacker_with_a_last_evaluation(setting):
+    from veil.attacks.word_recovery import TrainedAttacker
+
+    train, vocab, _, av = setting
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        own = RandomSubstitution(vocabulary=vocab, level="P2", rng=12)
+    made = [own.obfuscate(t.words, t.tags) for t in train]
+    atk = TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none").fit(
+        observe(made), [list(o.key.originals) for o in made], epochs=50, max_minutes=5.0, max_steps=3,
+        eval_every=2, patience=100)
+    assert atk.stopped == "steps" and [r["step"] for r in atk.history] == [2, 3]
+    with pytest.raises(InvalidParameterError, match="max_steps"):
+        atk.fit(observe(made), [list(o.key.originals) for o in made], max_steps=0)
 
 
 def test_mismatched_originals_are_refused(setting):

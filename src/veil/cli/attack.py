@@ -462,6 +462,7 @@ def attack_word_recovery(
     minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of a neural attacker (a cap for trained and "
                                                          "veil-mlm-tuned, which stop when their own dev MRR stops "
                                                          "rising).")] = 8.0,
+    attack_steps: parse.AttackStepsOpt = None,
     mlm: parse.MLMOpt = "mlm",
     seed: parse.SeedOpt = 0,
     results: parse.ResultsOpt = None,
@@ -475,7 +476,8 @@ def attack_word_recovery(
         raise typer.BadParameter(f"--method must be one of {', '.join(ATTACKERS)}, got {method!r}")
     finite("--minutes", minutes, low=0.0)
     setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, attack_train=train_sentences,
-                         attack_minutes=minutes, seed=seed, mlm=parse.check_mlm(mlm, [method]))
+                         attack_minutes=minutes, seed=seed, mlm=parse.check_mlm(mlm, [method]),
+                         attack_steps=attack_steps)
     parse.run_one_cell(f"attack-{method}-{level}", setup, results, force, as_json, parsers=[],
                        levels=[check_level(level)], attackers=[method])
 

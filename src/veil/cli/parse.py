@@ -27,6 +27,9 @@ SeedOpt = Annotated[int, typer.Option(min=0, help="Experiment seed (obfuscation 
 obfuscator_app = typer.Typer(help="The neural obfuscator (Hu et al. 2020, Sec. 3-4), trained through veil's biaffine "
                                   "parser.", no_args_is_help=True)
 parse_app.add_typer(obfuscator_app, name="obfuscator")
+AttackStepsOpt = Annotated[int | None, typer.Option(min=1, help="Cap on the optimiser steps of trained and "
+                                                     "veil-mlm-tuned (the same budget on a busy or an idle machine; "
+                                                     "--minutes still applies). Default: no cap.")]
 NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes).")]
 PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
 
@@ -221,6 +224,7 @@ def parse_sweep(
     minutes: Annotated[float, typer.Option(min=0.1, help="Training budget of each neural attacker (a cap for trained "
                                                          "and veil-mlm-tuned, which stop when their own dev MRR "
                                                          "stops rising).")] = 8.0,
+    attack_steps: AttackStepsOpt = None,
     mlm: MLMOpt = "mlm",
     seed: SeedOpt = 0,
     defense: Annotated[str, typer.Option(help="Comma-separated defenses: random (substitution) and/or neural (the "
@@ -259,7 +263,8 @@ def parse_sweep(
         finite(option, value, low=0.0)
     finite("--privacy-weight", privacy_weight, low=0.0, low_open=False)
     setup = ParsingSetup(treebank=check_treebank(treebank), n_test=n_test, attack_train=train_sentences,
-                         attack_minutes=minutes, seed=seed, mlm=check_mlm(mlm, attacker_names))
+                         attack_minutes=minutes, seed=seed, mlm=check_mlm(mlm, attacker_names),
+                         attack_steps=attack_steps)
     root = _root(results)
     msg = console(as_json)
     paths = run_parsing(root, parsers=parser_names, levels=lvls, attackers=attacker_names, setup=setup,

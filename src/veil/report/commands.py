@@ -46,10 +46,10 @@ def parsing_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         weight = float(c.get("obfuscator", {}).get("training", {}).get("training", {}).get("privacy_weight") or 0.0)
         neural_minutes = c.get("obfuscator", {}).get("training", {}).get("training", {}).get("max_minutes")
         key = (defense, weight, c.get("treebank"), c.get("n_test"), c.get("attack_train"), c.get("attack_minutes"),
-               c.get("seed"), neural_minutes, c.get("mlm") or "mlm")
+               c.get("seed"), neural_minutes, c.get("mlm") or "mlm", c.get("attack_steps"))
         groups.setdefault(key, []).append(r)
     out, results = [], folder_of(records)
-    for (defense, weight, treebank, n_test, train, minutes, seed, nmin, mlm), rs in sorted(
+    for (defense, weight, treebank, n_test, train, minutes, seed, nmin, mlm, steps), rs in sorted(
             groups.items(), key=lambda kv: (kv[0][0] != "random", str(kv[0]))):
         parsers = sorted({r.config["parser"] for r in rs if "parser" in r.config})
         attackers = sorted({r.config["attacker"] for r in rs if "attacker" in r.config})
@@ -58,6 +58,8 @@ def parsing_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
                  f"--attackers {_join(attackers)}" if attackers else "", f"--levels {_join(levels)}",
                  f"--treebank {treebank} --n-test {n_test} --train-sentences {train} --minutes {_num(minutes)} "
                  f"--seed {seed}"]
+        if steps is not None:
+            parts.append(f"--attack-steps {steps}")
         if mlm != "mlm":
             parts.append(f"--mlm {mlm}")
         if defense == "neural":

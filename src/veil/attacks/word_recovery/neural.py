@@ -133,12 +133,14 @@ class _NeuralAttacker(Attack):
 
     def _fit(self, words: list[tuple[str, ...]], tags: list[tuple[str, ...]], make_positions: Any,
              targets_of: Any, *, epochs: int, max_minutes: float, batch_size: int, rng: np.random.Generator,
-             evaluate: Any = None, eval_every: int = 200) -> str:
+             evaluate: Any = None, eval_every: int = 200, max_steps: int | None = None) -> str:
         """Train; ``evaluate(epoch, step, minutes, loss)`` (if given) runs every ``eval_every`` batches and returns
-        True to stop. Returns what ended training: "flattened" (evaluate said stop), "budget" or "epochs"."""
+        True to stop. Returns what ended training: "flattened" (evaluate said stop), "budget" (``max_minutes``),
+        "steps" (``max_steps`` optimiser steps, None: no cap) or "epochs"."""
         import torch
 
-        _check_budget(epochs=epochs, max_minutes=max_minutes, batch_size=batch_size, eval_every=eval_every)
+        _check_budget(epochs=epochs, max_minutes=max_minutes, batch_size=batch_size, eval_every=eval_every,
+                      **({} if max_steps is None else {"max_steps": max_steps}))
         opt = torch.optim.Adam(self.net.parameters(), lr=2e-3, betas=(0.9, 0.9))
         start, step, stopped = time.monotonic(), 0, "epochs"
         order = sorted(range(len(words)), key=lambda i: len(words[i]))
@@ -174,12 +176,15 @@ class _NeuralAttacker(Attack):
                     if minutes > max_minutes:
                         stopped = "budget"
                         break
+                    if max_steps is not None and step >= max_steps:
+                        stopped = "steps"
+                        break
                 if evaluate is None:
                     self.history.append({"epoch": epoch, "loss": total / max(count, 1),
                                          "minutes": (time.monotonic() - start) / 60})
                 if stopped != "epochs":
                     break
-        if evaluate is not None and stopped == "budget":
+        if evaluate is not None and stopped in ("budget", "steps") and step % eval_every:
             evaluate(epoch, step, (time.monotonic() - start) / 60, total / max(count, 1))
         self.net.eval()
         return stopped
@@ -232,13 +237,14 @@ class TrainedAttacker(_NeuralAttacker):
     def fit(self, text: ObfuscatedText, originals: Sequence[Sequence[str]], *, epochs: int = 30,
             max_minutes: float = 10.0, batch_size: int = 32, eval_every: int = 200, patience: int = 4,
             dev_share: float = 0.05, max_dev: int = 500, min_delta: float = 0.002,
-            on_eval: Any = None) -> "TrainedAttacker":
+            on_eval: Any = None, max_steps: int | None = None) -> "TrainedAttacker":
         """Train on the attacker's own obfuscations ``text`` of public sentences and their ``originals``.
 
         Every ``eval_every`` batches the MRR on a held-out ``dev_share`` of those sentences (at most ``max_dev``)
         is measured (``on_eval(self, row)`` sees each row); training stops when ``patience`` evaluations raise it
         by no more than ``min_delta`` over the last one that did (``stopped = "flattened"``), when ``max_minutes``
-        are spent ("budget") or after ``epochs``; the best evaluation's weights are kept (``selected``). With fewer
+        are spent ("budget"), after ``max_steps`` optimiser steps ("steps"; None: no cap) or after ``epochs``; the
+        best evaluation's weights are kept (``selected``). With fewer
         than 20 sentences nothing is held out."""
         import copy
 
@@ -275,7 +281,8 @@ class TrainedAttacker(_NeuralAttacker):
         self.stopped = self._fit(words, [text.tags[i] for i in rows],
                                  lambda chunk, ws, ts: ([text.positions[rows[i]] for i in chunk], ws),
                                  lambda i, ps: originals[rows[i]], epochs=epochs, max_minutes=max_minutes,
-                                 batch_size=batch_size, rng=rng, evaluate=evaluate, eval_every=eval_every)
+                                 batch_size=batch_size, rng=rng, evaluate=evaluate, eval_every=eval_every,
+                                 max_steps=max_steps)
         if best[1] is not None:
             self.net.load_state_dict(best[1])
         self.net.eval()

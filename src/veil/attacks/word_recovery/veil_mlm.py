@@ -425,21 +425,23 @@ class TunedMLMAttacker(_MLMAttack):
             epochs: int = 20, lr: float = 5e-5, head_lr: float = 1e-3, eval_every: int = 100, patience: int = 3,
             min_delta: float = 0.002, dev_share: float = 0.05, max_dev: int = 400,
             on_eval: Callable[["TunedMLMAttacker", dict[str, Any]], None] | None = None,
-            log: Callable[[str], None] | None = None) -> "TunedMLMAttacker":
+            log: Callable[[str], None] | None = None, max_steps: int | None = None) -> "TunedMLMAttacker":
         """Fine-tune on the attacker's own obfuscations ``text`` of public sentences and their ``originals``.
 
         Every ``eval_every`` steps the MRR on the held-out ``dev_share`` of the sentences (at most ``max_dev``) is
         measured (``on_eval(self, row)`` is called with the row, e.g. to draw a learning curve); training stops when
         ``patience`` evaluations in a row raise it by no more than ``min_delta`` over the last one that did (the
-        curve has flattened), when ``max_minutes`` are spent, or after ``epochs``. The best evaluation's weights are
-        kept (``selected``)."""
+        curve has flattened), when ``max_minutes`` are spent, after ``max_steps`` optimiser steps (None: no cap; a
+        step count, unlike minutes, is the same budget on a loaded machine) or after ``epochs``. The best
+        evaluation's weights are kept (``selected``)."""
         import torch
 
         from veil.attacks.word_recovery.neural import _check_budget
 
         _check_text(text)
         _check_budget(max_minutes=max_minutes, epochs=epochs, lr=lr, head_lr=head_lr, eval_every=eval_every,
-                      patience=patience, dev_share=dev_share, max_dev=max_dev)
+                      patience=patience, dev_share=dev_share, max_dev=max_dev,
+                      **({} if max_steps is None else {"max_steps": max_steps}))
         if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not 0 <= min_delta < 1:
             raise InvalidParameterError(f"min_delta must be a number in [0, 1), got {min_delta!r}")
         if len(originals) != len(text) or any(len(o) != len(p) for o, p in zip(originals, text.positions)):
@@ -517,8 +519,10 @@ class TunedMLMAttacker(_MLMAttack):
                         done = evaluate(epoch, float(np.mean(losses[-eval_every:])))
                         if done:
                             self.stopped = "flattened"
-                    if not done and (time.monotonic() - start) / 60 > max_minutes:
-                        self.stopped, done = "budget", True
+                    if not done and ((time.monotonic() - start) / 60 > max_minutes
+                                     or (max_steps is not None and step >= max_steps)):
+                        self.stopped = "steps" if max_steps is not None and step >= max_steps else "budget"
+                        done = True
                         if self.history[-1]["step"] != step:
                             evaluate(epoch, float(np.mean(losses[-eval_every:])))
                     if done:

@@ -72,11 +72,23 @@ class ParsingSetup:
     seed: int = 0
     model: str | None = None
     mlm: str = "mlm"
+    #: a cap on the optimiser steps of the attackers that stop on their own dev MRR (``trained``,
+    #: ``veil-mlm-tuned``): unlike minutes, the same budget whatever else the machine runs. None: no cap (only
+    #: ``attack_minutes``), and left out of the record (records made before the cap existed match it)
+    attack_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        s = self.attack_steps
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
+            raise InvalidParameterError(f"attack_steps must be an int >= 1 or None, got {s!r}")
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        if self.attack_steps is None:
+            del out["attack_steps"]
+        return out
 
 
 def cell_path(root: Path, experiment: str, setup: ParsingSetup) -> Path:
@@ -176,13 +188,14 @@ def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str],
     old = ResultRecord.read(path).config
     mine = {**setup.to_dict(), "obfuscator_key": key}
     fields = (*relevant, *(("obfuscator_key",) if key else ()))
-    check_same_config({k: old[k] for k in fields if k in old}, {k: mine[k] for k in fields}, path)
+    # attack_steps is in neither when unset (to_dict leaves it out; records made before it existed lack it)
+    check_same_config({k: old[k] for k in fields if k in old}, {k: mine[k] for k in fields if k in mine}, path)
     return True
 
 
 #: setup fields each kind of cell depends on (n_test and seed are in the file name)
 _EVAL_FIELDS = ("treebank", "model")
-_ATTACK_FIELDS = ("treebank", "attack_train", "attack_minutes")
+_ATTACK_FIELDS = ("treebank", "attack_train", "attack_minutes", "attack_steps")
 _NEURAL = ("minilm", "trained", "mlm", "veil-mlm-tuned")  # every attack record is checked on _ATTACK_FIELDS
 #: the attackers whose training is drawn as a learning curve (test prv at each of their dev evaluations)
 CURVED = ("trained", "veil-mlm-tuned")
@@ -400,7 +413,8 @@ def build_attacker(attacker: str, train: list[Any], vocab: Any, setup: ParsingSe
     ``veil-mlm`` or ``veil-mlm-tuned``), trained where it learns on its own obfuscations of public ``train``
     sentences made by ``make(seed)`` (the mechanism, with the attacker's own draws: seed ``setup.seed + 1000``).
     ``trained`` and ``veil-mlm-tuned`` stop when their own dev MRR stops rising, within ``setup.attack_minutes``
-    (``on_eval(attacker, row)`` sees each of their evaluations); the others train for ``setup.attack_minutes``.
+    and ``setup.attack_steps`` (``on_eval(attacker, row)`` sees each of their evaluations); the others train for
+    ``setup.attack_minutes``.
     ``veil-mlm`` and ``veil-mlm-tuned`` use veil's masked LM ``setup.mlm`` (``veil models train mlm``)."""
     import numpy as np
 
@@ -425,10 +439,10 @@ def build_attacker(attacker: str, train: list[Any], vocab: Any, setup: ParsingSe
         pairs = (observe(made), [list(o.key.originals) for o in made])
         if attacker == "veil-mlm-tuned":
             return TunedMLMAttacker(tagged, model=setup.mlm, seed=setup.seed).fit(
-                *pairs, max_minutes=setup.attack_minutes, on_eval=on_eval, log=log)
+                *pairs, max_minutes=setup.attack_minutes, max_steps=setup.attack_steps, on_eval=on_eval, log=log)
         if attacker == "trained":
             return TrainedAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
-                *pairs, max_minutes=setup.attack_minutes, on_eval=on_eval)
+                *pairs, max_minutes=setup.attack_minutes, max_steps=setup.attack_steps, on_eval=on_eval)
         return ContextualAttacker(avocab, vocab.words.keys(), seed=setup.seed).fit(
             *pairs, max_minutes=setup.attack_minutes, progress=True)
     return _mlm(avocab, vocab, public, setup)
