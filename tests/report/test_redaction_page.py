@@ -192,6 +192,8 @@ def test_regenerate_commands_parse_and_state_the_configs(folder, tmp_path):
     section = page[max(i for i, line in enumerate(page) if line.startswith("## ")):]
     assert section[0] == "## Regenerate" and section[-1] == "```"
     commands = section[section.index("```bash") + 1:-1]
+    assert commands[0] == "export VEIL_ENCODER_BACKEND=torch"  # records without encoder_backend: torch's
+    commands = commands[1:]
     for line in commands:
         words = shlex.split(line)
         cmd, rest = typer.main.get_command(veil.cli.app), words[1:]

@@ -10,6 +10,8 @@ import pytest
 import typer.main
 
 import veil.cli
+from veil.encoders.backends import DEFAULT_BACKEND, ENV, backend_names
+from veil.report.markdown import backend_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs" / "results").glob("*.md"))
@@ -25,6 +27,10 @@ def regenerate_commands(page_text: str) -> list[str]:
     if section[-1] != "```" or "```bash" not in section:
         raise AssertionError("the Regenerate section does not end with a ```bash block")
     block = section[section.index("```bash") + 1:-1]
+    while block and block[0].startswith("export "):  # only the encoder backend may be set, to a real one
+        name, _, value = block.pop(0)[len("export "):].partition("=")
+        if name != ENV or value not in backend_names():
+            raise AssertionError(f"the Regenerate block sets {name}={value!r}; only {ENV}=<{'|'.join(backend_names())}>")
     if not block or not all(line.startswith("veil ") for line in block):
         raise AssertionError(f"non-command lines in the Regenerate block: {block}")
     return block
@@ -70,3 +76,26 @@ def test_the_checker_fails_on_bad_pages_and_commands():
     with pytest.raises(AssertionError, match="not a valid integer|is not a valid"):
         check_command("veil parse sweep --n-test many --results results/parsing")
     check_command("veil parse sweep --levels P4 --results results/parsing")
+    with pytest.raises(AssertionError, match="only VEIL_ENCODER_BACKEND"):
+        regenerate_commands("## Regenerate\n\n```bash\nexport VEIL_ENCODER_BACKEND=fast\nveil report\n```")
+    with pytest.raises(AssertionError, match="only VEIL_ENCODER_BACKEND"):
+        regenerate_commands("## Regenerate\n\n```bash\nexport PATH=/tmp\nveil report\n```")
+    assert regenerate_commands("## Regenerate\n\n```bash\nexport VEIL_ENCODER_BACKEND=torch\nveil report\n```") \
+        == ["veil report"]
+
+
+def test_records_of_a_backend_other_than_the_default_say_which_backend_to_run_under():
+    assert DEFAULT_BACKEND == "onnx"
+    assert backend_lines(None) == ([], [])  # a page whose writers compare no backend
+    said, shell = backend_lines([{"seed": 0}, {"seed": 1}])  # torch records (no key)
+    assert shell == [f"export {ENV}=torch"] and "default is now onnx" in said[0]
+    assert backend_lines([{"encoder_backend": "onnx"}]) == ([], [])
+    said, shell = backend_lines([{"encoder_backend": "onnx"}, {"seed": 0}])
+    assert shell == [] and "1 with onnx, 1 with torch or without frozen encoding" in said[0]
+
+
+def test_pages_of_torch_records_set_the_torch_backend():
+    """The committed records were made with torch: their pages' Regenerate blocks must say so (the default is onnx)."""
+    for name in ("bench.md", "texthide.md", "sentdp.md", "attributes.md", "federated.md", "gradients.md"):
+        text = (ROOT / "docs" / "results" / name).read_text()
+        assert f"```bash\nexport {ENV}=torch\n" in text, name

@@ -16,9 +16,9 @@ Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :data:`DEFAULT_BACKEND` (``"torch"``: see its comment for what
-making the faster ``"onnx"`` the default would change); the environment variable :data:`ENV`
-(``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit ``backend=``.
+The default is :data:`DEFAULT_BACKEND` (``"onnx"`` on CPU, ``"torch"`` on any other device; see its comment);
+the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an
+explicit ``backend=``.
 Result records compare the backend through :func:`backend_identity` (a key only for a backend other
 than torch). No heavy import here.
 """
@@ -39,17 +39,14 @@ BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
 }
-# torch is still the default; opt in with backend="onnx" or VEIL_ENCODER_BACKEND=onnx. Every resumable writer whose
-# numbers depend on frozen MiniLM encodings now compares the backend (backend_identity: no key for torch, so the
-# committed torch records still match a torch run), so an onnx run no longer takes a torch record as its own, nor
-# the reverse. What flipping the default would still change: each such writer would refuse its committed records
-# (StaleResultError naming encoder_backend) or, with --force, recompute them, so resuming or extending a committed
-# sweep would need VEIL_ENCODER_BACKEND=torch. Committed at this change: 175 of the 203 bench cells (results/bench,
-# bench-full; the treebank cells are unaffected); 42 of 46 texthide (not the fine-tuned runs); 96 of 111 attributes
-# (not the LSTM runs); 66 of 68 federated (not the fine-tuned runs); every texthide-attacks, sentdp eval/empirical,
-# gradients (table2, analytic, chain) and redaction-attributes record; reidentify's metric-DP releases. And the
-# Regenerate commands on the docs/results pages, which state no backend, would have to say VEIL_ENCODER_BACKEND=torch.
-DEFAULT_BACKEND = "torch"
+# onnx is the default on CPU: the fastest backend that meets the quality bar (benchmarks/encode.py: speed and minimum
+# cosine to torch's float32 vectors; benchmarks/encode_quality.py: accuracy and RSS identity unchanged). Off CPU the
+# default is torch. Every resumable writer whose numbers depend on frozen MiniLM encodings compares the backend
+# (backend_identity: no key for torch), so a record made with torch (every record committed before this change) is
+# refused by a default run (StaleResultError naming encoder_backend) rather than taken as an onnx result; resuming or
+# extending such a record needs VEIL_ENCODER_BACKEND=torch, which the Regenerate commands of the results pages state
+# (veil.report.markdown.backend_lines).
+DEFAULT_BACKEND = "onnx"
 ENV = "VEIL_ENCODER_BACKEND"
 _CPU_ONLY = frozenset({"onnx"})
 

@@ -9,7 +9,7 @@ are the differentiable path used for fine-tuning.
 
 ``backend`` picks the engine of :meth:`TextEncoder.encode` (see
 :mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference) or
-``"onnx"`` (the same weights in ONNX Runtime, opt-in for now; its vectors
+``"onnx"`` (the same weights in ONNX Runtime, the default on CPU; its vectors
 equal torch's to float rounding). A non-torch backend is part of
 :attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``), so its embeddings
 never share a cache entry with torch's, and result records compare it
@@ -94,7 +94,8 @@ class TextEncoder:
     device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
     backend: ``"torch"`` or ``"onnx"`` (see :mod:`veil.encoders.backends`);
         None uses ``$VEIL_ENCODER_BACKEND``, else
-        :data:`~veil.encoders.backends.DEFAULT_BACKEND` (``"torch"``). It only changes :meth:`encode` while the weights
+        :data:`~veil.encoders.backends.DEFAULT_BACKEND` (``"onnx"`` on CPU, ``"torch"`` elsewhere). It only changes
+        :meth:`encode` while the weights
         are as loaded; the ONNX export is made on first use and cached.
     """
 

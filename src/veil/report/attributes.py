@@ -216,5 +216,5 @@ def attributes_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     lines += [f"- {f}" for f in PAPER_FINDINGS]
     commits = sorted({r.git_commit for r in recs})
     lines += ["", f"Commits: {', '.join(commits)}. The sweeps are resumable."]
-    lines += regenerate_section(attributes_commands(records), "attributes")
+    lines += regenerate_section(attributes_commands(records), "attributes", configs=[r.config for _, r in records])
     return "\n".join(lines)

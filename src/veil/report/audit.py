@@ -169,5 +169,5 @@ def audit_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
               ""]
     from veil.report.sentdp_commands import audit_commands
 
-    lines += regenerate_section(audit_commands(records), "audit")
+    lines += regenerate_section(audit_commands(records), "audit", configs=[r.config for _, r in records])
     return "\n".join(lines)

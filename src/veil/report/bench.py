@@ -543,7 +543,8 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
     prov = _provenance(records, run)
     md += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in prov] + [""]
     folder_name = f"{Path(folder).parent.name}/{Path(folder).name}"
-    md += regenerate_section(bench_commands([r.config for r in records], folder_name), name)
+    md += regenerate_section(bench_commands([r.config for r in records], folder_name), name,
+                             configs=[r.config for r in records])
     body.append("<h2>Provenance</h2><ul>" + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>"
                                                     for k, v in prov) + "</ul>")
     md_path, html_path = out_dir / f"{name}.md", out_dir / f"{name}.html"

@@ -210,5 +210,5 @@ def federated_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         lines.append("")
     commits = sorted({r.git_commit for r in recs})
     lines += [f"Commits: {', '.join(commits)}. The sweep is resumable; see docs/federated.md."]
-    lines += regenerate_section(federated_commands(records), "federated")
+    lines += regenerate_section(federated_commands(records), "federated", configs=[r.config for _, r in records])
     return "\n".join(lines)

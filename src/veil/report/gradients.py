@@ -206,5 +206,5 @@ def gradients_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     lines += _tap_tables(taps)
     lines += ["## End to end: from the updates to the private sentences", ""]
     lines += _chain_tables(chain, out_dir)
-    lines += regenerate_section(gradients_commands(records), "gradients")
+    lines += regenerate_section(gradients_commands(records), "gradients", configs=[r.config for _, r in records])
     return "\n".join(lines)

@@ -657,6 +657,6 @@ def redaction_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
     if commits:
         lines += [f"Commits: {', '.join(commits)}."]
     lines += redaction_settings_off_cli(records)
-    lines += regenerate_section(redaction_commands(records), "redaction")
+    lines += regenerate_section(redaction_commands(records), "redaction", configs=[r.config for _, r in records])
     return "\n".join(lines)
 

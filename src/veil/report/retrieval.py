@@ -151,5 +151,5 @@ def retrieval_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
             lines += [f"No {attack} runs yet.", ""]
         for corpus in corpora:
             lines += _table(attack, corpus, by[(attack, corpus)])
-    lines += regenerate_section(retrieval_commands(records), "retrieval")
+    lines += regenerate_section(retrieval_commands(records), "retrieval", configs=[r.config for _, r in records])
     return "\n".join(lines)

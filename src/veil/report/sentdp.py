@@ -287,7 +287,7 @@ def sentdp_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: 
     lines += ["", "## Discussion", "", DISCUSSION.rstrip()]
     from veil.report.sentdp_commands import eval_commands
 
-    lines += regenerate_section(eval_commands(records), "sentdp")
+    lines += regenerate_section(eval_commands(records), "sentdp", configs=[r.config for _, r in records])
     return "\n".join(lines)
 
 

@@ -370,7 +370,7 @@ def texthide_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir
                   "Dirty-tree records: " + ", ".join(f"`{p.name}` ({r.git_commit})" for p, r in records
                                                      if _dirty(r)) + "."]
     lines += ["", "## Discussion", "", DISCUSSION.rstrip(), *_discussion_from_records(index)]
-    lines += regenerate_section(_commands(records), "texthide")
+    lines += regenerate_section(_commands(records), "texthide", configs=[r.config for _, r in records])
     return "\n".join(lines)
 
 

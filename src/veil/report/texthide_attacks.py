@@ -319,5 +319,5 @@ def texthide_attacks_page(method: str, records: list[tuple[Path, ResultRecord]],
                   "(`veil attack texthide-sweep grid --results results/texthide-attacks`; resumable, one file per "
                   "cell): the heatmap of the strongest attack's success over (m, k) and the utility-privacy frontier "
                   "come with it.", ""]
-    lines += regenerate_section(texthide_attack_commands(records), "texthide-attacks")
+    lines += regenerate_section(texthide_attack_commands(records), "texthide-attacks", configs=[r.config for _, r in records])
     return "\n".join(lines)

@@ -43,7 +43,7 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
     """Run one attack on one corpus for the requested defense settings; returns one record per setting."""
     import veil.corpora as vc
     from veil.attacks.retrieval import SimilaritySearch, reprecon_table, rss_table, sample_queries
-    from veil.encoders import TextEncoder
+    from veil.encoders import TextEncoder, backend_identity
 
     if attack not in ATTACKS:
         raise InvalidParameterError(f"unknown attack {attack!r}; use one of {', '.join(ATTACKS)}")
@@ -69,7 +69,8 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
     for res in results:
         rec = res.to_record("retrieval", f"{corpus}-{attack}-{res.setting}")
         rec.config.update({"corpus": corpus, "attack_name": attack, "setting": res.setting, "seed": seed,
-                           "index_size": len(index), "encoder": "minilm (all-MiniLM-L6-v2), mean pooling" + encoder.backend_note})
+                           "index_size": len(index), "encoder": "minilm (all-MiniLM-L6-v2), mean pooling" + encoder.backend_note,
+                           **backend_identity(encoder)})
         rec.wall_time_s = res.wall_time_s
         records.append(rec)
     if records:
