@@ -113,7 +113,7 @@ def test_table_2_row_with_the_paper_beside_ours(tmp_path):
     tuned.extra["curve"] = curve
     page = parsing_page("parsing", [*records, (path, tuned)], tmp_path)
     assert "| veil-mlm-tuned (55.0; flattened) |\n" in page and "55.0 (veil-mlm-tuned; flattened) | 2.00 |" in page
-    assert "| veil-mlm-tuned | P1 | flattened | 2.0 | 2 | 2.0 | 0.400 | 95.0 -> 56.0 -> 56.0 | 55.0 |" in page
+    assert "| veil-mlm-tuned | P1 | flattened | 100 | 2.0 | 2 | 100 | 0.400 | 95.0 -> 56.0 -> 56.0 | 55.0 |" in page
     assert (tmp_path / "parsing_learning_curves.png").stat().st_size > 1000
 
 

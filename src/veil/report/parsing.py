@@ -133,7 +133,8 @@ _ATTACKERS = ("veil-mlm-tuned", "veil-mlm", "trained", "minilm", "mlm", "tag-fre
 
 def _ended(rec: ResultRecord) -> str:
     """How a learning attacker's training ended: "flattened" (its own dev MRR stopped rising), "cut short" (the
-    budget or the epochs ended it first), "no curve" (a fixed budget, no dev split) or "no training"."""
+    minute budget, the step cap or the epochs ended it first), "no curve" (a fixed budget, no dev split) or "no
+    training"."""
     attack = rec.config.get("attack", {})
     if rec.config.get("attacker") in ("veil-mlm", "tag-frequency", "keep-word"):
         return "no training"
@@ -161,7 +162,8 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
              "veil-mlm-tuned: veil's own masked LM, zero-shot and fine-tuned on the attacker's own obfuscations "
              "(their candidates are every word of the public text). Strongest: the attacker with the lowest prv "
              "at that level, and how its training ended: a verdict rests on it only when its learning curve "
-             "flattened (or it does not train); \"cut short\" means the budget ended it while its own dev MRR "
+             "flattened (or it does not train); \"cut short\" means the budget (minutes or a step cap) ended it while "
+             "its own dev MRR "
              "still rose, so its prv is an upper bound on privacy, not a measurement of it; \"no curve\": an "
              "attacker of the earlier fixed-budget kind.", "",
              "| level | " + " | ".join(names) + " | strongest |", "|---" * (len(names) + 2) + "|"]
@@ -180,7 +182,7 @@ def _floors(attacks: dict[tuple[str, str], ResultRecord]) -> list[str]:
 
 
 def _curves(attacks: dict[tuple[str, str], ResultRecord], out_dir: Path) -> list[str]:
-    """Learning curves of the attackers that record them: test prv against training minutes, per level."""
+    """Learning curves of the attackers that record them: test prv against training steps, per level."""
     curved = {k: r for k, r in attacks.items() if (r.extra or {}).get("curve")}
     if not curved:
         return []
@@ -196,14 +198,14 @@ def _curves(attacks: dict[tuple[str, str], ResultRecord], out_dir: Path) -> list
     png = out_dir / "parsing_learning_curves.png"
     _plot_curves(curved, attacks, levels, png)
     lines += [f"![word-recovery learning curves]({png.name})", "",
-              "| attacker | level | ended | minutes | evaluations | selected at (min) | own dev MRR there | "
-              "test prv: start -> selected -> last | final prv (all test sentences) |", "|---" * 9 + "|"]
+              "| attacker | level | ended | steps | minutes | evaluations | selected at (step) | own dev MRR there | "
+              "test prv: start -> selected -> last | final prv (all test sentences) |", "|---" * 10 + "|"]
     for (who, lv), rec in sorted(curved.items(), key=lambda kv: (kv[0][0], _LEVELS.index(kv[0][1]))):
         curve = rec.extra["curve"]
         sel = rec.config.get("attack", {}).get("selected") or {}
         at = next((c for c in curve if c.get("step") == sel.get("step")), curve[-1])
-        lines.append(f"| {who} | {lv} | {_ended(rec)} | {curve[-1]['minutes']:.1f} | {len(curve)} | "
-                     f"{sel.get('minutes', float('nan')):.1f} | {sel.get('dev_mrr', float('nan')):.3f} | "
+        lines.append(f"| {who} | {lv} | {_ended(rec)} | {curve[-1].get('step', '–')} | {curve[-1]['minutes']:.1f} | "
+                     f"{len(curve)} | {sel.get('step', '–')} | {sel.get('dev_mrr', float('nan')):.3f} | "
                      f"{curve[0]['test_prv']:.1f} -> {at['test_prv']:.1f} -> {curve[-1]['test_prv']:.1f} | "
                      f"{_f(rec.metrics['prv'])} |")
     return lines + [""]
@@ -225,14 +227,14 @@ def _plot_curves(curved: dict[tuple[str, str], ResultRecord], attacks: dict[tupl
             if level != lv:
                 continue
             curve = rec.extra["curve"]
-            ax.plot([c["minutes"] for c in curve], [c["test_prv"] for c in curve], marker="o", markersize=3,
+            ax.plot([c["step"] for c in curve], [c["test_prv"] for c in curve], marker="o", markersize=3,
                     color=colors.get(who, "black"), label=who)
         for who in ("veil-mlm", "tag-frequency"):
             if (who, lv) in attacks:
                 ax.axhline(attacks[(who, lv)].metrics["prv"].mean, color=colors[who], linestyle="--", linewidth=1,
                            label=f"{who} (no training)")
         ax.set_title(_ROWS[lv])
-        ax.set_xlabel("training minutes")
+        ax.set_xlabel("training steps (batches)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test prv (lower: stronger attacker)")
     axes[0][0].legend(fontsize=7)
