@@ -1,6 +1,6 @@
 """veil's embedding inverter: the oracle (trained on exact pairs, it writes them back), cached greedy decoding
-and the beam's n best hypotheses against slow references, token F1 against hand-computed values, typed errors for bad vectors, another encoder,
-and a damaged or missing model."""
+and the beam's n best hypotheses against slow references, token F1 against hand-computed values, typed errors for
+bad vectors, another encoder, and a damaged or missing model."""
 
 from __future__ import annotations
 
