@@ -1,6 +1,6 @@
 """veil's embedding inverter: the oracle (trained on exact pairs, it writes them back), cached greedy decoding
-against a slow reference, token F1 against hand-computed values, typed errors for bad vectors, another encoder,
-and a damaged or missing model."""
+and the beam's n best hypotheses against slow references, token F1 against hand-computed values, typed errors for
+bad vectors, another encoder, and a damaged or missing model."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from veil.errors import CacheCorruptError, DataFormatError, InvalidParameterError, ResourceMissingError
-from veil.models.inverter import (MANIFEST, WEIGHTS, InversionPairs, beam_ids, encoder_identity, greedy_ids,
-                                  load_inverter, mean_token_f1, token_f1, word_tokens)
+from veil.models.inverter import (MANIFEST, WEIGHTS, InversionPairs, beam_hypotheses, beam_ids, encoder_identity,
+                                  greedy_ids, load_inverter, mean_token_f1, token_f1, word_tokens)
 from veil.training.inverter import InverterConfig, train_inverter
 
 pytestmark = pytest.mark.slow
@@ -79,6 +79,37 @@ def test_cached_greedy_and_beam_one_equal_the_slow_reference(oracle):
         assert greedy_ids(inverter.net, x, bf16=False, **ids) == slow
         assert beam_ids(inverter.net, x, beam=1, bf16=False, **ids) == slow
         assert all(len(r) <= 12 for r in beam_ids(inverter.net, x, beam=4, bf16=False, **ids))
+
+
+def _slow_score(net, v, row, start_id, end_id, max_tokens):
+    """The beam's score of one hypothesis, recomputed without cache: its summed log-probabilities (``[SEP]`` too
+    when it finished, i.e. is shorter than ``max_tokens``) divided by that many tokens."""
+    target = list(row) + ([end_id] if len(row) < max_tokens else [])
+    hidden = net.start(v[None], torch.tensor([[start_id] + target[:-1]])).last_hidden_state[0, net.prefix_tokens:]
+    logp = torch.log_softmax(net.logits(hidden, net.output_shift(v[None]).expand(len(target), -1)), -1)
+    return float(logp[torch.arange(len(target)), torch.tensor(target)].sum()) / len(target)
+
+
+def test_n_best_hypotheses_are_the_beams_best_distinct_rows_in_score_order(oracle):
+    inverter, vectors = oracle
+    rng = np.random.default_rng(1)
+    noisy = vectors + rng.normal(0, 0.2, vectors.shape).astype(np.float32)
+    x = torch.as_tensor(np.concatenate([vectors, noisy]))
+    ids = dict(start_id=inverter.tokenizer.cls_token_id, end_id=inverter.tokenizer.sep_token_id, max_tokens=12)
+    with torch.inference_mode():
+        best = beam_ids(inverter.net, x, beam=4, bf16=False, **ids)
+        hyps = beam_hypotheses(inverter.net, x, beam=4, n_best=4, bf16=False, **ids)
+        assert [h[0] for h in hyps] == best
+        for v, rows in zip(x, hyps):
+            assert len(rows) == 4 and len({tuple(r) for r in rows}) == 4
+            scores = [_slow_score(inverter.net, v, r, **ids) for r in rows]
+            assert all(a >= b - 1e-4 for a, b in zip(scores, scores[1:])), scores
+    texts = inverter.hypotheses(vectors, beam=3, n_best=2)
+    assert [t[0] for t in texts] == inverter.generate(vectors, beam=3) == PAIRS
+    with pytest.raises(InvalidParameterError, match="n_best"):
+        inverter.hypotheses(vectors, beam=2, n_best=3)
+    with pytest.raises(DataFormatError, match="dimension 383"):
+        inverter.hypotheses(vectors[:, :383], beam=2, n_best=2)
 
 
 def test_token_f1_by_hand():

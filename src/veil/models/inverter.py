@@ -22,7 +22,9 @@ uncased WordPiece vocabulary of the encoder (reconstructions are lower-cased, ac
 ``max_tokens`` tokens (Vec2Text: 32).
 
 Decoding: :meth:`Inverter.generate` (greedy, or beam search with ``beam`` hypotheses: the highest summed
-log-probability divided by the hypothesis length, ``[SEP]`` counted, as transformers' length penalty 1).
+log-probability divided by the hypothesis length, ``[SEP]`` counted, as transformers' length penalty 1);
+:meth:`Inverter.hypotheses` keeps the ``n_best`` best of the beam (for correction by re-embedding,
+:mod:`veil.attacks.inversion.correct`).
 
 Where it lives (written by :func:`save_inverter`, read by :func:`load_inverter`)::
 
@@ -64,7 +66,7 @@ from veil.errors import CacheCorruptError, DataFormatError, InvalidParameterErro
 
 __all__ = ["INVERTER_NAMES", "Inverter", "InversionPairs", "inverter_dir", "train_command", "encoder_identity", "build_inverter",
            "save_inverter", "load_inverter", "read_manifest", "word_tokens", "token_f1", "mean_token_f1",
-           "greedy_ids", "beam_ids", "IDENTITY_KEYS"]
+           "greedy_ids", "beam_ids", "beam_hypotheses", "IDENTITY_KEYS"]
 
 #: the models ``veil models train inverter`` makes: the full one and ``--quick``
 INVERTER_NAMES = ("inverter", "inverter-quick")
@@ -240,8 +242,20 @@ def beam_ids(net: Any, vectors: Any, *, beam: int, start_id: int, end_id: int, m
     """Beam search with ``beam`` hypotheses per vector: the finished (or ``max_tokens``-long) hypothesis with the
     highest summed log-probability per token (``[SEP]`` counted). A finished hypothesis stays in the beam with its
     score; ``beam=1`` is the greedy decode."""
+    return [rows[0] for rows in beam_hypotheses(net, vectors, beam=beam, n_best=1, start_id=start_id, end_id=end_id,
+                                                max_tokens=max_tokens, bf16=bf16)]
+
+
+def beam_hypotheses(net: Any, vectors: Any, *, beam: int, n_best: int, start_id: int, end_id: int, max_tokens: int,
+                    bf16: bool = True) -> list[list[list[int]]]:
+    """The ``n_best`` (at most ``beam``) best hypotheses of :func:`beam_ids`' search for each vector, best first
+    (by summed log-probability per token; ties keep the beam's order), so ``[0]`` is :func:`beam_ids`' answer.
+    The hypotheses of one vector are distinct token sequences (their decoded texts may still coincide)."""
     import torch
 
+    if not 1 <= n_best <= beam:
+        raise InvalidParameterError(f"n_best must be between 1 and beam={beam}, got {n_best}; widen the beam to "
+                                    "keep more hypotheses")
     n, w = len(vectors), beam
     dev = vectors.device
     starts = torch.full((n * w, 1), start_id, dtype=torch.long, device=dev)
@@ -269,9 +283,9 @@ def beam_ids(net: Any, vectors: Any, *, beam: int, start_id: int, end_id: int, m
                 break
             step.past_key_values.reorder_cache(src)
             step = net.decoder.bert(input_ids=tok[:, None], past_key_values=step.past_key_values, use_cache=True)
-    best = (scores.view(-1) / length.clamp(min=1.0)).view(n, w).argmax(1)
-    rows = seqs[torch.arange(n, device=dev) * w + best].tolist()
-    return [_until_end(row, end_id) for row in rows]
+    ranked = (scores.view(-1) / length.clamp(min=1.0)).view(n, w).sort(dim=1, descending=True, stable=True).indices
+    rows = seqs.tolist()
+    return [[_until_end(rows[i * w + int(j)], end_id) for j in ranked[i, :n_best]] for i in range(n)]
 
 
 def _until_end(row: Sequence[int], end_id: int) -> list[int]:
@@ -356,11 +370,22 @@ class Inverter:
     def generate_ids(self, vectors: Any, *, beam: int = 1, max_tokens: int | None = None, batch_size: int = 64,
                      encoder: Any = None, bf16: bool = True) -> list[list[int]]:
         """Token ids (no ``[CLS]``/``[SEP]``) reconstructed from each vector; see :meth:`generate`."""
+        from veil.validation import check_int
+
+        beam = check_int("beam", beam, minimum=1)
+        if beam == 1:
+            return self._decode(vectors, lambda v, ids: greedy_ids(self.net, v, **ids), max_tokens=max_tokens,
+                                batch_size=batch_size, encoder=encoder, bf16=bf16)
+        return self._decode(vectors, lambda v, ids: beam_ids(self.net, v, beam=beam, **ids), max_tokens=max_tokens,
+                            batch_size=batch_size, encoder=encoder, bf16=bf16)
+
+    def _decode(self, vectors: Any, search: Any, *, max_tokens: int | None, batch_size: int, encoder: Any,
+                bf16: bool) -> list[Any]:
+        """``search(v, ids)`` on batches of the checked vectors (``ids``: start and end ids, length limit)."""
         import torch
 
         from veil.validation import check_int
 
-        beam = check_int("beam", beam, minimum=1)
         batch_size = check_int("batch_size", batch_size, minimum=1)
         max_tokens = self.max_tokens if max_tokens is None else check_int("max_tokens", max_tokens, minimum=1)
         if encoder is not None:
@@ -369,14 +394,13 @@ class Inverter:
         device = next(self.net.parameters()).device
         ids = dict(start_id=int(self.tokenizer.cls_token_id), end_id=int(self.tokenizer.sep_token_id),
                    max_tokens=max_tokens, bf16=bf16)
-        out: list[list[int]] = []
+        out: list[Any] = []
         was = self.net.training
         self.net.eval()
         try:
             with torch.inference_mode():
                 for s in range(0, len(x), batch_size):
-                    v = torch.as_tensor(x[s:s + batch_size], device=device)
-                    out += greedy_ids(self.net, v, **ids) if beam == 1 else beam_ids(self.net, v, beam=beam, **ids)
+                    out += search(torch.as_tensor(x[s:s + batch_size], device=device), ids)
         finally:
             self.net.train(was)
         return out
@@ -388,8 +412,24 @@ class Inverter:
         TextEncoder or its identity), when given, must be the one it was trained for."""
         rows = self.generate_ids(vectors, beam=beam, max_tokens=max_tokens, batch_size=batch_size, encoder=encoder,
                                  bf16=bf16)
-        return [self.tokenizer.decode(r, skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
-                for r in rows]
+        return [self.decode(r) for r in rows]
+
+    def hypotheses(self, vectors: Any, *, beam: int, n_best: int, max_tokens: int | None = None,
+                   batch_size: int = 64, encoder: Any = None, bf16: bool = True) -> list[list[str]]:
+        """The texts of the ``n_best`` best hypotheses of a beam search of width ``beam`` for each vector, best
+        first (:func:`beam_hypotheses`; ``[0]`` is :meth:`generate`'s text with the same ``beam``); two
+        hypotheses may decode to the same text."""
+        from veil.validation import check_int
+
+        beam = check_int("beam", beam, minimum=1)
+        n_best = check_int("n_best", n_best, minimum=1, maximum=beam)
+        rows = self._decode(vectors, lambda v, ids: beam_hypotheses(self.net, v, beam=beam, n_best=n_best, **ids),
+                            max_tokens=max_tokens, batch_size=batch_size, encoder=encoder, bf16=bf16)
+        return [[self.decode(r) for r in hyps] for hyps in rows]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids (lower-cased WordPiece text, special tokens dropped)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
 
     def identity(self) -> dict[str, Any]:
         """What a record says about the inverter it used (name, sha256, encoder, steps, held-out token F1)."""
