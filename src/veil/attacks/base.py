@@ -294,6 +294,7 @@ _REGISTRY = LazyRegistry("attack", {
     "membership-loss": "veil.attacks.membership.loss:LossThreshold",
     "membership-lira": "veil.attacks.membership.lira:LiRA",
     "membership-rmia": "veil.attacks.membership.rmia:RMIA",
+    "invert": "veil.attacks.inversion.invert:Inversion",
     "invert-nearest-public": "veil.attacks.inversion.baselines:NearestPublic",
     "invert-bag-of-words": "veil.attacks.inversion.baselines:BagOfWords",
 })

@@ -13,6 +13,8 @@ leaks.
 - Membership inference on a released classifier (plain, TextHide or DP-SGD), veil.experiments.membership:
   ``membership``;
   results in ``./veil-results/membership/``.
+- Embedding inversion (GEIA, Vec2Text) of released vectors, veil.bench.inversion (on the bench's data): ``invert``; results in
+  ``./veil-results/inversion/``.
 
 Results go under ``$VEIL_RESULTS`` instead when it is set, or to ``--results``; every value and output location is
 checked before any work starts.
@@ -545,6 +547,55 @@ def attack_membership(
             rows.append({"path": str(p), "defense": rec.config["defense"], "epsilon": rec.config["epsilon"],
                          "method": rec.config["method"], "metrics": {k: m.to_dict() for k, m in rec.metrics.items()}})
         echo_json(rows)
+
+
+# --------------------------------------------------------------------------- embedding inversion (vectors)
+@attack_app.command("invert")
+def attack_invert(
+    corpus: Annotated[str, typer.Option(help="A sentence corpus (every text private, e.g. rt-polarity) for --defense "
+                                             "none, a document corpus (test documents private, e.g. drug-reviews) "
+                                             "for deepcandidate and truncation.")] = "rt-polarity",
+    defense: Annotated[str, typer.Option(help="none (the MiniLM vectors themselves), deepcandidate or truncation "
+                                              "(one epsilon-SentDP embedding per document).")] = "none",
+    epsilon: Annotated[Optional[float], typer.Option(help="SentDP epsilon of deepcandidate / truncation.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Private texts inverted (drawn with --seed).")] = 200,
+    inverter: Annotated[str, typer.Option(help="inverter (the full model) or inverter-quick (`veil models train "
+                                               "inverter [--quick]`).")] = "inverter",
+    steps: Annotated[int, typer.Option(min=0, help="Correction steps by re-embedding (0: the inverter's beam "
+                                                   "search, reranked by cosine).")] = 2,
+    beam: Annotated[int, typer.Option(min=1, help="Beam width of the inverter's hypotheses.")] = 4,
+    full: Annotated[bool, typer.Option("--full", help="A document corpus' whole test split (default: the quick "
+                                                      "bench slice, 200 test documents).")] = False,
+    seed: Annotated[int, typer.Option(min=0, help="Draws the private texts and the attacker's own choices (never "
+                                                  "a defense's key: that comes from the OS CSPRNG).")] = 0,
+    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/inversion).")] = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the private text back from each released vector (veil's inverter with correction, the nearest public
+    sentence, a bag-of-words predictor): token F1, BLEU-4, ROUGE-L, exact match, cosine, names recovered."""
+    from veil.bench.inversion import METHODS, InversionCell, run_inversion
+    from veil.models.inverter import INVERTER_NAMES
+    from veil.outputs import check_output_dir, default_results_dir
+    from veil.results import ResultRecord
+
+    if inverter not in INVERTER_NAMES:
+        raise typer.BadParameter(f"--inverter must be one of {', '.join(INVERTER_NAMES)}, got {inverter!r}")
+    if epsilon is not None:
+        finite("--epsilon", epsilon, low=0.0)
+    cell = InversionCell(corpus=corpus, release=defense, epsilon=epsilon, queries=limit, inverter=inverter,
+                         steps=steps, beam=beam, quick=not full, seed=seed)
+    root = check_output_dir(results if results is not None else default_results_dir("inversion"))
+    say = console(as_json)
+    path = run_inversion(cell, root, force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))
+    rec = ResultRecord.read(path)
+    if as_json:
+        echo_json({"path": str(path), **rec.to_dict()})
+        return
+    for m in METHODS:
+        key = f"{m.replace('-', '_')}_token_f1"
+        met = rec.metrics[key]
+        say.print(f"{m}: token F1 {met.mean:.1f} [{met.ci_low:.1f}, {met.ci_high:.1f}]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,7 @@ from veil.report.markdown import RENDERERS, register_renderer, render_all, rende
 from veil.report import attributes as _attributes  # noqa: E402,F401  (registers its renderer)
 from veil.report import audit as _audit  # noqa: E402,F401  (registers the audit page beside sentdp's)
 from veil.report import gradients as _gradients  # noqa: E402,F401  (registers its renderer)
+from veil.report import inversion as _inversion  # noqa: E402,F401  (registers its renderer)
 from veil.report import dpsgd as _dpsgd  # noqa: E402,F401  (registers the dpsgd and membership pages)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
 from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)

@@ -91,6 +91,10 @@ class NearestPublic(Attack):
         needs=("the public encoder that made the vectors", "public sentences and their public-encoder vectors"))
     observes: ClassVar[str] = "vectors"
 
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        return False  # no bench cell yet: `veil attack invert` runs it beside the inverter
+
     def __init__(self, texts: Sequence[str], vectors: Any = None, *, encoder: Any = None, backend: str = "auto",
                  cache: bool = True) -> None:
         from veil.attacks.retrieval.index import SimilaritySearch
@@ -144,6 +148,10 @@ class BagOfWords(Attack):
                "(to train on)"),
         trains=True)
     observes: ClassVar[str] = "vectors"
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        return False  # no bench cell yet: `veil attack invert` runs it beside the inverter
 
     def __init__(self, texts: Sequence[str], vectors: Any = None, *, encoder: Any = None, vocab_size: int = 10000,
                  dev_share: float = 0.1, max_dev: int = 2000, batch_size: int = 128, lr: float = 1e-2,

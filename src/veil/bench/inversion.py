@@ -1,0 +1,265 @@
+"""``veil attack invert``: the text written back from one release, by the inverter and by the two baselines.
+
+It lives with the bench because it runs on the bench's data and defenses (:func:`veil.bench.data.bench_data`, each
+defense's ``bench_make``): the same slices, candidates and releases as the bench's cells. One cell = one corpus,
+one release, one query sample. The release is what the bench reads as vectors
+(:mod:`veil.bench.cells.vectors`):
+
+* ``none``: the private texts' MiniLM vectors themselves (a sentence corpus: every text is private, as the
+  bench's; the inverter never learned from rt-polarity or hutto-movies), or of a document corpus the mean of its
+  sentences' vectors (the undefended document embedding, beside which the SentDP releases are read);
+* ``deepcandidate`` / ``truncation`` at ``epsilon``: one epsilon-SentDP embedding per private (test) document of
+  a document corpus, made by the defense from the bench's public (train) documents, with a fresh key from the
+  OS CSPRNG.
+
+Every method sees the same released vectors (one release per cell) and nothing else of the private texts:
+
+* ``inverter``: veil's inverter (``veil models train inverter``), with correction by re-embedding
+  (:mod:`veil.attacks.inversion.correct`); the record keeps the correction curve (quality and seconds per text at
+  every step);
+* ``nearest-public`` and ``bag-of-words`` (:mod:`veil.attacks.inversion.baselines`), built from the inverter's own
+  public training sentences and their vectors.
+
+For a document release the record also inverts the **floor**: a uniformly drawn public candidate per document
+(what DeepCandidate releases when its choice carries no information), scored against the same documents, and the
+paired difference says whether the release gives the inverter anything beyond it. Released document vectors are
+L2-normalised before inversion (the attacker's choice: MiniLM vectors are unit length, a mean of them is not).
+
+Scores (:func:`veil.metrics.inversion.score_inversions`): token F1, exact match, ROUGE-L, corpus BLEU-4, the
+cosine of the reconstruction's MiniLM vector with the original's, PERSON names recovered, each with a percentile
+bootstrap interval over the queried texts; gains are paired bootstrap differences on the same texts. Document
+references are the whole document (every method is scored against the same reference).
+
+Records are resumable: a record is reused only if its cell (and encoder backend) match the request.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veil.errors import InvalidParameterError
+
+__all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion"]
+
+#: what writes text back from a vector: the inverter (with correction) and the two baselines
+METHODS = ("inverter", "nearest-public", "bag-of-words")
+#: the releases a cell inverts: none (the vectors) or one epsilon-SentDP document embedding per document
+RELEASES = ("none", "deepcandidate", "truncation")
+_DOCUMENT_RELEASES = ("deepcandidate", "truncation")
+#: examples kept in a record (the first queried texts)
+EXAMPLES = 8
+
+
+@dataclass(frozen=True)
+class InversionCell:
+    """One inversion run (recorded in full as the record's ``config["cell"]``)."""
+
+    corpus: str = "rt-polarity"
+    release: str = "none"
+    epsilon: float | None = None
+    queries: int = 200
+    inverter: str = "inverter"
+    steps: int = 2
+    beam: int = 4
+    quick: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from veil.validation import check_int
+
+        if self.release not in RELEASES:
+            raise InvalidParameterError(f"unknown release {self.release!r}; use one of {', '.join(RELEASES)}")
+        if self.release in _DOCUMENT_RELEASES:
+            e = self.epsilon
+            if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
+                raise InvalidParameterError(f"--epsilon must be a finite number > 0 for {self.release}, got {e!r}")
+        elif self.epsilon is not None:
+            raise InvalidParameterError(f"--epsilon applies to {' and '.join(_DOCUMENT_RELEASES)} only, not to "
+                                        f"{self.release!r}")
+        check_int("queries", self.queries, minimum=1)
+        check_int("steps", self.steps, minimum=0)
+        check_int("beam", self.beam, minimum=1)
+        check_int("seed", self.seed, minimum=0)
+
+    @property
+    def label(self) -> str:
+        """``none`` or ``<release>-eps<epsilon>``."""
+        return self.release if self.epsilon is None else f"{self.release}-eps{float(self.epsilon):g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["epsilon"] is not None:
+            d["epsilon"] = float(d["epsilon"])
+        return d
+
+
+def record_path(root: str | Path, cell: InversionCell) -> Path:
+    """``<corpus>-<release>-<inverter>-<steps, beam, queries, slice, seed>.json``."""
+    from veil.outputs import tag
+
+    return Path(root) / (f"{cell.corpus}-{cell.label}-{cell.inverter}-"
+                         f"{tag(steps=cell.steps, beam=cell.beam, q=cell.queries, seed=cell.seed)}"
+                         f"{'' if cell.quick else '-full'}.json")
+
+
+def _requested(cell: InversionCell) -> dict[str, Any]:
+    from veil.encoders.backends import backend_identity
+
+    return {**cell.to_dict(), **backend_identity(None)}
+
+
+def _released(cell: InversionCell, data: Any, ids: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """The released vectors of the queried items and the release's public description."""
+    if cell.release == "none":
+        return data.X[ids].astype(np.float32), {"defense": "none"}
+    from veil.defenses.base import get_defense
+
+    defense = get_defense(cell.release).bench_make({"epsilon": float(cell.epsilon)}, data, rng=None)
+    emb = defense.release_embeddings([data.documents[i] for i in ids])
+    return np.asarray(emb, dtype=np.float32), dict(defense.config())
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1.0)
+
+
+def _public(inverter: Any, log: Callable[[str], None]) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """The inverter's own public training sentences and their vectors (the baselines' public data)."""
+    from veil.training.inverter import InverterConfig, inverter_training_data
+
+    cfg = dict(inverter.manifest["config"])
+    cfg["sources"] = tuple((s, c) for s, c in cfg["sources"])
+    cfg["exclude"] = tuple(cfg["exclude"])
+    train, _, data = inverter_training_data(InverterConfig(**cfg), log=log, progress=True)
+    return list(train.texts), np.asarray(train.vectors, dtype=np.float32), {
+        "sentences": data["sentences"], "corpora": sorted(data["corpora"]), "texts_sha256": data["texts_sha256"],
+        "what": "the inverter's own training sentences (public train splits) and their MiniLM vectors"}
+
+
+def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
+                  log: Callable[[str], None] = print) -> Path:
+    """Run ``cell`` (or keep its record when one made under the same cell exists) and return the record's path."""
+    from veil.outputs import existing_record
+
+    path = record_path(root, cell)
+    requested = _requested(cell)
+    if existing_record(path, requested, force=force, part="cell") is not None:
+        log(f"{path}: kept (same configuration)")
+        return path
+    from veil.models.inverter import load_inverter
+
+    inverter = load_inverter(cell.inverter)  # before any work: a missing model names the command that trains it
+    from veil.bench.data import load_corpus
+
+    corpus = load_corpus(cell.corpus)  # an unknown or unpulled corpus is a typed error naming the fix
+    if cell.release in _DOCUMENT_RELEASES and corpus.documents is None:
+        raise InvalidParameterError(f"{cell.release} releases one embedding per document, and {cell.corpus} is a "
+                                    f"sentence corpus; use a document corpus (e.g. --corpus drug-reviews)")
+    return _run(cell, inverter, path, requested, log)
+
+
+def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, Any],
+         log: Callable[[str], None]) -> Path:
+    from veil.attacks.inversion.baselines import BagOfWords, NearestPublic
+    from veil.bench.data import bench_data
+    from veil.encoders import TextEncoder
+    from veil.metrics.inversion import paired_difference, person_names, score_inversions
+    from veil.models.inverter import encoder_identity
+    from veil.results import ResultRecord
+
+    start = time.perf_counter()
+    data = bench_data(cell.corpus, cell.quick)
+    private = np.asarray(data.private_ids)
+    n = min(cell.queries, len(private))
+    ids = np.sort(np.random.default_rng(cell.seed).choice(private, size=n, replace=False))
+    refs = [data.texts[i] for i in ids]
+    released, described = _released(cell, data, ids)
+    targets = _unit(released)
+    encoder = TextEncoder(inverter.manifest["encoder"]["name"])
+    log(f"inverting {n} released vectors of {cell.corpus} ({cell.label}) with {cell.inverter}, {cell.steps} "
+        f"correction steps, beam {cell.beam}")
+    names = person_names(refs)
+    ref_vectors = data.X[ids]
+
+    def score(texts: list[str]) -> Any:
+        return score_inversions(refs, texts, reference_vectors=ref_vectors,
+                                hypothesis_vectors=encoder.encode(texts, progress=False), names=names,
+                                seed=cell.seed)
+
+    outputs: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    corrected = _invert(inverter, encoder, targets, cell)
+    seconds["inverter"] = time.perf_counter() - t0
+    outputs["inverter"] = corrected["texts"][-1]
+    public_texts, public_vectors, public = _public(inverter, log)
+    t0 = time.perf_counter()
+    outputs["nearest-public"] = NearestPublic(public_texts, public_vectors).run(targets)
+    seconds["nearest-public"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bow = BagOfWords(public_texts, public_vectors, rng=cell.seed)
+    outputs["bag-of-words"] = bow.run(targets)
+    seconds["bag-of-words"] = time.perf_counter() - t0
+    scores = {m: score(outputs[m]) for m in METHODS}
+    metrics: dict[str, Any] = {}
+    for m in METHODS:
+        for k, v in scores[m].metrics().items():
+            metrics[f"{m.replace('-', '_')}_{k}"] = v
+    for base in ("nearest-public", "bag-of-words"):
+        metrics[f"gain_over_{base.replace('-', '_')}_token_f1"] = paired_difference(scores["inverter"], scores[base])
+    floor_info: dict[str, Any] | None = None
+    if cell.release in _DOCUMENT_RELEASES:  # the floor: invert a uniformly drawn public candidate per document
+        cand = np.asarray(data.candidates, dtype=np.float32)
+        pick = np.random.default_rng([cell.seed, 1]).integers(0, len(cand), size=n)
+        floor = _invert(inverter, encoder, _unit(cand[pick]), cell)["texts"][-1]
+        scores["floor"] = score(floor)
+        for k, v in scores["floor"].metrics().items():
+            metrics[f"floor_{k}"] = v
+        metrics["gain_over_floor_token_f1"] = paired_difference(scores["inverter"], scores["floor"])
+        floor_info = {"what": "the inverter (same steps) on a uniformly drawn public candidate per document",
+                      "candidates": int(len(cand)), "draw": f"numpy default_rng([{cell.seed}, 1])"}
+    curve = []
+    for step, texts in enumerate(corrected["texts"]):
+        s = scores["inverter"] if step == len(corrected["texts"]) - 1 else score(texts)
+        curve.append({"step": step, "token_f1": round(s.point("token_f1"), 3),
+                      "bleu": round(s.point("bleu"), 3), "cosine": round(s.point("cosine"), 5),
+                      "target_cosine": round(float(np.mean(corrected["cosines"][step])), 5),
+                      "seconds_per_text": round(corrected["seconds"][step] / n, 4)})
+    examples = [{"original": refs[i], **{m: outputs[m][i] for m in METHODS}} for i in range(min(EXAMPLES, n))]
+    config = {"cell": requested, "release": described, "encoder": encoder_identity(encoder),
+              "inverter": {"name": cell.inverter, "sha256": inverter.manifest.get("sha256"),
+                           "steps_trained": inverter.manifest.get("steps"),
+                           "train_sentences": inverter.manifest.get("train_sentences"),
+                           "heldout": inverter.manifest.get("heldout")},
+              "public": public, "bag_of_words": bow.config(), "correction": corrected["config"],
+              "queries": {"n": n, "from": "the bench's private items" + (" (test documents)" if data.documents
+                                                                          is not None else " (every text)"),
+                          "draw": f"numpy default_rng({cell.seed}).choice without replacement",
+                          "slice": "quick" if cell.quick else "full"},
+              "floor": floor_info, "references": "the whole private text (a document's every sentence)"}
+    rec = ResultRecord(method="inversion", experiment=f"{cell.corpus}-{cell.label}", config=config, metrics=metrics,
+                       wall_time_s=time.perf_counter() - start,
+                       extra={"curve": curve, "examples": examples, "seconds": seconds,
+                              "per_text_token_f1": {m: [round(float(x), 3) for x in s.token_f1]
+                                                    for m, s in scores.items()}})
+    rec.write(path)
+    log(f"wrote {path}")
+    return path
+
+
+def _invert(inverter: Any, encoder: Any, targets: np.ndarray, cell: InversionCell) -> dict[str, Any]:
+    """The inverter's texts after each correction step 0..steps, their cosines to the targets, and the seconds."""
+    from veil.attacks.inversion.invert import Inversion
+
+    c = Inversion(inverter, encoder=encoder, steps=cell.steps, beam=cell.beam).correction(targets)
+    return {"texts": [list(t) for t in c.texts], "cosines": [np.asarray(x) for x in c.cosines],
+            "seconds": [float(x) for x in c.seconds], "config": dict(c.config)}

@@ -1,0 +1,148 @@
+"""Result page for embedding inversion (``results/inversion``): what the inverter, the nearest public sentence and a
+bag-of-words predictor write back from each release, with the correction curve and examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veil.report.markdown import regenerate_section, register_renderer
+from veil.results import Metric, ResultRecord
+
+_METHODS = (("inverter", "inverter + correction"), ("nearest_public", "nearest public sentence"),
+            ("bag_of_words", "bag of words"), ("floor", "floor: inverter on a random public candidate"))
+_COLUMNS = (("token_f1", "token F1"), ("bleu", "BLEU-4"), ("rouge_l", "ROUGE-L"), ("exact_match", "exact"),
+            ("cosine", "cosine"), ("names_recovered", "names"))
+_RELEASE_ORDER = ("none", "deepcandidate", "truncation")
+
+
+def _m(m: Metric | None, digits: int = 1) -> str:
+    if m is None:
+        return "–"
+    if m.ci_low is None or m.ci_high is None:
+        return f"{m.mean:.{digits}f}"
+    return f"{m.mean:.{digits}f} [{m.ci_low:.{digits}f}, {m.ci_high:.{digits}f}]"
+
+
+def _key(rec: ResultRecord) -> tuple:
+    c = rec.config["cell"]
+    return (c["corpus"], _RELEASE_ORDER.index(c["release"]) if c["release"] in _RELEASE_ORDER else 9,
+            c.get("epsilon") or 0.0, c["inverter"], c["steps"], c["queries"])
+
+
+def _release(c: dict) -> str:
+    return c["release"] if c.get("epsilon") is None else f"{c['release']} ε={c['epsilon']:g}"
+
+
+def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
+    folder = records[0][0].parent
+    results = f"{folder.parent.name}/{folder.name}"
+    out = []
+    for _, r in sorted(records, key=lambda pr: _key(pr[1])):
+        c = r.config["cell"]
+        parts = [f"veil attack invert --corpus {c['corpus']} --defense {c['release']}"]
+        if c.get("epsilon") is not None:
+            parts.append(f"--epsilon {c['epsilon']:g}")
+        parts.append(f"--limit {c['queries']} --inverter {c['inverter']} --steps {c['steps']} --beam {c['beam']}")
+        if not c.get("quick", True):
+            parts.append("--full")
+        parts.append(f"--seed {c['seed']} --results {results}")
+        out.append(" ".join(parts))
+    return out
+
+
+def _plot_curves(records: list[ResultRecord], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.3))
+    for rec in records:
+        c, curve = rec.config["cell"], rec.extra.get("curve") or []
+        label = f"{c['corpus']}, {_release(c)}"
+        steps = [p["step"] for p in curve]
+        axes[0].plot(steps, [p["token_f1"] for p in curve], marker="o", markersize=3, label=label)
+        axes[1].plot([p["seconds_per_text"] for p in curve], [p["token_f1"] for p in curve], marker="o",
+                     markersize=3, label=label)
+    axes[0].set_xlabel("correction steps")
+    axes[0].set_ylabel("token F1 (%)")
+    axes[1].set_xlabel("seconds per text (cumulative)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+@register_renderer("inversion")
+def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
+    recs = sorted((r for _, r in records), key=_key)
+    lines = ["# Results: embedding inversion (GEIA, Vec2Text)", "",
+             "See [the user page](../inversion.md) for the inverter, the correction and the threat model. Each row: "
+             "one release of the private texts of a corpus, inverted by veil's inverter with correction by "
+             "re-embedding and by the two baselines, on the same released vectors; percentile bootstrap 95% "
+             "intervals over the queried texts. Token F1, ROUGE-L, exact match and names are percentages; BLEU-4 "
+             "is a corpus score; cosine is between the MiniLM vectors of the reconstruction and of the original. "
+             "The bag of words outputs words, not a sentence (BLEU and ROUGE-L low by construction).", ""]
+    for rec in recs:
+        c = rec.config["cell"]
+        inv = rec.config.get("inverter", {})
+        held = (inv.get("heldout") or {}).get("token_f1")
+        lines += [f"## {c['corpus']}, release: {_release(c)}", "",
+                  f"{rec.config['queries']['n']} private texts ({rec.config['queries']['from']}); inverter "
+                  f"`{c['inverter']}` ({inv.get('train_sentences')} training sentences, {inv.get('steps_trained')} "
+                  f"steps" + (f", held-out token F1 {held:.1f}" if isinstance(held, (int, float)) else "")
+                  + f"), {c['steps']} correction steps, beam {c['beam']}; code {rec.git_commit}.", "",
+                  "| method | " + " | ".join(t for _, t in _COLUMNS) + " |", "|---" * (len(_COLUMNS) + 1) + "|"]
+        for key, title in _METHODS:
+            if f"{key}_token_f1" not in rec.metrics:
+                continue
+            cells = [_m(rec.metrics.get(f"{key}_{col}"), 3 if col == "cosine" else 1) for col, _ in _COLUMNS]
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+        lines.append("")
+        gains = [(k, t) for k, t in (("gain_over_nearest_public_token_f1", "the nearest public sentence"),
+                                      ("gain_over_bag_of_words_token_f1", "the bag of words"),
+                                      ("gain_over_floor_token_f1", "the floor (a random public candidate)"))
+                 if k in rec.metrics]
+        for k, title in gains:
+            g = rec.metrics[k]
+            above = g.ci_low is not None and g.ci_low > 0
+            below = g.ci_high is not None and g.ci_high < 0
+            verdict = ("**above** it (the paired 95% interval excludes 0)" if above else
+                       "below it (the paired 95% interval excludes 0)" if below else
+                       "not distinguishable from it (the paired 95% interval includes 0)")
+            lines.append(f"- Inverter minus {title}, token F1: {_m(g)} points: {verdict}.")
+        lines.append("")
+    curved = [r for r in recs if r.extra.get("curve")]
+    if curved:
+        png = out_dir / "inversion_correction.png"
+        _plot_curves(curved, png)
+        lines += ["## Correction by re-embedding", "",
+                  "Token F1 of the inverter's output after each correction step (step 0: the beam's hypotheses "
+                  "reranked by the cosine of their re-embedding with the released vector), and the cumulative cost "
+                  "per text on the machine that made the record.", "", f"![correction curve]({png.name})", "",
+                  "| corpus | release | step | token F1 | BLEU-4 | cosine to the original | cosine to the released "
+                  "vector | seconds per text |", "|---" * 8 + "|"]
+        for rec in curved:
+            c = rec.config["cell"]
+            for p in rec.extra["curve"]:
+                lines.append(f"| {c['corpus']} | {_release(c)} | {p['step']} | {p['token_f1']:.1f} | "
+                             f"{p['bleu']:.1f} | {p['cosine']:.3f} | {p['target_cosine']:.3f} | "
+                             f"{p['seconds_per_text']:.2f} |")
+        lines.append("")
+    lines += ["## Examples", "", "The first queried texts of each record, next to what each method wrote back "
+              "(the corpora are public; the inverter writes lower-cased WordPiece text).", ""]
+    for rec in recs:
+        c = rec.config["cell"]
+        lines += [f"### {c['corpus']}, {_release(c)}", "", "| original | inverter | nearest public | bag of words |",
+                  "|---|---|---|---|"]
+        for ex in rec.extra.get("examples", [])[:5]:
+            cells = [ex.get(k, "") for k in ("original", "inverter", "nearest-public", "bag-of-words")]
+            lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ")[:300] for x in cells) + " |")
+        lines.append("")
+    lines += regenerate_section(_commands(records), "inversion", configs=[r.config["cell"] for _, r in records])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""``veil attack invert`` end to end on real data with a small inverter trained here on public sentences: one
+record with every method's scores and intervals, the correction curve, the paired gains; kept on a rerun of the
+same cell, refused under another; typed errors before any work; the page renders from the record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from veil.errors import InvalidParameterError, ResourceMissingError, StaleResultError
+from veil.bench.inversion import InversionCell, record_path, run_inversion
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, real_home):
+    """A VEIL_HOME whose corpora and caches are the real ones and whose ``inverter-quick`` is a small inverter
+    trained here on 80 public news-articles sentences."""
+    import os
+
+    from veil.training.inverter import InverterConfig, inverter_training_data, train_inverter
+
+    home = tmp_path_factory.mktemp("home")
+    for sub in ("corpora", "embeddings", "encoders", "models"):
+        if sub == "models":
+            (home / sub).mkdir()
+            for name in ("mlm-quick",):  # the masked LM of the word edits, if the real cache has it
+                if (real_home / sub / name).exists():
+                    (home / sub / name).symlink_to(real_home / sub / name)
+        elif (real_home / sub).exists():
+            (home / sub).symlink_to(real_home / sub)
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(home)
+    try:
+        config = InverterConfig(name="inverter-quick", sources=(("news-articles", 80),), epochs=3, batch_size=16,
+                                warmup=2, eval_every=10, heldout=8, max_tokens=24, threads=1, seed=0)
+        train, held, data = inverter_training_data(config, log=lambda _: None, progress=False)
+        train_inverter(config, train, held, data=data, log=lambda _: None, progress=False)
+        yield home
+    finally:
+        if old is None:
+            del os.environ["VEIL_HOME"]
+        else:
+            os.environ["VEIL_HOME"] = old
+
+
+def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home, tmp_path):
+    from veil.results import ResultRecord
+
+    cell = InversionCell(corpus="rt-polarity", release="none", queries=6, inverter="inverter-quick", steps=1, beam=2)
+    lines: list[str] = []
+    path = run_inversion(cell, tmp_path, log=lines.append)
+    assert path == record_path(tmp_path, cell) and path.is_file() and lines[-1] == f"wrote {path}"
+    rec = ResultRecord.read(path)
+    assert rec.method == "inversion" and rec.config["cell"]["queries"] == 6
+    for m in ("inverter", "nearest_public", "bag_of_words"):
+        for k in ("token_f1", "bleu", "rouge_l", "exact_match", "cosine"):
+            met = rec.metrics[f"{m}_{k}"]
+            assert met.n == 6 and met.ci_low <= met.mean <= met.ci_high
+    gain = rec.metrics["gain_over_nearest_public_token_f1"]
+    per = rec.extra["per_text_token_f1"]
+    assert len(per["inverter"]) == 6
+    assert gain.mean == pytest.approx(sum(per["inverter"]) / 6 - sum(per["nearest-public"]) / 6, abs=0.01)
+    curve = rec.extra["curve"]
+    assert [p["step"] for p in curve] == [0, 1] and curve[1]["target_cosine"] >= curve[0]["target_cosine"]
+    assert curve[-1]["token_f1"] == pytest.approx(rec.metrics["inverter_token_f1"].mean, abs=0.001)
+    ex = rec.extra["examples"][0]
+    assert set(ex) == {"original", "inverter", "nearest-public", "bag-of-words"}
+    assert "floor_token_f1" not in rec.metrics  # the floor belongs to document releases
+    # the same cell again: kept, nothing recomputed; another inverter setting under the same file: refused
+    lines.clear()
+    assert run_inversion(cell, tmp_path, log=lines.append) == path and lines == [f"{path}: kept (same configuration)"]
+    data = json.loads(path.read_text())
+    data["config"]["cell"]["beam"] = 3
+    path.write_text(json.dumps(data))
+    with pytest.raises(StaleResultError, match="beam"):
+        run_inversion(cell, tmp_path, log=lines.append)
+
+
+def test_the_page_renders_the_record(home, tmp_path):
+    from veil.report import render_all
+
+    cell = InversionCell(corpus="rt-polarity", release="none", queries=4, inverter="inverter-quick", steps=0, beam=2)
+    root = tmp_path / "results" / "inversion"
+    root.mkdir(parents=True)
+    run_inversion(cell, root, log=lambda _: None)
+    render_all(tmp_path / "results", tmp_path / "out")
+    page = (tmp_path / "out" / "inversion.md").read_text()
+    assert "## rt-polarity, release: none" in page and "| inverter + correction |" in page
+    assert ("veil attack invert --corpus rt-polarity --defense none --limit 4 --inverter inverter-quick --steps 0 "
+            "--beam 2 --seed 0 --results results/inversion") in page
+    assert (tmp_path / "out" / "inversion_correction.png").is_file()
+
+
+def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypatch):
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        InversionCell(release="deepcandidate")
+    with pytest.raises(InvalidParameterError, match="applies to deepcandidate and truncation only"):
+        InversionCell(release="none", epsilon=3.0)
+    with pytest.raises(InvalidParameterError, match="unknown release"):
+        InversionCell(release="texthide")
+    with pytest.raises(InvalidParameterError, match="sentence corpus; use a document corpus"):
+        run_inversion(InversionCell(release="deepcandidate", epsilon=3.0, inverter="inverter-quick"), tmp_path)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "empty"))
+    with pytest.raises(ResourceMissingError, match="veil models train inverter"):
+        run_inversion(InversionCell(inverter="inverter"), tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
