@@ -92,10 +92,13 @@ def test_a_users_folder_in_place_of_a_sweep_tap_is_refused_and_kept(cli):
 
 
 def _stored(path: Path, **config) -> None:
+    from veil.encoders.backends import backend_identity
     from veil.federated.config import FederatedConfig
     from veil.results import ResultRecord
 
-    ResultRecord(method="federated", experiment="x", config=FederatedConfig(**config).to_dict(), metrics={},
+    # made with the default encoder backend, as a frozen run of this veil would be: only ``config`` differs
+    ResultRecord(method="federated", experiment="x", config={**FederatedConfig(**config).to_dict(),
+                                                             **backend_identity(None)}, metrics={},
                  wall_time_s=0.0).write(path)
 
 
