@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from veil.report.markdown import regenerate_section, register_renderer
+from veil.report.markdown import proportion_interval, regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
 _METHODS = (("inverter", "inverter + correction"), ("nearest_public", "nearest public sentence"),
@@ -21,6 +21,14 @@ def _m(m: Metric | None, digits: int = 1) -> str:
     if m.ci_low is None or m.ci_high is None:
         return f"{m.mean:.{digits}f}"
     return f"{m.mean:.{digits}f} [{m.ci_low:.{digits}f}, {m.ci_high:.{digits}f}]"
+
+
+def _exact(m: Metric | None) -> str:
+    """Exact match (a share of texts): a percentile interval collapsed at 0 or 100 becomes Clopper-Pearson's."""
+    if m is None or m.ci_low is None or m.ci_high is None:
+        return _m(m)
+    low, high = proportion_interval(m.mean / 100, m.n, m.ci_low / 100, m.ci_high / 100, m.ci_level)
+    return f"{m.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
 def _key(rec: ResultRecord) -> tuple:
@@ -88,12 +96,16 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
              "intervals over the queried texts. Token F1, ROUGE-L, exact match and names are percentages; BLEU-4 "
              "is a corpus score; cosine is between the MiniLM vectors of the reconstruction and of the original. "
              "The bag of words outputs words, not a sentence (BLEU and ROUGE-L low by construction).", ""]
+    if any(r.config["cell"]["inverter"] == "inverter-quick" for r in recs):
+        lines += ["**Records made with `inverter-quick`** (the small model of the tests: 10000 news-articles "
+                  "sentences) say how far a small inverter gets, not what veil's full inverter recovers; they are "
+                  "no verdict on a defense beyond what their gains show.", ""]
     for rec in recs:
         c = rec.config["cell"]
         inv = rec.config.get("inverter", {})
         held = (inv.get("heldout") or {}).get("token_f1")
         lines += [f"## {c['corpus']}, release: {_release(c)}", "",
-                  f"{rec.config['queries']['n']} private texts ({rec.config['queries']['from']}); inverter "
+                  f"{rec.config['queries']['n']} private texts: {rec.config['queries']['from']}; inverter "
                   f"`{c['inverter']}` ({inv.get('train_sentences')} training sentences, {inv.get('steps_trained')} "
                   f"steps" + (f", held-out token F1 {held:.1f}" if isinstance(held, (int, float)) else "")
                   + f"), {c['steps']} correction steps, beam {c['beam']}; code {rec.git_commit}.", "",
@@ -101,7 +113,8 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         for key, title in _METHODS:
             if f"{key}_token_f1" not in rec.metrics:
                 continue
-            cells = [_m(rec.metrics.get(f"{key}_{col}"), 3 if col == "cosine" else 1) for col, _ in _COLUMNS]
+            cells = [_exact(rec.metrics.get(f"{key}_{col}")) if col == "exact_match" else
+                     _m(rec.metrics.get(f"{key}_{col}"), 3 if col == "cosine" else 1) for col, _ in _COLUMNS]
             lines.append(f"| {title} | " + " | ".join(cells) + " |")
         lines.append("")
         gains = [(k, t) for k, t in (("gain_over_nearest_public_token_f1", "the nearest public sentence"),
