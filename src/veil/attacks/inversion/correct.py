@@ -2,9 +2,9 @@
 target vector (Vec2Text, Morris et al., EMNLP 2023, Sec. 3-4), on CPU and without a trained corrector.
 
 Threat model (:data:`THREAT_MODEL`): the attacker observes released sentence vectors only. It needs the public
-encoder (to re-embed its own guesses), the inverter trained on public text (:mod:`veil.models.inverter`) and, for
-word edits, veil's masked LM trained on public text (:mod:`veil.models.mlm`). It has no index of private text,
-and :func:`correct` takes no text at all: its inputs are the target vectors and these public models.
+encoder (to re-embed its own guesses), the inverter trained on public text (:mod:`veil.models.inverter`) and,
+only for ``edits="mlm"``, veil's masked LM trained on public text (:mod:`veil.models.mlm`). It has no index of
+private text, and :func:`correct` takes no text at all: its inputs are the target vectors and these public models.
 
 The search, for each target ``v`` (cosines against ``v / |v|``; the encoder's vectors are unit length):
 
@@ -13,27 +13,53 @@ The search, for each target ``v`` (cosines against ``v / |v|``; the encoder's ve
 * each step ``t = 1..steps`` proposes new texts for the current hypothesis ``h`` and keeps the closest to ``v``
   if it is closer than ``h`` (so the cosine of every text is non-decreasing over the steps):
 
-  - *feedback* (one decode per ``alpha`` in ``alphas``): the ``n_best`` beam hypotheses decoded from
-    ``u = v + alpha (v - e(h))``, normalised, ``e(h)`` the embedding of ``h``: the inverter is asked for the text
-    whose embedding lies past its current miss. Vec2Text feeds ``v``, ``e(h)`` and ``v - e(h)`` to a trained
-    corrector; here the residual moves the query of the base inverter itself;
-  - *substitutions*: each WordPiece position of ``h`` (at most ``edit_positions``, spread evenly over longer
-    texts) masked in turn, the masked LM's ``fillers`` most likely tokens put there (special and unused tokens
-    and the token already there excluded), one batch of masked texts per chunk;
-  - *deletions* (``deletions=True``): ``h`` without one of its words (a word: a token and its ``##`` pieces).
+  - *word edits* (``edits``): each WordPiece position of ``h`` (at most ``edit_positions``, spread evenly over
+    longer texts) gets the ``fillers`` best tokens other than its own (special and unused tokens excluded), as
+    substitutions (and, with ``insertions=True``, insertions before each position and at the end), plus ``h``
+    without one of its words (``deletions``; a word is a token and its ``##`` pieces). The fillers are ranked by
+    the inverter (``"inverter"``, the default: its next-token log-probabilities given ``v`` and the tokens to the
+    left, one teacher-forced pass per batch), by the masked LM (``"mlm"``: each position masked in turn, given
+    both sides, batched) or by the sum of both log-probabilities (``"mlm+inverter"``);
+  - *feedback* (one decode per ``alpha`` in ``alphas``; off by default): the ``n_best`` beam hypotheses decoded
+    from ``u = v + alpha (v - e(h))``, normalised, ``e(h)`` the embedding of ``h``: the inverter is asked for
+    the text whose embedding lies past its current miss. Vec2Text feeds ``v``, ``e(h)`` and ``v - e(h)`` to a
+    trained corrector; here the residual moves the query of the base inverter itself.
 
-  Every new candidate of a chunk is re-embedded in one batch; a candidate already scored for that target (at any
-  step) is not scored again, and a target whose hypothesis did not change in the previous step is not searched
-  again (its proposals are those already scored). An empty text cannot be encoded: it is no candidate, and a
-  target whose hypotheses are all empty keeps ``""`` with cosine -1 (the floor) until a non-empty text replaces it.
+  Every new candidate of a batch of targets is re-embedded in one pass of the encoder; a candidate already scored
+  for that target (at any step) is not scored again, and a target whose hypothesis did not change in the previous
+  step is not searched again (it would propose the texts already scored). An empty text cannot be encoded: it is no
+  candidate, and a target whose hypotheses are all empty keeps ``""`` with cosine -1 (the floor).
 
-What each proposal kind buys, measured (see ``DEFAULTS`` below) on rt-polarity test sentences (a corpus the quick
-inverter never trained on) with ``inverter-quick`` and ``mlm-quick``, one CPU thread (dev run):
-MEASURED
+Measured on 100 rt-polarity test sentences (a corpus the quick inverter never trained on) with ``inverter-quick``
+and MiniLM (onnx), one CPU thread on a shared 2-core machine (dev run). Token F1 in percent
+(:func:`~veil.models.inverter.token_f1` against the originals, which only the measurement saw), in brackets the
+change against step 0 with a paired bootstrap 95% interval; cosine to the target; seconds per text, cumulative:
+
+* greedy decode alone: F1 19.0 (0.01 s); beam 4 alone: F1 19.0 (0.05 s);
+* step 0 (greedy and beam 4 x 4 hypotheses, reranked): F1 20.9, cosine 0.527, 0.11 s;
+* defaults (``edits="inverter"``, fillers 8), steps 1, 2, 3: F1 24.6, 26.1, 27.5 (step 3: +6.6 [+4.9, +8.5]),
+  cosine 0.622, 0.668, 0.696, after 0.56, 0.98, 1.43 s; steps 4-6: F1 28.0, 28.6, 28.8, cosine 0.744 at 2.75 s;
+* ``edits="mlm"`` (mlm-quick), step 3: F1 21.6 (+0.7 [-0.4, +1.9]), cosine 0.615, 1.52 s; with the full
+  ``mlm``: F1 21.9, cosine 0.624; ``edits="mlm+inverter"``: F1 24.8 (-2.7 [-4.0, -1.4] against the
+  defaults), cosine 0.651;
+* feedback alone, step 3: ``alphas=(1.0,)`` F1 21.7 (+0.8 [-0.3, +2.3]), cosine 0.554, 0.21 s;
+  ``alphas=(1.0, 2.0)`` F1 21.0 (+0.1 [-1.2, +1.4]), cosine 0.557, 0.32 s; with the default edits,
+  ``alphas=(1.0,)``: F1 27.4 (-0.1 [-0.7, +0.4] against the defaults), cosine 0.703, 1.68 s;
+* default edits with ``insertions=True``, step 3: F1 28.0 (+0.5 [-0.4, +1.5] against the defaults), cosine 0.710,
+  2.74 s; ``fillers=4``: F1 25.4, 0.82 s; ``fillers=16``: F1 27.9, 2.57 s; ``beam=8, n_best=8``: step 0 F1 22.4
+  (+1.5 [-0.1, +3.5] against beam 4), step 3 F1 28.2 (+0.7 [-0.6, +1.9] against beam 4), 1.28 s.
+
+So reranking the beam's hypotheses helps (+1.9 [+0.7, +3.1] F1 over beam 4 alone), and the inverter-ranked word
+edits are what correction buys (+6.6 F1 in 3 steps). The masked LM's fillers raise the cosine (+0.09) but not the
+token F1, and added to the inverter's they lower it; so masked-LM edits are an option (``edits="mlm"``), not the
+default. Feedback moves the cosine a little and the F1 by no more than noise,
+alone or with the edits: off by default (``alphas=()``). Insertions double the cost of a step for less than the
+extra steps that time buys (28.0 at 2.7 s against 28.8): off by default. No text is recovered exactly at this
+inverter's quality (0 of 100 in every setting).
 
 Departures from Vec2Text: no trained corrector (the base inverter is re-queried with the extrapolated vector, and
-the masked LM proposes word edits); a greedy hill climb on the re-embedded cosine with one kept hypothesis per
-target (Vec2Text's sequence-level beam keeps several); a handful of steps (Vec2Text: up to 50).
+ranks word edits); a greedy hill climb on the re-embedded cosine with one kept hypothesis per target (Vec2Text's
+sequence-level beam keeps several); a handful of steps (Vec2Text: up to 50).
 
 The result (:class:`Correction`) holds every step's texts, their cosines, which proposal kind produced each kept
 text, how many candidates were re-embedded and the seconds spent up to that step (loading models excluded), so one
@@ -55,15 +81,15 @@ import numpy as np
 from veil.attacks.base import ThreatModel
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["THREAT_MODEL", "Correction", "correct", "SOURCES"]
+__all__ = ["THREAT_MODEL", "EDITS", "SOURCES", "Correction", "correct"]
 
 THREAT_MODEL = ThreatModel(
     observes="released sentence vectors (no text)",
     needs=("the public encoder, queried to re-embed guesses", "the inverter trained on public text",
-           "veil's masked LM trained on public text (word edits)"))
+           "veil's masked LM trained on public text (only for edits='mlm' or 'mlm+inverter')"))
 
 #: the proposal kinds a kept text can come from: step 0 (``greedy``, ``beam``), then ``kept`` (nothing closer),
-#: ``feedback``, ``substitution``, ``deletion``
+#: ``feedback``, ``substitution``, ``insertion``, ``deletion``
 SOURCES = ("greedy", "beam", "kept", "feedback", "substitution", "insertion", "deletion")
 _UNUSED = re.compile(r"^\[unused\d+\]$")
 
@@ -115,54 +141,58 @@ class Correction:
 
 
 # --------------------------------------------------------------------------- proposals
-class _Edits:
-    """Substitutions from the masked LM's fillers and single-word deletions of token sequences."""
+#: which model ranks the fillers of the word edits: the inverter (its next-token log-probabilities given the target
+#: vector and the tokens to the left), the masked LM (given both sides), their sum, or no word edits
+EDITS = ("inverter", "mlm", "mlm+inverter", "none")
 
-    def __init__(self, mlm: Any, *, positions: int, fillers: int, deletions: bool, insertions: bool,
-                 batch_size: int) -> None:
+
+class _Edits:
+    """Substitutions and insertions of the ``fillers`` best-ranked WordPiece tokens at each position (ranked by
+    the masked LM ``mlm``, the ``inverter`` conditioned on the target vector, or the sum of their
+    log-probabilities), and single-word deletions."""
+
+    def __init__(self, tokenizer: Any, *, mlm: Any, inverter: Any, positions: int, fillers: int, deletions: bool,
+                 insertions: bool, batch_size: int = 256) -> None:
         import torch
 
-        tok = mlm.tokenizer
-        vocab = tok.get_vocab()
-        banned = torch.zeros(len(mlm.model.cls.predictions.decoder.weight), dtype=torch.bool)
-        banned[[i for t, i in vocab.items() if _UNUSED.match(t) or i in set(tok.all_special_ids)]] = True
-        self.mlm, self.tok, self.banned = mlm, tok, banned
+        vocab = tokenizer.get_vocab()
+        special = set(tokenizer.all_special_ids)
+        self.banned = torch.zeros(len(tokenizer), dtype=torch.bool)
+        self.banned[[i for t, i in vocab.items() if _UNUSED.match(t) or i in special]] = True
+        self.tok, self.mlm, self.inverter = tokenizer, mlm, inverter
         self.positions, self.fillers, self.batch_size = positions, fillers, batch_size
         self.deletions, self.insertions = deletions, insertions
 
-    def propose(self, texts: Sequence[str], guide: Any = None) -> list[list[tuple[str, str]]]:
-        """For each text: ``(candidate, kind)`` pairs, substitutions first. ``guide(seqs)``, when given, returns
-        for each token sequence a (len + 1, vocab) tensor of log-probabilities added to the masked LM's at each
-        position (the inverter's, from the target vector and the tokens to the left)."""
+    def propose(self, texts: Sequence[str], vectors: np.ndarray) -> list[list[tuple[str, str]]]:
+        """For each text (``vectors``: its target, unit length): ``(candidate, kind)`` pairs."""
         import torch
 
-        tok, mlm = self.tok, self.mlm
-        seqs = [tok(t, add_special_tokens=False)["input_ids"][:mlm.max_length - 2] if t else [] for t in texts]
-        prior = guide(seqs) if guide is not None else None
-        masked: list[tuple[int, int, int]] = []  # (text, position, 0: substitute there, 1: insert before it)
+        tok = self.tok
+        seqs = [tok(t, add_special_tokens=False)["input_ids"][:self._limit()] if t else [] for t in texts]
+        slots: list[tuple[int, int, int]] = []  # (text, position, 0: substitute there, 1: insert before it)
         for r, ids in enumerate(seqs):
             if len(ids) <= self.positions:
                 at = list(range(len(ids)))
             else:
                 at = [int(j) for j in np.unique(np.linspace(0, len(ids) - 1, self.positions).round())]
-            masked += [(r, j, 0) for j in at]
+            slots += [(r, j, 0) for j in at]
             if self.insertions and ids:
-                masked += [(r, j, 1) for j in at + [len(ids)]]
+                slots += [(r, j, 1) for j in at + [len(ids)]]
         out: list[list[tuple[str, str]]] = [[] for _ in texts]
-        cls_id, sep_id, mask_id = int(tok.cls_token_id), int(tok.sep_token_id), mlm.mask_id
+        prior = self._inverter_logprobs(seqs, vectors) if self.inverter is not None and slots else None
         with torch.inference_mode():
-            for s in range(0, len(masked), self.batch_size):
-                part = masked[s:s + self.batch_size]
-                h = mlm.hidden([[cls_id] + seqs[r][:j] + [mask_id] + seqs[r][j + 1 - ins:] + [sep_id]
-                                for r, j, ins in part])
-                at = h[torch.arange(len(part)), torch.as_tensor([j + 1 for _, j, _ in part])]
-                logits = torch.log_softmax(mlm.model.cls(at.float()), -1).masked_fill(self.banned, -math.inf)
+            for s in range(0, len(slots), self.batch_size):
+                part = slots[s:s + self.batch_size]
+                score = torch.zeros((len(part), len(self.banned)))
+                if self.mlm is not None:
+                    score += self._mlm_logprobs(seqs, part)
                 if prior is not None:
-                    logits += torch.stack([prior[r][j] for r, j, _ in part])
+                    score += torch.stack([prior[r][j] for r, j, _ in part])
+                score.masked_fill_(self.banned, -math.inf)
                 for k, (r, j, ins) in enumerate(part):
                     if not ins:
-                        logits[k, seqs[r][j]] = -math.inf
-                for (r, j, ins), fill in zip(part, logits.topk(self.fillers, dim=-1).indices.tolist()):
+                        score[k, seqs[r][j]] = -math.inf  # a substitution changes the token
+                for (r, j, ins), fill in zip(part, score.topk(self.fillers, dim=-1).indices.tolist()):
                     kind = "insertion" if ins else "substitution"
                     out[r] += [(self._text(seqs[r][:j] + [f] + seqs[r][j + 1 - ins:]), kind) for f in fill]
         if self.deletions:
@@ -173,17 +203,27 @@ class _Edits:
                         out[r].append((self._text(ids[:a] + ids[b:]), "deletion"))
         return out
 
-    def _text(self, ids: Sequence[int]) -> str:
-        return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
+    def _limit(self) -> int:
+        if self.mlm is not None:
+            return self.mlm.max_length - 2
+        return int(self.inverter.net.decoder.config.max_position_embeddings) - self.inverter.net.prefix_tokens - 1
 
+    def _mlm_logprobs(self, seqs: Sequence[list[int]], part: Sequence[tuple[int, int, int]]) -> Any:
+        """(len(part), vocab) the masked LM's log-probabilities of the token at each slot, the slot masked."""
+        import torch
 
-def _inverter_guide(inverter: Any, vectors: np.ndarray) -> Any:
-    """``guide(seqs)`` for :meth:`_Edits.propose`: the inverter's next-token log-probabilities at every position
-    of each sequence, teacher-forced, conditioned on the matching row of ``vectors``."""
-    import torch
+        tok, mlm = self.tok, self.mlm
+        cls_id, sep_id, mask_id = int(tok.cls_token_id), int(tok.sep_token_id), mlm.mask_id
+        h = mlm.hidden([[cls_id] + seqs[r][:j] + [mask_id] + seqs[r][j + 1 - ins:] + [sep_id] for r, j, ins in part])
+        at = h[torch.arange(len(part)), torch.as_tensor([j + 1 for _, j, _ in part])]
+        return torch.log_softmax(mlm.model.cls(at.float()), -1)
 
-    def guide(seqs: Sequence[Sequence[int]]) -> list[Any]:
-        net, tok = inverter.net, inverter.tokenizer
+    def _inverter_logprobs(self, seqs: Sequence[list[int]], vectors: np.ndarray) -> Any:
+        """(texts, longest + 1, vocab) the inverter's log-probabilities of the token at each position given the
+        target vector and the tokens to its left (teacher-forced, one batch, bf16 autocast)."""
+        import torch
+
+        net, tok = self.inverter.net, self.tok
         width = max(map(len, seqs)) + 1
         ids = torch.full((len(seqs), width), int(tok.pad_token_id), dtype=torch.long)
         att = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -193,10 +233,11 @@ def _inverter_guide(inverter: Any, vectors: np.ndarray) -> Any:
         v = torch.as_tensor(vectors, dtype=torch.float32)
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
             hidden = net.start(v, ids, att).last_hidden_state[:, net.prefix_tokens:]
-            logp = torch.log_softmax(net.logits(hidden, net.output_shift(v)[:, None].expand(-1, width, -1)), -1)
-        return [logp[r, :len(q) + 1] for r, q in enumerate(seqs)]
+            shift = net.output_shift(v)[:, None].expand(-1, width, -1)
+            return torch.log_softmax(net.logits(hidden, shift), -1)
 
-    return guide
+    def _text(self, ids: Sequence[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
 
 
 # --------------------------------------------------------------------------- the search
@@ -232,23 +273,26 @@ def _fresh(proposals: Sequence[tuple[str, str]], seen: set[str]) -> list[tuple[s
 
 
 def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: int = 4, n_best: int = 4,
-            alphas: Sequence[float] = (1.0,), mlm: Any = None, edit_positions: int = 32, fillers: int = 8,
-            deletions: bool = True, insertions: bool = False, guided: bool = False, batch_size: int = 16, encode_batch_size: int = 128,
-            progress: bool = False) -> Correction:
+            alphas: Sequence[float] = (), edits: str = "inverter", mlm: Any = None, edit_positions: int = 32,
+            fillers: int = 8, deletions: bool = True, insertions: bool = False, batch_size: int = 16,
+            encode_batch_size: int = 128, progress: bool = False) -> Correction:
     """Invert ``vectors`` with ``inverter`` and correct the texts by re-embedding them with ``encoder`` for
-    ``steps`` steps (the module docstring has the search and the threat model).
+    ``steps`` steps (the module docstring has the search, the threat model and what each option buys).
 
     ``inverter``: a loaded :class:`~veil.models.inverter.Inverter`; ``encoder``: the
     :class:`~veil.encoders.TextEncoder` it was trained for (another one is an
     :class:`~veil.errors.InvalidParameterError`); ``vectors``: (n, dim) finite, non-zero target vectors;
-    ``alphas``: the feedback extrapolations (``()``: no feedback); ``mlm``: ``None`` (no word edits), ``"mlm"``,
-    ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`; ``batch_size``: targets searched together
-    (bounds memory: about ``batch_size * (edit_positions * fillers + 32)`` candidate texts per batch);
-    ``encode_batch_size``: the encoder's batch. Runs the inverter and the masked LM under bf16 autocast."""
+    ``beam``, ``n_best``: the beam search's width and the hypotheses kept from it (step 0 and feedback);
+    ``alphas``: the feedback extrapolations (``()``: no feedback); ``edits``: which model ranks the fillers of
+    the word edits (:data:`EDITS`); ``mlm``: the masked LM for ``edits="mlm"`` or ``"mlm+inverter"`` (``"mlm"``,
+    ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`); ``edit_positions``: the most positions
+    edited per text and step; ``fillers``: tokens tried per position; ``batch_size``: targets searched together
+    (bounds memory: about ``batch_size * edit_positions * fillers`` candidate texts at once);
+    ``encode_batch_size``: the encoder's batch. The inverter and the masked LM run under bf16 autocast."""
     from veil.models.inverter import Inverter
     from veil.models.mlm import MaskedLM, load_mlm
     from veil.progress import progress_bar
-    from veil.validation import check_int
+    from veil.validation import check_choice, check_int
 
     if not isinstance(inverter, Inverter):
         raise InvalidTypeError(f"inverter must be a veil.models.inverter.Inverter (load_inverter), not "
@@ -275,19 +319,29 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
     if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) and math.isfinite(a) and a > 0
                for a in alphas):
         raise InvalidParameterError(f"alphas must be finite numbers > 0, got {list(alphas)!r}")
-    if not all(isinstance(b, bool) for b in (deletions, insertions, guided, progress)):
-        raise InvalidTypeError("deletions, insertions, guided and progress must be bools")
+    if not all(isinstance(b, bool) for b in (deletions, insertions, progress)):
+        raise InvalidTypeError("deletions, insertions and progress must be bools")
+    edits = check_choice("edits", edits, EDITS)
     if isinstance(mlm, str):
         mlm = load_mlm(mlm)
     elif mlm is not None and not isinstance(mlm, MaskedLM):
         raise InvalidTypeError(f"mlm must be None, 'mlm', 'mlm-quick' or a veil.models.mlm.MaskedLM, not "
                                f"{type(mlm).__name__}")
-    edits = None if mlm is None else _Edits(mlm, positions=edit_positions, fillers=fillers, deletions=deletions,
-                                            insertions=insertions, batch_size=256)
-    config = {"steps": steps, "beam": beam, "n_best": n_best, "alphas": [float(a) for a in alphas],
-              "edit_positions": edit_positions, "fillers": fillers, "deletions": deletions, "insertions": insertions, "guided": guided,
-              "batch_size": batch_size, "inverter": inverter.identity(),
-              "encoder": dict(inverter.encoder), "mlm": None if mlm is None else mlm.identity()}
+    if (mlm is not None) != edits.startswith("mlm"):
+        raise InvalidParameterError(f"edits={edits!r} " + ("needs mlm= (veil's masked LM: 'mlm' or 'mlm-quick')"
+                                    if mlm is None else "uses no masked LM; pass edits='mlm' or 'mlm+inverter' to "
+                                                        "use it, or leave mlm=None"))
+    if mlm is not None and edits == "mlm+inverter" and mlm.tokenizer.get_vocab() != inverter.tokenizer.get_vocab():
+        raise InvalidParameterError("the masked LM and the inverter have different vocabularies, so their "
+                                    "log-probabilities cannot be added; use edits='mlm' or edits='inverter'")
+    editor = None if edits == "none" else _Edits(
+        inverter.tokenizer if mlm is None else mlm.tokenizer, mlm=mlm,
+        inverter=inverter if "inverter" in edits else None, positions=edit_positions, fillers=fillers,
+        deletions=deletions, insertions=insertions)
+    config = {"steps": steps, "beam": beam, "n_best": n_best, "alphas": [float(a) for a in alphas], "edits": edits,
+              "edit_positions": edit_positions, "fillers": fillers, "deletions": deletions, "insertions": insertions,
+              "batch_size": batch_size, "inverter": inverter.identity(), "encoder": dict(inverter.encoder),
+              "mlm": None if mlm is None else mlm.identity()}
 
     n = len(targets)
     seen: list[set[str]] = [set() for _ in range(n)]
@@ -319,9 +373,8 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
                         u = v + a * (v - emb[rows])
                         for pool, hyps in zip(pools, decode(u / np.linalg.norm(u, axis=1, keepdims=True))):
                             pool += [(h, "feedback") for h in hyps]
-                    if edits is not None:
-                        guide = _inverter_guide(inverter, v.astype(np.float32)) if guided else None
-                        for pool, proposed in zip(pools, edits.propose([cur[i] for i in rows], guide)):
+                    if editor is not None:
+                        for pool, proposed in zip(pools, editor.propose([cur[i] for i in rows], v)):
                             pool += proposed
                 pools = [_fresh(pool, seen[i]) for pool, i in zip(pools, rows)]
                 count += sum(map(len, pools))
