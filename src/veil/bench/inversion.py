@@ -66,7 +66,7 @@ class InversionCell:
     epsilon: float | None = None
     queries: int = 200
     inverter: str = "inverter"
-    steps: int = 2
+    steps: int = 3
     beam: int = 4
     quick: bool = True
     seed: int = 0

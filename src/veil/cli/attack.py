@@ -562,7 +562,7 @@ def attack_invert(
     inverter: Annotated[str, typer.Option(help="inverter (the full model) or inverter-quick (`veil models train "
                                                "inverter [--quick]`).")] = "inverter",
     steps: Annotated[int, typer.Option(min=0, help="Correction steps by re-embedding (0: the inverter's beam "
-                                                   "search, reranked by cosine).")] = 2,
+                                                   "search, reranked by cosine).")] = 3,
     beam: Annotated[int, typer.Option(min=1, help="Beam width of the inverter's hypotheses.")] = 4,
     full: Annotated[bool, typer.Option("--full", help="A document corpus' whole test split (default: the quick "
                                                       "bench slice, 200 test documents).")] = False,

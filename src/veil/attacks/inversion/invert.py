@@ -37,7 +37,7 @@ class Inversion(Attack):
     def bench_applies(cls, defense: str, setting: Any) -> bool:
         return False  # no bench cell yet: `veil attack invert` runs it (docs/inversion.md, "Not built yet")
 
-    def __init__(self, inverter: Any = "inverter", *, encoder: Any = None, steps: int = 2, beam: int = 4,
+    def __init__(self, inverter: Any = "inverter", *, encoder: Any = None, steps: int = 3, beam: int = 4,
                  **options: Any) -> None:
         from veil.models.inverter import Inverter, load_inverter
         from veil.validation import check_int
