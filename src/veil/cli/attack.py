@@ -13,8 +13,8 @@ leaks.
 - Membership inference on a released classifier (plain, TextHide or DP-SGD), veil.experiments.membership:
   ``membership``;
   results in ``./veil-results/membership/``.
-- Embedding inversion (GEIA, Vec2Text) of released vectors, veil.bench.inversion (on the bench's data): ``invert``; results in
-  ``./veil-results/inversion/``.
+- Embedding inversion (GEIA, Vec2Text) of released vectors, veil.bench.inversion (on the bench's data): ``invert``;
+  results in ``./veil-results/inversion/``.
 
 Results go under ``$VEIL_RESULTS`` instead when it is set, or to ``--results``; every value and output location is
 checked before any work starts.

@@ -69,7 +69,8 @@ def run_retrieval(corpus: str, attack: str, *, defense: str = "all", m: int | No
     for res in results:
         rec = res.to_record("retrieval", f"{corpus}-{attack}-{res.setting}")
         rec.config.update({"corpus": corpus, "attack_name": attack, "setting": res.setting, "seed": seed,
-                           "index_size": len(index), "encoder": "minilm (all-MiniLM-L6-v2), mean pooling" + encoder.backend_note,
+                           "index_size": len(index),
+                           "encoder": "minilm (all-MiniLM-L6-v2), mean pooling" + encoder.backend_note,
                            **backend_identity(encoder)})
         rec.wall_time_s = res.wall_time_s
         records.append(rec)
