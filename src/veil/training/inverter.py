@@ -43,7 +43,7 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError
 from veil.models.inverter import InversionPairs
 
-__all__ = ["InverterConfig", "FULL_INVERTER", "QUICK_INVERTER", "FULL_SOURCES",
+__all__ = ["InverterConfig", "FULL_INVERTER", "QUICK_INVERTER", "FULL_SOURCES", "inverter_training_texts",
            "inverter_training_data", "train_inverter", "ensure_inverter", "state_path"]
 
 _HELDOUT_SEED = 12345
@@ -150,20 +150,19 @@ def state_path(folder: str | os.PathLike) -> Path:
 
 
 # --------------------------------------------------------------------------- data
-def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None] = print, progress: bool = True,
-                           cache: Any = True) -> tuple[InversionPairs, InversionPairs, dict[str, Any]]:
-    """``(train, heldout, data)`` for ``config``: the public sentences and their vectors (encoded through the
-    embedding cache ``cache``: True for the default one, an EmbeddingCache, or False), and what the manifest says
-    about them. Every corpus must be pulled."""
+def inverter_training_texts(config: InverterConfig, *, log: Callable[[str], None] = print
+                            ) -> tuple[Any, dict[str, Any]]:
+    """``(selection, data)`` for ``config``: the public sentences (a
+    :class:`~veil.corpora.public_sentences.PublicSelection`: training sentences, held-out ones, the corpus of
+    each) and what the manifest says about them, without encoding anything. Every corpus must be pulled."""
+    from transformers import AutoTokenizer
+
     from veil.corpora.public_sentences import select_public
-    from veil.encoders import TextEncoder
-    from veil.encoders.cache import encode_cached, texts_sha256
-    from veil.models.inverter import encoder_identity
+    from veil.encoders.cache import texts_sha256
+    from veil.encoders.registry import resolve_model
 
     config.check_corpora()
-    encoder = TextEncoder(config.encoder)
-    tokenizer = encoder.tokenizer
-    identity = encoder_identity(encoder)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.encoder).folder, local_files_only=True)
 
     def fits(texts: Sequence[str]) -> list[bool]:
         ids = tokenizer(list(texts), add_special_tokens=False, truncation=True,
@@ -174,18 +173,9 @@ def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None]
                         seed=config.seed, max_train=config.max_train, heldout=config.heldout,
                         heldout_seed=_HELDOUT_SEED)
     texts, owners, dev_texts = sel.train, sel.train_corpora, sel.heldout
-    log(f"inverter {config.name}: {len(texts):,} training sentences from {len(config.sources)} corpora, "
-        f"{len(dev_texts)} held-out; encoding them with {encoder.model_name} (cached after the first run)")
-    vectors = np.zeros((len(texts), encoder.dim), dtype=np.float32)
-    by_corpus = {name: [i for i, o in enumerate(owners) if o == name] for name, _ in config.sources}
-    for name, rows in by_corpus.items():
-        if rows:
-            vectors[rows] = encode_cached(encoder, [texts[i] for i in rows], name, "inverter-train",
-                                          cache=cache, progress=progress)
-    dev_vectors = encode_cached(encoder, dev_texts, "public-sentences", "inverter-heldout", cache=cache,
-                                progress=progress)
     counts = {}
-    for name, rows in by_corpus.items():
+    for name, _ in config.sources:
+        rows = [i for i, o in enumerate(owners) if o == name]
         lengths = [len(x) for x in tokenizer([texts[i] for i in rows], add_special_tokens=False)["input_ids"]] \
             if rows else []
         counts[name] = {"sentences": len(rows), "tokens": int(sum(lengths)),
@@ -199,6 +189,33 @@ def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None]
                         "texts_sha256": texts_sha256(dev_texts)},
             "note": "public sentences: train splits of the corpora named (tokens: WordPiece, no special tokens); "
                     "held out from their dev splits; test splits and the excluded corpora are never learned from"}
+    log(f"inverter {config.name}: {len(texts):,} training sentences from {len(config.sources)} corpora, "
+        f"{len(dev_texts)} held-out")
+    return sel, data
+
+
+def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None] = print, progress: bool = True,
+                           cache: Any = True) -> tuple[InversionPairs, InversionPairs, dict[str, Any]]:
+    """``(train, heldout, data)`` for ``config``: the public sentences of :func:`inverter_training_texts` and
+    their vectors (encoded through the embedding cache ``cache``: True for the default one, an EmbeddingCache,
+    or False), and what the manifest says about them. Every corpus must be pulled."""
+    from veil.encoders import TextEncoder
+    from veil.encoders.cache import encode_cached
+    from veil.models.inverter import encoder_identity
+
+    sel, data = inverter_training_texts(config, log=log)
+    encoder = TextEncoder(config.encoder)
+    identity = encoder_identity(encoder)
+    texts, owners, dev_texts = sel.train, sel.train_corpora, sel.heldout
+    log(f"inverter {config.name}: encoding the sentences with {encoder.model_name} (cached after the first run)")
+    vectors = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    for name, _ in config.sources:
+        rows = [i for i, o in enumerate(owners) if o == name]
+        if rows:
+            vectors[rows] = encode_cached(encoder, [texts[i] for i in rows], name, "inverter-train",
+                                          cache=cache, progress=progress)
+    dev_vectors = encode_cached(encoder, dev_texts, "public-sentences", "inverter-heldout", cache=cache,
+                                progress=progress)
     return (InversionPairs(texts, vectors, identity, owners),
             InversionPairs(dev_texts, dev_vectors, identity, sel.heldout_corpora), data)
 
