@@ -239,7 +239,12 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
               "inverter": {"name": cell.inverter, "sha256": inverter.manifest.get("sha256"),
                            "steps_trained": inverter.manifest.get("steps"),
                            "train_sentences": inverter.manifest.get("train_sentences"),
-                           "heldout": inverter.manifest.get("heldout")},
+                           "heldout": inverter.manifest.get("heldout"),
+                           "device": inverter.manifest.get("device"), "minutes": inverter.manifest.get("minutes"),
+                           "transfer": inverter.manifest.get("transfer"),
+                           "heldout_here": inverter.manifest.get("heldout_here"),
+                           "curve": [{k: r.get(k) for k in ("step", "minutes", "token_f1", "exact_match")}
+                                     for r in inverter.manifest.get("curve") or []]},
               "public": public, "bag_of_words": bow.config(), "correction": corrected["config"],
               "queries": {"n": n, "from": "the bench's private items" + (" (test documents)" if data.documents
                                                                           is not None else " (every text)"),

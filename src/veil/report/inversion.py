@@ -86,6 +86,68 @@ def _plot_curves(records: list[ResultRecord], path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_training(curves: dict[str, list[dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.3))
+    for name, curve in curves.items():
+        axes[0].plot([p["step"] for p in curve], [p["token_f1"] for p in curve], marker="o", markersize=3,
+                     label=name)
+        axes[1].plot([p["minutes"] for p in curve], [p["token_f1"] for p in curve], marker="o", markersize=3,
+                     label=name)
+    axes[0].set_xlabel("training steps")
+    axes[0].set_ylabel("held-out token F1 (%), greedy")
+    axes[1].set_xlabel("training minutes (on the machine that trained it)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+def _training_section(recs: list[ResultRecord], out_dir: Path) -> list[str]:
+    """The learning curve of each inverter the records used (from the inverter block of the newest record)."""
+    seen: dict[str, dict] = {}
+    for rec in sorted(recs, key=lambda r: r.created):
+        inv = rec.config.get("inverter") or {}
+        if inv.get("curve"):
+            seen[str(inv["name"])] = inv
+    if not seen:
+        return []
+    png = out_dir / "inversion_training.png"
+    _plot_training({n: inv["curve"] for n, inv in seen.items()}, png)
+    lines = ["## The inverters' learning curves", "",
+             "Held-out token F1 of the greedy decode (500 sentences of the training corpora's dev splits) against "
+             "training steps and minutes, as each inverter's manifest records it; the saved weights are those of "
+             "the best evaluation.", "", f"![inverter learning curves]({png.name})", "",
+             "| inverter | trained on | steps | minutes | held-out token F1 | exact | held-out token F1 here |",
+             "|---|---|---|---|---|---|---|"]
+    for name, inv in seen.items():
+        held, here = inv.get("heldout") or {}, inv.get("heldout_here") or {}
+        last = inv["curve"][-1]
+        lines.append(f"| `{name}` | {inv.get('device') or 'cpu'} | {last['step']} | {last['minutes']:.1f} | "
+                     f"{held.get('token_f1', float('nan')):.1f} | {held.get('exact_match', float('nan')):.1f} | "
+                     + (f"{here['token_f1']:.1f} |" if isinstance(here.get("token_f1"), (int, float)) else "- |"))
+    lines.append("")
+    for name, inv in seen.items():
+        t = inv.get("transfer")
+        if t:
+            check = t.get("rounding_check") or {}
+            lines += [f"`{name}` was trained on a GPU machine without veil's corpora ({t.get('script')}): "
+                      f"{t.get('weights_to_gpu')}; its training vectors were {t.get('training_vectors')} (minimum "
+                      f"cosine {check.get('min_cosine', float('nan')):.7f} to the float32 vectors over "
+                      f"{check.get('sentences')} training sentences); {t.get('weights_back')}. \"Held-out token F1 "
+                      "here\" decodes this machine's vectors with the widened weights.", ""]
+    return lines
+
+
 @register_renderer("inversion")
 def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = sorted((r for _, r in records), key=_key)
@@ -147,6 +209,7 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                              f"{p['bleu']:.1f} | {p['cosine']:.3f} | {p['target_cosine']:.3f} | "
                              f"{p['seconds_per_text']:.2f} |")
         lines.append("")
+    lines += _training_section(recs, out_dir)
     lines += ["## Examples", "", "The first queried texts of each record, next to what each method wrote back "
               "(the corpora are public; the inverter writes lower-cased WordPiece text).", ""]
     for rec in recs:
