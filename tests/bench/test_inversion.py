@@ -15,35 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory, real_home):
-    """A VEIL_HOME whose corpora and caches are the real ones and whose ``inverter-quick`` is a small inverter
-    trained here on 80 public news-articles sentences."""
-    import os
-
-    from veil.training.inverter import InverterConfig, inverter_training_data, train_inverter
-
-    home = tmp_path_factory.mktemp("home")
-    for sub in ("corpora", "embeddings", "encoders", "models"):
-        if sub == "models":
-            (home / sub).mkdir()
-            for name in ("mlm-quick",):  # the masked LM of the word edits, if the real cache has it
-                if (real_home / sub / name).exists():
-                    (home / sub / name).symlink_to(real_home / sub / name)
-        elif (real_home / sub).exists():
-            (home / sub).symlink_to(real_home / sub)
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(home)
-    try:
-        config = InverterConfig(name="inverter-quick", sources=(("news-articles", 80),), epochs=3, batch_size=16,
-                                warmup=2, eval_every=10, heldout=8, max_tokens=24, threads=1, seed=0)
-        train, held, data = inverter_training_data(config, log=lambda _: None, progress=False)
-        train_inverter(config, train, held, data=data, log=lambda _: None, progress=False)
-        yield home
-    finally:
-        if old is None:
-            del os.environ["VEIL_HOME"]
-        else:
-            os.environ["VEIL_HOME"] = old
+def home(tiny_inverter_home):
+    return tiny_inverter_home
 
 
 def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home, tmp_path):

@@ -46,7 +46,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion"]
+__all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion", "public_sentences_of"]
 
 #: what writes text back from a vector: the inverter (with correction) and the two baselines
 METHODS = ("inverter", "nearest-public", "bag-of-words")
@@ -132,8 +132,10 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.where(norms > 0, norms, 1.0)
 
 
-def _public(inverter: Any, log: Callable[[str], None]) -> tuple[list[str], np.ndarray, dict[str, Any]]:
-    """The inverter's own public training sentences and their vectors (the baselines' public data)."""
+def public_sentences_of(inverter: Any, log: Callable[[str], None] = print
+                        ) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """The inverter's own public training sentences and their vectors (the baselines' public data), and what the
+    record says about them."""
     from veil.training.inverter import InverterConfig, inverter_training_data
 
     cfg = dict(inverter.manifest["config"])
@@ -201,7 +203,7 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     corrected = _invert(inverter, encoder, targets, cell)
     seconds["inverter"] = time.perf_counter() - t0
     outputs["inverter"] = corrected["texts"][-1]
-    public_texts, public_vectors, public = _public(inverter, log)
+    public_texts, public_vectors, public = public_sentences_of(inverter, log)
     t0 = time.perf_counter()
     outputs["nearest-public"] = NearestPublic(public_texts, public_vectors).run(targets)
     seconds["nearest-public"] = time.perf_counter() - t0

@@ -134,6 +134,12 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
         from veil.parsing.mlm import ensure_mlm
 
         ensure_mlm("mlm-quick", log=log or print)  # once, here: never raced by parallel workers
+    inverting = {c.config.quick for c in cells if getattr(c, "attack", None) == "invert" and c.id not in done}
+    if inverting:
+        from veil.training.inverter import ensure_inverter
+
+        for quick in sorted(inverting):  # the quick one is trained here on first use (about 15 minutes on 2 cores);
+            ensure_inverter("inverter-quick" if quick else "inverter", log=log or print)  # the full one must exist
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
     return run_sweep(_sweep(out_dir), cells, out=out_dir, workers=workers, ray_address=ray_address, force=force,

@@ -152,7 +152,10 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
                 continue
             test = block.get("test") or {}
             verdict = f", p={test['p_value']:.2g}" if test.get("p_value") is not None else ""
-            extra.append(f"{name} {block.get('success', 'success')} {_pct(block['success_metric'])}{verdict}")
+            what = _SHORT.get(block.get("success", ""), block.get("success", "success"))
+            vs = block.get("versus_success")
+            against = f" against {_pct(vs)} for {block.get('versus', 'the reference')}" if vs else ""
+            extra.append(f"{name} {what} {_pct(block['success_metric'])}{against}{verdict}")
         g = p.guarantee
         guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
                      ("none" if p.defense == "none" else
@@ -260,6 +263,8 @@ HEAD = ["defense / setting", "guarantee", "utility", "strongest attack", "its su
 #: an attack's success metric -> what the y axis and the tables call it
 MEASURES = {"identity": "share re-identified", "identity_any": "share re-identified",
             "top1": "replaced words recovered (top-1)"}
+#: how a measured-but-not-comparable success is named beside the strongest attack
+_SHORT = {"token_f1": "token F1"}
 
 
 def _measure(points: list[BenchPoint]) -> str:

@@ -33,9 +33,25 @@ class Inversion(Attack):
     threat: ClassVar[ThreatModel] = THREAT_MODEL
     observes: ClassVar[str] = "vectors"
 
+    bench_cell: ClassVar[str] = "veil.bench.cells.vectors:inversion_cell"
+    #: correction steps in the quick and the full bench (the quick bench inverts with ``inverter-quick``)
+    BENCH_STEPS: ClassVar[tuple[int, int]] = (1, 3)
+
     @classmethod
     def bench_applies(cls, defense: str, setting: Any) -> bool:
-        return False  # no bench cell yet: `veil attack invert` runs it (docs/inversion.md, "Not built yet")
+        """The undefended vectors and every release whose vectors are a text's own embedding (document
+        embeddings; released text, embedded by the public encoder). Not TextHide's masked vectors and mixtures:
+        inverting those means recovering the masks first (``veil attack invert`` does not chain it yet)."""
+        from veil.defenses.base import get_defense
+
+        return defense == "none" or get_defense(defense).releases in ("document-embeddings", "text")
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "Inversion":
+        """``inverter-quick`` with 1 correction step in the quick bench, the full inverter with 3 steps otherwise
+        (:func:`veil.bench.runner.run_bench` makes sure the model is there before any cell runs)."""
+        quick = bool(resources.cell.config.quick)
+        return cls("inverter-quick" if quick else "inverter", steps=cls.BENCH_STEPS[0 if quick else 1], beam=4)
 
     def __init__(self, inverter: Any = "inverter", *, encoder: Any = None, steps: int = 3, beam: int = 4,
                  **options: Any) -> None:
