@@ -65,6 +65,11 @@ def test_the_page_renders_the_record(home, tmp_path):
     assert ("veil attack invert --corpus rt-polarity --defense none --limit 4 --inverter inverter-quick --steps 0 "
             "--beam 2 --seed 0 --results results/inversion") in page
     assert (tmp_path / "out" / "inversion_correction.png").is_file()
+    # the inverter's learning curve, from the manifest the record copied: one row per inverter, its last step
+    assert "## The inverters' learning curves" in page and (tmp_path / "out" / "inversion_training.png").is_file()
+    rec = json.loads(next(root.glob("*.json")).read_text())
+    curve = rec["config"]["inverter"]["curve"]
+    assert curve and curve[0]["step"] == 0 and f"| `inverter-quick` | cpu | {curve[-1]['step']} |" in page
 
 
 def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypatch):

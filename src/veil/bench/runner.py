@@ -138,7 +138,7 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
     if inverting:
         from veil.training.inverter import ensure_inverter
 
-        for quick in sorted(inverting):  # the quick one is trained here on first use (about 15 minutes on 2 cores);
+        for quick in sorted(inverting):  # the quick one is trained here on first use;
             ensure_inverter("inverter-quick" if quick else "inverter", log=log or print)  # the full one must exist
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
