@@ -57,8 +57,8 @@ from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
 __all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "poisson_binomial_tail",
-           "hit_rate_test", "two_sample_test", "paired_hits_test", "paired_permutation_test", "check_alpha", "clopper_pearson",
-           "TWO_SAMPLE_METHODS"]
+           "hit_rate_test", "two_sample_test", "paired_hits_test", "paired_permutation_test", "check_alpha",
+           "clopper_pearson", "TWO_SAMPLE_METHODS"]
 
 DEFAULT_ALPHA = 0.05
 TWO_SAMPLE_METHODS = ("permutation", "mann-whitney")

@@ -75,7 +75,7 @@ def test_inversion_is_planned_where_the_vectors_are_a_texts_own_embedding():
 
 
 @pytest.mark.slow
-def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(tiny_inverter_home, builtin):
+def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(tiny_inverter_home, builtin, tmp_path):
     """An inversion cell on real data with a small inverter: token F1 with its interval, the floor (the same attack
     on unrelated public vectors) and the nearest public sentence scored on the same texts, the paired test's
     verdict in the bench block."""
@@ -91,6 +91,7 @@ def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(ti
                                       corpus_tasks={"rt-polarity": "sentence-classification"}, utility=False))
     data = bench_data("rt-polarity", True, 40)
     rec = inversion_cell(cell, data)
+    rec.write(tmp_path / "cell.json")  # the record is plain JSON (as the bench writes it)
     f1 = rec.metrics["token_f1"]
     assert f1.n == 12 and f1.ci_low <= f1.mean <= f1.ci_high
     for key in ("floor_token_f1", "nearest_public_token_f1", "gain_over_floor_token_f1", "bleu", "names_recovered"):

@@ -206,7 +206,7 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     test = paired_permutation_test(scores["inverter"].token_f1, scores["floor"].token_f1, alpha=ALPHA,
                                    rng=cell.config.seed)
     rec = ResultRecord(method="bench", experiment=cell.id,
-                       config={"attack": attacker.config(), "defense": obs.defense, "queries": int(n),
+                       config={"attack": attacker.config(), "defense": obs.describe()["defense"], "queries": int(n),
                                "query_cap": cap, "public": public,
                                "floor": "the same attack on the undefended vector of a uniformly drawn public item "
                                         "(" + ("a public train document" if data.documents is not None else
