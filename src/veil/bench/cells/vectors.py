@@ -181,7 +181,8 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     start = time.perf_counter()
     ids = data.private_ids
     cap = INVERSION_QUERIES[0 if cell.config.quick else 1]
-    n = min(cap, cell_queries(cell, len(ids), "private items"))
+    want = min(cap, cell.config.n_queries)
+    n = want if want <= len(ids) else cell_queries(cell, len(ids), "private items")
     rows = np.sort(np.random.default_rng(cell.config.seed).choice(ids, size=n, replace=False))
     obs, _ = release_vectors(cell, data, rows)
     resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
