@@ -201,12 +201,10 @@ def quick_mlm():
         return load_mlm("mlm-quick")
 
 
-@pytest.fixture(scope="module")
-def tiny_inverter_home(tmp_path_factory, real_home):
+@pytest.fixture(scope="session")
+def _tiny_inverter_folder(tmp_path_factory, real_home):
     """A VEIL_HOME whose corpora and caches are the real ones and whose ``inverter-quick`` is a small inverter
-    trained here on 80 public news-articles sentences."""
-    import os
-
+    trained here (once per session) on 80 public news-articles sentences."""
     from veil.training.inverter import InverterConfig, inverter_training_data, train_inverter
 
     home = tmp_path_factory.mktemp("home")
@@ -225,7 +223,21 @@ def tiny_inverter_home(tmp_path_factory, real_home):
                                 warmup=2, eval_every=10, heldout=8, max_tokens=24, threads=1, seed=0)
         train, held, data = inverter_training_data(config, log=lambda _: None, progress=False)
         train_inverter(config, train, held, data=data, log=lambda _: None, progress=False)
-        yield home
+    finally:
+        if old is None:
+            del os.environ["VEIL_HOME"]
+        else:
+            os.environ["VEIL_HOME"] = old
+    return home
+
+
+@pytest.fixture(scope="module")
+def tiny_inverter_home(_tiny_inverter_folder):
+    """VEIL_HOME set, for the module, to the home of :func:`_tiny_inverter_folder`."""
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(_tiny_inverter_folder)
+    try:
+        yield _tiny_inverter_folder
     finally:
         if old is None:
             del os.environ["VEIL_HOME"]
