@@ -132,9 +132,9 @@ class InverterConfig:
         return d
 
 
-#: the full model: about 250k public sentences of 13 corpora, three passes, about 11.5k steps of 64 sentences
+#: the full model: about 250k public sentences of 13 corpora, four passes, about 10.3k steps of 96 sentences
 #: (meant for a GPU, ``device="cuda"``; on 2 CPU cores it takes hours: resumable, ``max_minutes`` per session)
-FULL_INVERTER = InverterConfig()
+FULL_INVERTER = InverterConfig(epochs=4, batch_size=96)
 #: the quick model (tests, the quick bench): 10000 news-articles sentences, two passes
 QUICK_INVERTER = InverterConfig(name="inverter-quick", sources=(("news-articles", 10000),), max_tokens=32, epochs=2,
                                 max_minutes=20.0, batch_size=32, lr=1e-3, head_lr=3e-3, warmup=25, heldout=500,
