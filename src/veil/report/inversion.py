@@ -58,7 +58,10 @@ def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
     return out
 
 
-def _plot_curves(records: list[ResultRecord], path: Path) -> None:
+def _two_panels(path: Path, series: list[tuple[str, list[float], list[float], list[float]]],
+                labels: tuple[str, str, str]) -> None:
+    """Two side-by-side line plots of token F1 (one line per ``(label, x_left, x_right, f1)``), written to
+    ``path`` atomically; ``labels``: the left x axis, the y axis, the right x axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,16 +70,12 @@ def _plot_curves(records: list[ResultRecord], path: Path) -> None:
     from veil._io import atomic_write
 
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.3))
-    for rec in records:
-        c, curve = rec.config["cell"], rec.extra.get("curve") or []
-        label = f"{c['corpus']}, {_release(c)}"
-        steps = [p["step"] for p in curve]
-        axes[0].plot(steps, [p["token_f1"] for p in curve], marker="o", markersize=3, label=label)
-        axes[1].plot([p["seconds_per_text"] for p in curve], [p["token_f1"] for p in curve], marker="o",
-                     markersize=3, label=label)
-    axes[0].set_xlabel("correction steps")
-    axes[0].set_ylabel("token F1 (%)")
-    axes[1].set_xlabel("seconds per text (cumulative)")
+    for label, left, right, f1 in series:
+        axes[0].plot(left, f1, marker="o", markersize=3, label=label)
+        axes[1].plot(right, f1, marker="o", markersize=3, label=label)
+    axes[0].set_xlabel(labels[0])
+    axes[0].set_ylabel(labels[1])
+    axes[1].set_xlabel(labels[2])
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -84,32 +83,22 @@ def _plot_curves(records: list[ResultRecord], path: Path) -> None:
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
+
+
+def _plot_curves(records: list[ResultRecord], path: Path) -> None:
+    series = []
+    for rec in records:
+        c, curve = rec.config["cell"], rec.extra.get("curve") or []
+        series.append((f"{c['corpus']}, {_release(c)}", [p["step"] for p in curve],
+                       [p["seconds_per_text"] for p in curve], [p["token_f1"] for p in curve]))
+    _two_panels(path, series, ("correction steps", "token F1 (%)", "seconds per text (cumulative)"))
 
 
 def _plot_training(curves: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from veil._io import atomic_write
-
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.3))
-    for name, curve in curves.items():
-        axes[0].plot([p["step"] for p in curve], [p["token_f1"] for p in curve], marker="o", markersize=3,
-                     label=name)
-        axes[1].plot([p["minutes"] for p in curve], [p["token_f1"] for p in curve], marker="o", markersize=3,
-                     label=name)
-    axes[0].set_xlabel("training steps")
-    axes[0].set_ylabel("held-out token F1 (%), greedy")
-    axes[1].set_xlabel("training minutes (on the machine that trained it)")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    series = [(name, [p["step"] for p in curve], [p["minutes"] for p in curve], [p["token_f1"] for p in curve])
+              for name, curve in curves.items()]
+    _two_panels(path, series, ("training steps", "held-out token F1 (%), greedy",
+                               "training minutes (on the machine that trained it)"))
 
 
 def _training_section(recs: list[ResultRecord], out_dir: Path) -> list[str]:
