@@ -258,3 +258,16 @@ def test_a_cell_is_reused_only_under_the_encoder_backend_it_was_made_with(tmp_pa
     monkeypatch.setenv(ENV, "torch")
     assert run_bench(cells, tmp_path, progress=False).counts() == {"done": 0, "skipped": 1, "failed": 0}
     assert path.read_bytes() == before
+
+
+def test_a_full_bench_with_inversion_cells_names_the_missing_inverter_before_any_cell(tmp_path, monkeypatch):
+    """The full inverter is never trained behind the user's back: the run stops before any cell (and before the
+    output folder is made) with the command that trains it."""
+    from veil.bench.runner import run_bench
+    from veil.errors import ResourceMissingError
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    cells = [Cell.make("rt-polarity", "none", {}, "invert", BenchConfig(quick=False))]
+    with pytest.raises(ResourceMissingError, match="veil models train inverter"):
+        run_bench(cells, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
