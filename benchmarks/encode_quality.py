@@ -1,5 +1,5 @@
-"""Does a faster encoder backend change veil's results? The onnx backend against the float32 torch reference on
-two tasks of rt-polarity (no defense), in one run.
+"""Does a faster encoder backend change veil's results? A backend (onnx or bf16) against the float32 torch reference
+on two tasks of rt-polarity (no defense), in one run.
 
 * Frozen-encoder accuracy: a logistic regression (scikit-learn, C=1, lbfgs) on the backend's vectors of the
   whole train split, scored on the whole test split (Wilson 95% interval), and how many test predictions differ
@@ -8,8 +8,8 @@ two tasks of rt-polarity (no defense), in one run.
   (:class:`veil.attacks.retrieval.SimilaritySearch`); the owner releases the vectors of ``--queries`` test texts
   (drawn with seed 0) made by the backend under test, and :class:`veil.attacks.retrieval.RSS` answers each with
   its nearest index text; identity is the share answered with the query's own text (Wilson 95%). With the torch
-  backend this is the usual no-defense row; with onnx it asks whether the rounding differences move a nearest
-  neighbour.
+  backend this is the usual no-defense row; with onnx or bf16 it asks whether the rounding differences move a
+  nearest neighbour.
 * The minimum and mean cosine between the two backends' vectors over every text.
 
 Usage::

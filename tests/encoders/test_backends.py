@@ -9,8 +9,8 @@ import pytest
 
 from veil.corpora.base import Corpus
 from veil.encoders import CacheKey, CacheWarning, EmbeddingCache, TextEncoder
-from veil.encoders.backends import (BACKEND_KEY, BACKENDS, DEFAULT_BACKEND, ENV, backend_identity, backend_names,
-                                   resolve_backend, stored_backend_identity, with_stored_backend)
+from veil.encoders.backends import (BACKEND_KEY, BACKENDS, ENV, backend_identity, backend_names, cpu_has_amx_bf16,
+                                   default_backend, resolve_backend, stored_backend_identity, with_stored_backend)
 from veil.errors import InvalidParameterError, InvalidTypeError
 
 # The bar of issue 33: every backend's vectors have cosine >= 0.99 to the float32 torch vectors of the same text.
@@ -27,8 +27,8 @@ def no_backend_env(monkeypatch):
 
 # ------------------------------------------------------------------ choice
 def test_resolution_argument_environment_default(monkeypatch):
-    assert backend_names() == sorted(BACKENDS) and DEFAULT_BACKEND in BACKENDS and "torch" in BACKENDS
-    assert resolve_backend(None) == DEFAULT_BACKEND
+    assert backend_names() == sorted(BACKENDS) == ["bf16", "onnx", "torch"]
+    assert resolve_backend(None) == default_backend() == "onnx"
     assert resolve_backend("torch") == "torch"
     assert resolve_backend(None, "cuda:0") == "torch"  # the default never picks a CPU-only backend off CPU
     monkeypatch.setenv(ENV, "torch")
@@ -36,8 +36,21 @@ def test_resolution_argument_environment_default(monkeypatch):
     assert resolve_backend("onnx") == "onnx"  # an explicit argument wins over the environment
 
 
+def test_the_amx_flag_is_read_from_cpuinfo(tmp_path):
+    """What benchmarks/encode.py records with the machine: bf16 is the fastest backend only where this is true."""
+    amx = tmp_path / "amx"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+    plain = tmp_path / "plain"
+    plain.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_vnni avx512_bf16 amx_tile\n")
+    assert cpu_has_amx_bf16(str(amx)) and not cpu_has_amx_bf16(str(plain))
+    assert not cpu_has_amx_bf16(str(tmp_path / "absent"))  # unreadable (another OS): no AMX assumed
+    assert default_backend("cuda:0") == "torch"
+
+
 @pytest.mark.parametrize("backend, env, device, error, match", [
-    ("tensorrt", None, "cpu", InvalidParameterError, r"unknown encoder backend 'tensorrt'; use one of onnx, torch"),
+    ("tensorrt", None, "cpu", InvalidParameterError,
+     r"unknown encoder backend 'tensorrt'; use one of bf16, onnx, torch"),
+    ("bf16", None, "cuda:0", InvalidParameterError, r"CPU only.*use backend='torch'"),
     (3, None, "cpu", InvalidTypeError, r"backend must be a str"),
     ("onnx", None, "cuda:0", InvalidParameterError, r"CPU only.*use backend='torch'"),
     (None, "fp16", "cpu", InvalidParameterError, r"VEIL_ENCODER_BACKEND='fp16' is not an encoder backend; set it"),
@@ -58,7 +71,8 @@ def test_backend_identity_names_every_backend_but_torch(monkeypatch):
     """Records made with torch (all committed ones) hold no backend key, so they keep matching a torch run."""
     assert BACKEND_KEY == "encoder_backend"
     assert backend_identity("torch") == {} and backend_identity("onnx") == {"encoder_backend": "onnx"}
-    assert backend_identity(None) == backend_identity(DEFAULT_BACKEND)  # what TextEncoder(backend=None) resolves
+    assert backend_identity("bf16") == {"encoder_backend": "bf16"}
+    assert backend_identity(None) == backend_identity(default_backend())  # what TextEncoder(backend=None) resolves
     monkeypatch.setenv(ENV, "onnx")
     assert backend_identity(None) == {"encoder_backend": "onnx"} and backend_identity("torch") == {}
     with pytest.raises(InvalidParameterError, match="CPU only"):  # resolved as the encoder resolves it
@@ -171,6 +185,26 @@ def test_backends_never_share_a_cache_entry(torch_encoder, real_texts, export_ho
     assert np.sum(got * first, axis=1).min() >= MIN_COSINE  # the onnx vectors, not the planted torch entry
     assert len(sorted(cache.root.rglob("*.npy"))) == 2
     assert {p.parent.parent.name for p in cache.root.rglob("*.npy")} == {base, f"{base}-onnx"}
+    bf16 = TextEncoder("minilm", backend="bf16")
+    assert bf16.model_id == f"{base}-bf16" and bf16.backend_note == ", bf16 backend"
+    got = bf16.encode_corpus(corpus, "train", cache=cache, progress=False)
+    assert np.sum(got * first, axis=1).min() >= MIN_COSINE
+    assert {p.parent.parent.name for p in cache.root.rglob("*.npy")} == {base, f"{base}-onnx", f"{base}-bf16"}
+
+
+@pytest.mark.slow
+def test_bf16_leaves_the_float32_weights_as_loaded(torch_encoder, real_texts, fp32_vectors):
+    """Autocast, not a cast of the module: after bf16 encoding the same module still computes float32 exactly."""
+    import torch
+
+    enc = TextEncoder("minilm", backend="bf16")
+    got = enc.encode(real_texts[:40], progress=False)
+    assert enc.active_backend == "bf16" and all(p.dtype == torch.float32 for p in enc.module.parameters())
+    assert 0 < np.abs(got - fp32_vectors[:40]).max() < 0.05  # rounded (a real bf16 path), within the bar
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)  # normalised in float32
+    with torch.no_grad():
+        again = enc.forward_tokens(enc.tokenize(real_texts[:8])).numpy()
+    np.testing.assert_allclose(again, fp32_vectors[:8], atol=ATOL, rtol=0)
 
 
 @pytest.mark.slow

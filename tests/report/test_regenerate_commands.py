@@ -10,7 +10,7 @@ import pytest
 import typer.main
 
 import veil.cli
-from veil.encoders.backends import DEFAULT_BACKEND, ENV, backend_names
+from veil.encoders.backends import ENV, backend_names
 from veil.report.markdown import backend_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,18 +84,22 @@ def test_the_checker_fails_on_bad_pages_and_commands():
         == ["veil report"]
 
 
-def test_records_of_a_backend_other_than_the_default_say_which_backend_to_run_under():
-    assert DEFAULT_BACKEND == "onnx"
-    assert backend_lines(None) == ([], [])  # a page whose writers compare no backend
+def test_records_of_one_backend_say_which_backend_to_run_under():
+    """A block states its records' backend whatever the default is, so pages do not change with the default."""
+    assert backend_lines(None) == ([], []) and backend_lines([]) == ([], [])  # a page comparing no backend
     said, shell = backend_lines([{"seed": 0}, {"seed": 1}])  # torch records (no key)
-    assert shell == [f"export {ENV}=torch"] and "default is now onnx" in said[0]
-    assert backend_lines([{"encoder_backend": "onnx"}]) == ([], [])
+    assert shell == [f"export {ENV}=torch"] and "made with the torch encoder backend" in said[0]
+    for backend in ("onnx", "bf16"):
+        said, shell = backend_lines([{"encoder_backend": backend}] * 2)
+        assert shell == [f"export {ENV}={backend}"] and f"made with the {backend} encoder backend" in said[0]
     said, shell = backend_lines([{"encoder_backend": "onnx"}, {"seed": 0}])
     assert shell == [] and "1 with onnx, 1 with torch or without frozen encoding" in said[0]
+    said, shell = backend_lines([{"encoder_backend": "onnx"}, {"encoder_backend": "bf16"}])
+    assert shell == [] and "1 with bf16, 1 with onnx" in said[0]
 
 
 def test_pages_of_torch_records_set_the_torch_backend():
-    """The committed records were made with torch: their pages' Regenerate blocks must say so (the default is onnx)."""
+    """The committed records were made with torch: their pages' Regenerate blocks must say so (the default is not)."""
     for name in ("bench.md", "texthide.md", "sentdp.md", "attributes.md", "federated.md", "gradients.md"):
         text = (ROOT / "docs" / "results" / name).read_text()
         assert f"```bash\nexport {ENV}=torch\n" in text, name

@@ -7,18 +7,24 @@ Runtime, whose fused CPU kernels are faster on the same cores; its vectors
 match torch's to float rounding (checked on real text by
 ``tests/encoders/test_backends.py`` and ``benchmarks/encode.py``).
 
-Candidates measured and not shipped (see docs/encoders.md): per-channel
-dynamic int8 in ONNX Runtime (fastest, but its minimum cosine to the float32
-vectors on rt-polarity is below the 0.99 bar), bf16 autocast in torch (meets
-the bar but is barely faster than float32 here).
+``"bf16"``: the same torch model run under CPU bfloat16 autocast (matrix
+products in bf16 with float32 accumulation; layer norms, softmax, pooling and
+normalisation in float32). On CPUs with AMX tiles oneDNN runs those products
+on them and this is the fastest backend; elsewhere it is barely faster than
+float32. Its vectors are within the 0.99 cosine bar of float32, not equal to
+them.
+
+Candidate measured and not shipped (see docs/encoders.md): per-channel
+dynamic int8 in ONNX Runtime (fast, but its minimum cosine to the float32
+vectors on rt-polarity is below the 0.99 bar).
 
 Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :data:`DEFAULT_BACKEND` (``"onnx"`` on CPU, ``"torch"`` on any other device; see its comment);
-the environment variable :data:`ENV` (``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an
-explicit ``backend=``.
+The default is :func:`default_backend`: ``"onnx"`` on CPU, ``"torch"`` on any other device; the environment
+variable :data:`ENV` (``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit
+``backend=``. Records name their backend and the results pages' Regenerate blocks set it explicitly.
 Result records compare the backend through :func:`backend_identity` (a key only for a backend other
 than torch). No heavy import here.
 """
@@ -31,24 +37,46 @@ from typing import Any
 
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["BACKENDS", "BACKEND_KEY", "DEFAULT_BACKEND", "ENV", "backend_identity", "backend_names",
-           "resolve_backend", "stored_backend_identity", "with_stored_backend"]
+__all__ = ["BACKENDS", "BACKEND_KEY", "ENV", "backend_identity", "backend_names", "cpu_has_amx_bf16",
+           "default_backend", "resolve_backend", "stored_backend_identity", "with_stored_backend"]
 
 #: name -> one line for help texts and errors
 BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
+    "bf16": "the same torch model under bfloat16 autocast (CPU only; fastest on CPUs with AMX; opt-in)",
 }
-# onnx is the default on CPU: the fastest backend that meets the quality bar (benchmarks/encode.py: speed and minimum
-# cosine to torch's float32 vectors; benchmarks/encode_quality.py: accuracy and RSS identity unchanged). Off CPU the
-# default is torch. Every resumable writer whose numbers depend on frozen MiniLM encodings compares the backend
-# (backend_identity: no key for torch), so a record made with torch (every record committed before this change) is
-# refused by a default run (StaleResultError naming encoder_backend) rather than taken as an onnx result; resuming or
-# extending such a record needs VEIL_ENCODER_BACKEND=torch, which the Regenerate commands of the results pages state
-# (veil.report.markdown.backend_lines).
-DEFAULT_BACKEND = "onnx"
+# onnx is the default on CPU (benchmarks/encode.py: speed and minimum cosine to torch's float32 vectors;
+# benchmarks/encode_quality.py: accuracy and RSS identity unchanged). bf16 is faster where the CPU has AMX bf16 tiles
+# but is not the default: its rounding depends on the batch a text is encoded in (padding changes the kernels' sums),
+# so a text's vector is not the same alone and in a batch, an equality veil's correction by re-embedding and many of
+# its checks rely on. Off CPU the default is torch. Every resumable writer whose numbers depend on frozen MiniLM
+# encodings compares the backend (backend_identity: no key for torch), so a record made with one backend is refused by
+# a run under another (StaleResultError naming encoder_backend) rather than taken as its result; the results pages'
+# Regenerate blocks state the backend of their records (veil.report.markdown.backend_lines).
 ENV = "VEIL_ENCODER_BACKEND"
-_CPU_ONLY = frozenset({"onnx"})
+_CPU_ONLY = frozenset({"onnx", "bf16"})
+_CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_has_amx_bf16(cpuinfo: str = _CPUINFO) -> bool:
+    """Whether this CPU advertises AMX bf16 tiles (the ``amx_bf16`` flag of Linux's ``/proc/cpuinfo``).
+
+    False where the file is unreadable (another OS). benchmarks/encode.py records it with the machine.
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return "amx_bf16" in line.split()
+    except OSError:
+        return False
+    return False
+
+
+def default_backend(device: str = "cpu") -> str:
+    """The backend an encoder built with neither ``backend=`` nor :data:`ENV` uses on ``device``."""
+    return "onnx" if _is_cpu(device) else "torch"
 
 
 def backend_names() -> list[str]:
@@ -71,9 +99,9 @@ def resolve_backend(backend: str | None, device: str = "cpu") -> str:
         env = os.environ.get(ENV, "").strip()
         if env and env not in BACKENDS:
             raise InvalidParameterError(f"{ENV}={env!r} is not an encoder backend; set it to one of {valid} "
-                                        f"(or unset it for the default, {DEFAULT_BACKEND!r} on CPU)")
+                                        f"(or unset it for the default, {default_backend()!r} on this CPU)")
         if not env:
-            return DEFAULT_BACKEND if _is_cpu(device) or DEFAULT_BACKEND not in _CPU_ONLY else "torch"
+            return default_backend(device)
         backend, origin = env, f"{ENV}={env}"
     else:
         if not isinstance(backend, str):

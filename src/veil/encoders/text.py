@@ -8,10 +8,11 @@ longest text; :meth:`TextEncoder.tokenize` + :meth:`TextEncoder.forward_tokens`
 are the differentiable path used for fine-tuning.
 
 ``backend`` picks the engine of :meth:`TextEncoder.encode` (see
-:mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference) or
-``"onnx"`` (the same weights in ONNX Runtime, the default on CPU; its vectors
-equal torch's to float rounding). A non-torch backend is part of
-:attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``), so its embeddings
+:mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference),
+``"onnx"`` (the same weights in ONNX Runtime; its vectors equal torch's to
+float rounding) or ``"bf16"`` (torch under bfloat16 autocast; rounded, within
+the cosine bar; opt-in). The default on CPU is onnx. A non-torch backend is part of :attr:`TextEncoder.model_id`
+(``minilm-<fingerprint>-onnx``, ``-bf16``), so its embeddings
 never share a cache entry with torch's, and result records compare it
 (:func:`~veil.encoders.backends.backend_identity`); the torch
 backend's ids are unchanged. Gradients and fine-tuned weights always run in
@@ -92,10 +93,10 @@ class TextEncoder:
     normalize: L2-normalise the output vectors (the default of :meth:`encode`
         and :meth:`forward_tokens`).
     device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
-    backend: ``"torch"`` or ``"onnx"`` (see :mod:`veil.encoders.backends`);
+    backend: ``"torch"``, ``"onnx"`` or ``"bf16"`` (see :mod:`veil.encoders.backends`);
         None uses ``$VEIL_ENCODER_BACKEND``, else
-        :data:`~veil.encoders.backends.DEFAULT_BACKEND` (``"onnx"`` on CPU, ``"torch"`` elsewhere). It only changes
-        :meth:`encode` while the weights
+        :func:`~veil.encoders.backends.default_backend` (``"onnx"`` on CPU, ``"torch"`` elsewhere). It only
+        changes :meth:`encode` while the weights
         are as loaded; the ONNX export is made on first use and cached.
     """
 
@@ -164,7 +165,7 @@ class TextEncoder:
 
     @property
     def backend(self) -> str:
-        """The backend chosen at construction (``"torch"`` or ``"onnx"``)."""
+        """The backend chosen at construction (a name of :data:`~veil.encoders.backends.BACKENDS`)."""
         return self._backend
 
     @property
@@ -315,9 +316,12 @@ class TextEncoder:
         if self.active_backend == "torch":
             return None
         if self._runner is None:
-            from veil.encoders.onnx_backend import OnnxRunner, ensure_exported
+            if self._backend == "bf16":
+                self._runner = _Bf16Runner(self._module)
+            else:
+                from veil.encoders.onnx_backend import OnnxRunner, ensure_exported
 
-            self._runner = OnnxRunner(ensure_exported(self._resolved))
+                self._runner = OnnxRunner(ensure_exported(self._resolved))
         return self._runner
 
     def _pooled_by(self, runner: Any, batch: Mapping[str, Any], normalize: bool) -> torch.Tensor:
@@ -325,7 +329,9 @@ class TextEncoder:
 
         from veil.encoders.pooling import pool
 
-        hidden = torch.from_numpy(runner.hidden(batch))
+        hidden = runner.hidden(batch)
+        if isinstance(hidden, np.ndarray):
+            hidden = torch.from_numpy(hidden)
         return pool(self._pooling, hidden, batch["attention_mask"], normalize=normalize)
 
     def _token_lengths(self, texts: list[str]) -> np.ndarray:
@@ -349,3 +355,24 @@ class TextEncoder:
         """(storage address, in-place version counter) of every parameter: changes when weights do."""
         return tuple((p.data_ptr(), p._version) for p in self._module.parameters())
 
+
+
+class _Bf16Runner:
+    """The ``"bf16"`` backend: the loaded module under CPU bfloat16 autocast.
+
+    Autocast runs the linear layers and attention products in bf16 (oneDNN
+    uses AMX tiles where the CPU has them) and keeps layer norms and softmax in
+    float32; the hidden states are cast back to float32 before pooling, so
+    pooling and normalisation are exact float32 as for torch. The weights stay
+    float32 (casting the module would round them for every later use).
+    """
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def hidden(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = self.module(**dict(batch)).last_hidden_state
+        return out.float()

@@ -72,28 +72,25 @@ def backend_lines(configs: list[dict] | None) -> tuple[list[str], list[str]]:
     ``(sentences, shell lines)``.
 
     A record names a backend other than torch in its config (``encoder_backend``); one without it was made with
-    torch or encodes nothing with frozen MiniLM (torch is right for both). When no record names one and the
-    default is not torch, the block starts with ``export VEIL_ENCODER_BACKEND=torch`` (without it the writers
-    would refuse the records as another configuration); when the records mix backends, a sentence says which
-    to use for which. ``configs`` None (a page whose writers compare no backend): nothing. The default is
-    :data:`~veil.encoders.backends.DEFAULT_BACKEND` itself, not the environment of the process that renders."""
-    if configs is None:
+    torch or encodes nothing with frozen MiniLM (torch is right for both). When every record was made with one
+    backend the block starts with ``export VEIL_ENCODER_BACKEND=<it>`` (without it the writers may refuse the
+    records as another configuration), whatever the default is (so the page does not change with the default);
+    when the records mix backends, a sentence says which to use for which. ``configs`` None (a page whose writers
+    compare no backend) or empty: nothing."""
+    if not configs:
         return [], []
-    from veil.encoders.backends import BACKEND_KEY, DEFAULT_BACKEND, ENV
+    from veil.encoders.backends import BACKEND_KEY, ENV
 
     named: dict[str, int] = {}
     for c in configs:
         if BACKEND_KEY in c:
             named[str(c[BACKEND_KEY])] = named.get(str(c[BACKEND_KEY]), 0) + 1
     rest = len(configs) - sum(named.values())
-    if not named:
-        if DEFAULT_BACKEND == "torch" or not configs:
-            return [], []
-        return ([f"These records were made with the torch encoder backend, and the default is now "
-                 f"{DEFAULT_BACKEND} (docs/encoders.md), so the block sets {ENV}=torch first; without it the "
-                 f"commands refuse the records as another configuration."], [f"export {ENV}=torch"])
-    if set(named) == {DEFAULT_BACKEND} and not rest:
-        return [], []
+    if not named or (len(named) == 1 and not rest):
+        backend = next(iter(named), "torch")
+        return ([f"These records were made with the {backend} encoder backend (docs/encoders.md), so the block sets "
+                 f"{ENV}={backend} first; without it the commands refuse the records as another configuration "
+                 f"wherever the default is another backend."], [f"export {ENV}={backend}"])
     parts = [f"{n} with {b}" for b, n in sorted(named.items())]
     if rest:
         parts.append(f"{rest} with torch or without frozen encoding")
