@@ -3,7 +3,7 @@
 ``"torch"``: the transformers model in float32, exactly as loaded (the
 reference; its cache keys and ``model_id`` are those veil always used).
 ``"onnx"``: the same weights exported once to ONNX (float32) and run by ONNX
-Runtime, whose fused CPU kernels are faster on the same cores; its vectors
+Runtime, whose fused CPU kernels were faster on most CPUs measured; its vectors
 match torch's to float rounding (checked on real text by
 ``tests/encoders/test_backends.py`` and ``benchmarks/encode.py``).
 
@@ -47,7 +47,9 @@ BACKENDS: dict[str, str] = {
     "bf16": "the same torch model under bfloat16 autocast (CPU only; fastest on CPUs with AMX; opt-in)",
 }
 # onnx is the default on CPU (benchmarks/encode.py: speed and minimum cosine to torch's float32 vectors;
-# benchmarks/encode_quality.py: accuracy and RSS identity unchanged). bf16 is faster where the CPU has AMX bf16 tiles
+# benchmarks/encode_quality.py: accuracy and RSS identity unchanged). Speed depends on the CPU: onnx was about 2x
+# sentence-transformers on the machines of the earlier runs but slower than torch on an AMX machine (e709355), where
+# bf16 was fastest. bf16 is faster where the CPU has AMX bf16 tiles
 # but is not the default: its rounding depends on the batch a text is encoded in (padding changes the kernels' sums),
 # so a text's vector is not the same alone and in a batch, an equality veil's correction by re-embedding and many of
 # its checks rely on. Off CPU the default is torch. Every resumable writer whose numbers depend on frozen MiniLM
