@@ -106,12 +106,15 @@ def test_large_batches_yield_no_false_recoveries(tmp_path):
     assert scores["recovered"] <= 4  # and little is found: no unit isolates one of 32 rows
 
 
+@pytest.mark.filterwarnings("ignore:MaskPool was given an rng seed:veil.errors.PrivacyLeakWarning")
+@pytest.mark.filterwarnings("ignore:TextHide with a seeded rng:veil.errors.PrivacyLeakWarning")
 def test_adamw_local_training_breaks_the_ratio_structure(tmp_path):
     X = unit_vectors(128, 32, 6)
     y = np.arange(128) % 2
-    sgd = record_run(tmp_path / "sgd", X, y, batch=4, k=2, m=16, hidden=(256,), lr=0.5)
+    # seeded masks and mixing: with TextHide's default OS keys the SGD run recovered 3 of its 4 rows once in CI
+    sgd = record_run(tmp_path / "sgd", X, y, batch=4, k=2, m=16, hidden=(256,), lr=0.5, mix_seed=0)
     adam = record_run(tmp_path / "adam", X, y, batch=4, k=2, m=16, hidden=(256,), lr=1e-3, mode="fedavg",
-                      epochs=2, examples=8)
+                      epochs=2, examples=8, mix_seed=0)
     got_sgd = score_inputs(AnalyticInversion(rng=0).recover(Tap(sgd), 1, "0"), read_truth(sgd, 1, "0"))
     rec = AnalyticInversion(rng=0).recover(Tap(adam), 1, "0")
     got_adam = score_inputs(rec, read_truth(adam, 1, "0"))

@@ -87,9 +87,14 @@ def test_metric_dp_records_are_reused_only_under_the_encoder_backend_they_were_m
                                                                                         monkeypatch):
     """Metric DP's word vectors are frozen MiniLM encodings: its torch record (as every committed one: no backend
     key) is refused under VEIL_ENCODER_BACKEND=onnx before any work; a TF-IDF-only release is kept either way."""
+    import veil.experiments.redaction.releases as releases
     from veil.encoders.backends import ENV
 
     builtin("hoc-speeches")
+    # metric DP's public vocabulary from the quick silver treebank (a real one, as in test_releases): a fresh
+    # machine has not built the full one (minutes), and what is tested here is the backend comparison
+    monkeypatch.setattr(releases, "TREEBANK", "silver-sm-quick")
+    monkeypatch.setattr(releases, "VOCABULARY_SIZE", 2000)
     monkeypatch.setenv(ENV, "torch")
     ops = ("none", "metric-dp-eps10")
 
