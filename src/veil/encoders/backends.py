@@ -10,8 +10,8 @@ match torch's to float rounding (checked on real text by
 ``"bf16"``: the same torch model run under CPU bfloat16 autocast (matrix
 products in bf16 with float32 accumulation; layer norms, softmax, pooling and
 normalisation in float32). On CPUs with AMX tiles oneDNN runs those products
-on them and this is the fastest backend; elsewhere it is barely faster than
-float32. Its vectors are within the 0.99 cosine bar of float32, not equal to
+on them and this was the fastest backend measured; without AMX an earlier,
+unrecorded probe found it barely faster than float32. Its vectors are within the 0.99 cosine bar of float32, not equal to
 them.
 
 Candidate measured and not shipped (see docs/encoders.md): per-channel
