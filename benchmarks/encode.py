@@ -154,7 +154,7 @@ def markdown(result: dict) -> str:
              "sentence_transformers": "sentence-transformers"}
     others = result.get("min_cosine_other_backends_to_fp32", {})
     label.update({name: f"veil, backend={name} (min cosine to fp32 {cos:.7f})" for name, cos in others.items()})
-    amx = {True: "; AMX bf16 tiles: yes", False: "; AMX bf16 tiles: no"}.get(m.get("amx_bf16"), "")
+    amx = f"; AMX bf16 tiles: {'yes' if m['amx_bf16'] else 'no'}" if "amx_bf16" in m else ""
     dirty = " (uncommitted changes)" if result["git_dirty"] and result["git_commit"] != "uncommitted" else ""
     return "\n".join([
         f"## encode throughput, {result['date']}",

@@ -11,8 +11,9 @@ are the differentiable path used for fine-tuning.
 :mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference),
 ``"onnx"`` (the same weights in ONNX Runtime; its vectors equal torch's to
 float rounding) or ``"bf16"`` (torch under bfloat16 autocast; rounded, within
-the cosine bar; opt-in). The default on CPU is onnx. A non-torch backend is part of :attr:`TextEncoder.model_id`
-(``minilm-<fingerprint>-onnx``, ``-bf16``), so its embeddings
+the cosine bar; opt-in). The default on CPU is onnx. A non-torch backend is
+part of :attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``,
+``-bf16``), so its embeddings
 never share a cache entry with torch's, and result records compare it
 (:func:`~veil.encoders.backends.backend_identity`); the torch
 backend's ids are unchanged. Gradients and fine-tuned weights always run in
@@ -329,9 +330,7 @@ class TextEncoder:
 
         from veil.encoders.pooling import pool
 
-        hidden = runner.hidden(batch)
-        if isinstance(hidden, np.ndarray):
-            hidden = torch.from_numpy(hidden)
+        hidden = torch.as_tensor(runner.hidden(batch))  # onnx: a numpy array (shared, not copied); bf16: a tensor
         return pool(self._pooling, hidden, batch["attention_mask"], normalize=normalize)
 
     def _token_lengths(self, texts: list[str]) -> np.ndarray:
