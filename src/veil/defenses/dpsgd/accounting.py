@@ -53,6 +53,20 @@ def quiet_opacus() -> Iterator[None]:
         yield
 
 
+def _one_blas_thread() -> Any:
+    """numpy's BLAS on one thread while the accountants run.
+
+    PRV's discretisation takes dot products over millions of points, which OpenBLAS hands to its thread pool. Called
+    from the Flower server app's thread during a simulation (Ray workers alive), that hand-off once never returned:
+    the thread spun in OpenBLAS' ``exec_blas`` for over a quarter of an hour on a call that takes seconds alone. On one
+    thread OpenBLAS runs the kernels in the caller, with no pool to wait on; the sums are memory-bound, so this costs
+    little. The limit is process-wide and restored on exit (threadpoolctl).
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _full_lots(q: float) -> Any:
     """q = 1 (every example in every lot): Opacus' PRV takes log(1 - q) = -inf, which is right but makes numpy
     warn "divide by zero"; silenced for q = 1 only."""
@@ -128,7 +142,7 @@ def account(sigma: float, q: float, steps: int, delta: float, *, accountant: str
                                     "(Opacus' gdp underestimates epsilon and is not offered)")
     sigma, q, delta = float(sigma), float(q), float(delta)
     _check(sigma, q, steps, delta)
-    with quiet_opacus():
+    with quiet_opacus(), _one_blas_thread():
         rdp = _rdp_epsilon(sigma, q, steps, delta)
         prv = _prv_epsilon(sigma, q, steps, delta)
     if accountant == "prv" and prv is None:
