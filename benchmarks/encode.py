@@ -18,6 +18,10 @@ Usage::
 
     veil corpora pull rt-polarity            # once
     python benchmarks/encode.py [--reps 5] [--out result.json] [--results-file benchmarks/RESULTS.md]
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 python benchmarks/encode.py   # an AMX CPU without its AMX kernels
+
+The machine line records whether the CPU has AMX bf16 tiles (the default backend depends on it) and
+ONEDNN_MAX_CPU_ISA when it is set.
 
 Prints one JSON line and appends a dated section to --results-file.
 """
@@ -131,7 +135,9 @@ def run(n: int, batch_size: int, reps: int) -> dict:
         "git_dirty": dirty,
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-                    "amx_bf16": cpu_has_amx_bf16()},
+                    "amx_bf16": cpu_has_amx_bf16(),
+                    # set to e.g. AVX512_CORE_BF16 to measure, on an AMX CPU, what oneDNN does without AMX tiles
+                    "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or None},
         "config": {"model": "minilm", "corpus": CORPUS, "split": "train", "n_sentences": n,
                    "batch_size": batch_size, "reps": reps, "pooling": "mean", "normalize": True,
                    "max_length": default_enc.max_length, "default_backend": default_enc.backend,
@@ -155,6 +161,8 @@ def markdown(result: dict) -> str:
     others = result.get("min_cosine_other_backends_to_fp32", {})
     label.update({name: f"veil, backend={name} (min cosine to fp32 {cos:.7f})" for name, cos in others.items()})
     amx = f"; AMX bf16 tiles: {'yes' if m['amx_bf16'] else 'no'}" if "amx_bf16" in m else ""
+    if m.get("onednn_max_cpu_isa"):
+        amx += f", but oneDNN (torch's CPU kernels) capped at ONEDNN_MAX_CPU_ISA={m['onednn_max_cpu_isa']}"
     dirty = " (uncommitted changes)" if result["git_dirty"] and result["git_commit"] != "uncommitted" else ""
     return "\n".join([
         f"## encode throughput, {result['date']}",

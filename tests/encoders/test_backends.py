@@ -28,7 +28,7 @@ def no_backend_env(monkeypatch):
 # ------------------------------------------------------------------ choice
 def test_resolution_argument_environment_default(monkeypatch):
     assert backend_names() == sorted(BACKENDS) == ["bf16", "onnx", "torch"]
-    assert resolve_backend(None) == default_backend() == "onnx"
+    assert resolve_backend(None) == default_backend() == ("bf16" if cpu_has_amx_bf16() else "onnx")
     assert resolve_backend("torch") == "torch"
     assert resolve_backend(None, "cuda:0") == "torch"  # the default never picks a CPU-only backend off CPU
     monkeypatch.setenv(ENV, "torch")
@@ -45,6 +45,21 @@ def test_the_amx_flag_is_read_from_cpuinfo(tmp_path):
     assert cpu_has_amx_bf16(str(amx)) and not cpu_has_amx_bf16(str(plain))
     assert not cpu_has_amx_bf16(str(tmp_path / "absent"))  # unreadable (another OS): no AMX assumed
     assert default_backend("cuda:0") == "torch"
+
+
+@pytest.mark.parametrize("flags, expected", [("fpu avx512f avx512_bf16 amx_bf16 amx_tile", "bf16"),
+                                             ("fpu avx512f avx512_vnni avx512_bf16", "onnx"),
+                                             (None, "onnx")])
+def test_the_default_is_bf16_on_cpus_with_amx_and_onnx_elsewhere(tmp_path, monkeypatch, flags, expected):
+    from veil.encoders import backends
+
+    cpuinfo = tmp_path / "cpuinfo"
+    if flags is not None:  # None: no readable cpuinfo (another OS)
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    monkeypatch.setattr(backends, "_CPUINFO", str(cpuinfo))
+    assert default_backend() == resolve_backend(None) == expected
+    assert default_backend("cuda") == resolve_backend(None, "cuda") == "torch"
+    assert backend_identity(None) == {"encoder_backend": expected}
 
 
 @pytest.mark.parametrize("backend, env, device, error, match", [
@@ -205,6 +220,25 @@ def test_bf16_leaves_the_float32_weights_as_loaded(torch_encoder, real_texts, fp
     with torch.no_grad():
         again = enc.forward_tokens(enc.tokenize(real_texts[:8])).numpy()
     np.testing.assert_allclose(again, fp32_vectors[:8], atol=ATOL, rtol=0)
+
+
+@pytest.mark.slow
+def test_bf16_gives_a_text_the_same_vector_alone_and_in_any_batch(real_texts):
+    """Shape-stable batches: padding and batch rows depend on each text alone, so bf16 rounding does too.
+
+    Without them (batches padded to their longest text, a lone text run as one row) the same text differed by up
+    to about 1e-3 between the two; here every text must be bit-identical alone, in the bulk run and in batches of
+    another size and other neighbours.
+    """
+    enc = TextEncoder("minilm", backend="bf16")
+    bulk = enc.encode(real_texts, progress=False)
+    picks = list(range(3, N_REAL, 13))  # 16 texts of assorted lengths
+    lengths = enc._token_lengths([real_texts[i] for i in picks])
+    assert len({enc._backend_runner().width(n) for n in lengths}) >= 3  # several padded widths are exercised
+    alone = np.stack([enc.encode([real_texts[i]], progress=False)[0] for i in picks])
+    np.testing.assert_array_equal(alone, bulk[picks])
+    mixed = enc.encode([real_texts[i] for i in reversed(picks)], batch_size=5, progress=False)[::-1]
+    np.testing.assert_array_equal(mixed, bulk[picks])
 
 
 @pytest.mark.slow

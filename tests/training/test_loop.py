@@ -147,7 +147,7 @@ def test_finetune_head_warmup_keeps_the_warm_start_when_fine_tuning_hurts(builti
 def test_finetune_inter_reencodes_public_texts_with_the_current_encoder(builtin):
     from veil.encoders import TextEncoder
 
-    enc = TextEncoder("minilm")
+    enc = TextEncoder("minilm", backend="torch")  # fine-tuning re-encodes in float32 torch; start must match it
     c, pub = builtin("rt-polarity"), builtin("health-tweets")
     tr, dv = _slice(c, "train", 32), _slice(c, "dev", 16)
     public_texts = list(_slice(pub, "train", 20).texts)

@@ -6,7 +6,7 @@
 >>> enc = TextEncoder("minilm")                       # mean pooling, L2-normalised, 256 tokens
 >>> X = enc.encode(["A gripping, funny film."])        # float32 (1, 384)
 >>> X = enc.encode_corpus(corpus, "train")             # cached under veil_home()/embeddings/
->>> TextEncoder("minilm", backend="torch")             # the float32 reference; the default on CPU is onnx
+>>> TextEncoder("minilm", backend="torch")             # the float32 reference (default: bf16 or onnx, by CPU)
 
 Importing this package does not import torch or transformers; building a
 :class:`TextEncoder` does.

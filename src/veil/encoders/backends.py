@@ -9,10 +9,14 @@ match torch's to float rounding (checked on real text by
 
 ``"bf16"``: the same torch model run under CPU bfloat16 autocast (matrix
 products in bf16 with float32 accumulation; layer norms, softmax, pooling and
-normalisation in float32). On CPUs with AMX tiles oneDNN runs those products
-on them and this was the fastest backend measured; without AMX an earlier,
-unrecorded probe found it barely faster than float32. Its vectors are within the 0.99 cosine bar of float32, not equal to
-them.
+normalisation in float32), in shape-stable batches (a text's padded width
+depends on its own length only, and every batch has enough rows for oneDNN's
+large-batch kernels), so a text gets the same vector alone or in any batch. On
+CPUs with AMX tiles oneDNN runs those products on them and this was the fastest
+backend measured; with oneDNN held to its pre-AMX kernels
+(``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``, benchmarks/RESULTS.md) it was slower
+than float32. Its vectors are within the 0.99 cosine bar of float32, not equal
+to them.
 
 Candidate measured and not shipped (see docs/encoders.md): per-channel
 dynamic int8 in ONNX Runtime (fast, but its minimum cosine to the float32
@@ -22,11 +26,13 @@ Only frozen encoding (:meth:`TextEncoder.encode`) uses a non-torch backend,
 and only while the weights are as loaded: gradients (``forward_tokens``) and
 fine-tuned weights always run in torch.
 
-The default is :func:`default_backend`: ``"onnx"`` on CPU, ``"torch"`` on any other device; the environment
-variable :data:`ENV` (``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit
-``backend=``. Records name their backend and the results pages' Regenerate blocks set it explicitly.
-Result records compare the backend through :func:`backend_identity` (a key only for a backend other
-than torch). No heavy import here.
+The default is :func:`default_backend`: on CPU ``"bf16"`` where the CPU has AMX bf16 tiles
+(:func:`cpu_has_amx_bf16`) and ``"onnx"`` elsewhere, ``"torch"`` on any other device: the fastest backend
+within the quality bar on each kind of CPU measured. The environment variable :data:`ENV`
+(``VEIL_ENCODER_BACKEND``) overrides it for every encoder built without an explicit ``backend=``. Records
+name their backend and the results pages' Regenerate blocks set it explicitly, so a page renders the same on
+any machine. Result records compare the backend through :func:`backend_identity` (a key only for a backend
+other than torch). No heavy import here.
 """
 
 from __future__ import annotations
@@ -44,18 +50,17 @@ __all__ = ["BACKENDS", "BACKEND_KEY", "ENV", "backend_identity", "backend_names"
 BACKENDS: dict[str, str] = {
     "torch": "transformers in torch, float32 (the reference)",
     "onnx": "the same weights exported to ONNX, float32, run by ONNX Runtime (CPU only)",
-    "bf16": "the same torch model under bfloat16 autocast (CPU only; fastest on CPUs with AMX; opt-in)",
+    "bf16": "the same torch model under bfloat16 autocast (CPU only; the default on CPUs with AMX bf16 tiles)",
 }
-# onnx is the default on CPU (benchmarks/encode.py: speed and minimum cosine to torch's float32 vectors;
-# benchmarks/encode_quality.py: accuracy and RSS identity unchanged). Speed depends on the CPU: onnx was about 2x
-# sentence-transformers on the machines of the earlier runs but slower than torch on an AMX machine (e709355), where
-# bf16 was fastest. bf16 is faster where the CPU has AMX bf16 tiles
-# but is not the default: its rounding depends on the batch a text is encoded in (padding changes the kernels' sums),
-# so a text's vector is not the same alone and in a batch, an equality veil's correction by re-embedding and many of
-# its checks rely on. Off CPU the default is torch. Every resumable writer whose numbers depend on frozen MiniLM
-# encodings compares the backend (backend_identity: no key for torch), so a record made with one backend is refused by
-# a run under another (StaleResultError naming encoder_backend) rather than taken as its result; the results pages'
-# Regenerate blocks state the backend of their records (veil.report.markdown.backend_lines).
+# The default on CPU is the fastest backend within the quality bar, by CPU (benchmarks/encode.py: speed and minimum
+# cosine to torch's float32 vectors; benchmarks/encode_quality.py: accuracy and RSS identity): onnx was about 2x
+# sentence-transformers on the machines without AMX of the earlier runs but slower than torch on an AMX machine, where
+# bf16 was fastest (e709355). bf16 became the default on AMX CPUs once its batches were made shape-stable: before, its
+# rounding depended on the batch a text was encoded in, and veil's correction by re-embedding and many of its checks
+# rely on a text having one vector. Off CPU the default is torch. Every resumable writer whose numbers depend on frozen
+# MiniLM encodings compares the backend (backend_identity: no key for torch), so a record made with one backend is
+# refused by a run under another (StaleResultError naming encoder_backend) rather than taken as its result; the results
+# pages' Regenerate blocks state the backend of their records (veil.report.markdown.backend_lines).
 ENV = "VEIL_ENCODER_BACKEND"
 _CPU_ONLY = frozenset({"onnx", "bf16"})
 _CPUINFO = "/proc/cpuinfo"
@@ -77,8 +82,13 @@ def cpu_has_amx_bf16(cpuinfo: str = _CPUINFO) -> bool:
 
 
 def default_backend(device: str = "cpu") -> str:
-    """The backend an encoder built with neither ``backend=`` nor :data:`ENV` uses on ``device``."""
-    return "onnx" if _is_cpu(device) else "torch"
+    """The backend an encoder built with neither ``backend=`` nor :data:`ENV` uses on ``device``.
+
+    ``"bf16"`` on a CPU with AMX bf16 tiles, ``"onnx"`` on any other CPU, ``"torch"`` off CPU.
+    """
+    if not _is_cpu(device):
+        return "torch"
+    return "bf16" if cpu_has_amx_bf16(_CPUINFO) else "onnx"
 
 
 def backend_names() -> list[str]:

@@ -10,8 +10,9 @@ are the differentiable path used for fine-tuning.
 ``backend`` picks the engine of :meth:`TextEncoder.encode` (see
 :mod:`veil.encoders.backends`): ``"torch"`` (float32, the reference),
 ``"onnx"`` (the same weights in ONNX Runtime; its vectors equal torch's to
-float rounding) or ``"bf16"`` (torch under bfloat16 autocast; rounded, within
-the cosine bar; opt-in). The default on CPU is onnx. A non-torch backend is
+float rounding) or ``"bf16"`` (torch under bfloat16 autocast in shape-stable
+batches; rounded, within the cosine bar). The default on CPU is bf16 where the
+CPU has AMX bf16 tiles and onnx elsewhere. A non-torch backend is
 part of :attr:`TextEncoder.model_id` (``minilm-<fingerprint>-onnx``,
 ``-bf16``), so its embeddings
 never share a cache entry with torch's, and result records compare it
@@ -25,6 +26,7 @@ module is imported. The library never changes torch's thread count.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import warnings
@@ -96,7 +98,8 @@ class TextEncoder:
     device: torch device string, e.g. ``"cpu"`` or ``"cuda:0"``.
     backend: ``"torch"``, ``"onnx"`` or ``"bf16"`` (see :mod:`veil.encoders.backends`);
         None uses ``$VEIL_ENCODER_BACKEND``, else
-        :func:`~veil.encoders.backends.default_backend` (``"onnx"`` on CPU, ``"torch"`` elsewhere). It only
+        :func:`~veil.encoders.backends.default_backend` (``"bf16"`` on CPUs with AMX bf16 tiles, ``"onnx"`` on
+        other CPUs, ``"torch"`` elsewhere). It only
         changes :meth:`encode` while the weights
         are as loaded; the ONNX export is made on first use and cached.
     """
@@ -247,15 +250,19 @@ class TextEncoder:
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        order = np.argsort(-self._token_lengths(texts), kind="stable")
-        n_batches = -(-len(texts) // batch_size)
+        lengths = self._token_lengths(texts)
+        order = np.argsort(-lengths, kind="stable")
         runner = self._backend_runner()
+        batches = (list(runner.batches(order, lengths, batch_size)) if hasattr(runner, "batches")
+                   else [order[start:start + batch_size] for start in range(0, len(texts), batch_size)])
+        n_batches = len(batches)
         was_training = self._module.training
         self._module.eval()
         try:
-            with torch.inference_mode(), progress_bar(n_batches, "encoding", progress and n_batches > 1) as advance:
-                for start in range(0, len(texts), batch_size):
-                    idx = order[start:start + batch_size]
+            context = runner.encode_context() if hasattr(runner, "encode_context") else contextlib.nullcontext()
+            with torch.inference_mode(), context, progress_bar(n_batches, "encoding",
+                                                               progress and n_batches > 1) as advance:
+                for idx in batches:
                     batch = self._batch([texts[i] for i in idx])
                     pooled = self._pooled(batch, normalize) if runner is None else self._pooled_by(runner, batch,
                                                                                                   normalize)
@@ -318,7 +325,7 @@ class TextEncoder:
             return None
         if self._runner is None:
             if self._backend == "bf16":
-                self._runner = _Bf16Runner(self._module)
+                self._runner = _Bf16Runner(self._module, self._tokenizer.pad_token_id, self._max_length)
             else:
                 from veil.encoders.onnx_backend import OnnxRunner, ensure_exported
 
@@ -357,21 +364,69 @@ class TextEncoder:
 
 
 class _Bf16Runner:
-    """The ``"bf16"`` backend: the loaded module under CPU bfloat16 autocast.
+    """The ``"bf16"`` backend: the loaded module under CPU bfloat16 autocast, in shape-stable batches.
 
     Autocast runs the linear layers and attention products in bf16 (oneDNN
     uses AMX tiles where the CPU has them) and keeps layer norms and softmax in
     float32; the hidden states are cast back to float32 before pooling, so
     pooling and normalisation are exact float32 as for torch. The weights stay
     float32 (casting the module would round them for every later use).
+
+    bf16 rounding depends on the kernel oneDNN picks, and the kernel depends
+    on the shapes of the products: a text padded to another width, or run in
+    a batch of few rows, gets a slightly different vector. So the shapes are
+    made a function of each text alone: a text is padded to its own token
+    count rounded up to a multiple of :attr:`WIDTH_STEP` (batches hold texts
+    of one width only), and a batch has at least :attr:`MIN_TOKENS` tokens
+    (rows are filled with copies of its first text, whose outputs are
+    dropped). A text then gets the same vector alone or among any others
+    (``tests/encoders/test_backends.py`` checks it on real text, on CPUs with
+    AMX bf16 tiles, where bf16 is the default).
     """
 
-    def __init__(self, module: Any) -> None:
+    WIDTH_STEP = 8
+    MIN_TOKENS = 1024
+
+    def __init__(self, module: Any, pad_token_id: int, max_length: int) -> None:
         self.module = module
+        self.pad_token_id = int(pad_token_id)
+        self.max_length = int(max_length)
+
+    def width(self, n_tokens: int) -> int:
+        """The padded width of a text of ``n_tokens`` tokens."""
+        return min(-(-int(n_tokens) // self.WIDTH_STEP) * self.WIDTH_STEP, self.max_length)
+
+    def batches(self, order: np.ndarray, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+        """``order`` (longest first) cut into batches of at most ``batch_size`` texts of one padded width."""
+        widths = np.array([self.width(n) for n in lengths[order]], dtype=np.int64)
+        cuts = np.flatnonzero(np.diff(widths)) + 1
+        return [group[start:start + batch_size] for group in np.split(order, cuts)
+                for start in range(0, len(group), batch_size)]
+
+    def encode_context(self) -> Any:
+        """The autocast context for a whole :meth:`TextEncoder.encode` call.
+
+        Autocast caches the bf16 copies of the weights until its outermost
+        context exits, so one context around all batches casts them once per
+        call instead of once per batch (same values, less work).
+        """
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
 
     def hidden(self, batch: Mapping[str, Any]) -> torch.Tensor:
         import torch
 
+        n, w = batch["input_ids"].shape
+        width = self.width(w)
+        rows = max(n, -(-self.MIN_TOKENS // width))
+        inputs = {}
+        for key, value in batch.items():
+            fill = self.pad_token_id if key == "input_ids" else 0
+            padded = torch.full((rows, width), fill, dtype=value.dtype)
+            padded[:n, :w] = value
+            padded[n:, :w] = value[:1]
+            inputs[key] = padded
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = self.module(**dict(batch)).last_hidden_state
-        return out.float()
+            out = self.module(**inputs).last_hidden_state
+        return out[:n, :w].float()

@@ -104,7 +104,10 @@ def test_records_controls_reuse_and_a_stale_configuration(news, tmp_path):
     # positive control: on the original text the paper's attacker beats the floor in both seeds
     assert none.metrics["beats_floor[mlp]"].mean == 1.0 and none.metrics["seeds_above_floor[mlp]"].mean >= 1
     change = advantage_change(typed, none)
-    assert change.mean == pytest.approx(typed.metrics["advantage[mlp]"].mean - none.metrics["advantage[mlp]"].mean)
+    # the same difference, from the stored per-passage rows: equal up to float32 rounding of the rows (a relative
+    # 1.3e-6 apart once, with the bf16 encoder backend's vectors)
+    assert change.mean == pytest.approx(typed.metrics["advantage[mlp]"].mean - none.metrics["advantage[mlp]"].mean,
+                                        rel=1e-5, abs=1e-7)
     assert change.ci_low <= change.mean <= change.ci_high
 
     # the released text is cached under its own key: the type release never reads the original's embeddings
