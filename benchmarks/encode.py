@@ -12,7 +12,9 @@ every repetition). Reported: median sentences/s of each, the ratio
 default / sentence-transformers (target >= 2.0 on 2 cores), the ratio
 torch / sentence-transformers, and the minimum (and mean) cosine of the
 default backend's vectors to the float32 torch vectors over all the texts
-(bar >= 0.99).
+(bar >= 0.99), and the median latency of each encoder for one text per
+call over the first 64 texts (bf16's shape-stable batches make a lone text
+cost a batch of 512 tokens).
 
 Usage::
 
@@ -44,6 +46,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 CORPUS = "rt-polarity"
 HERE = Path(__file__).resolve().parent
+N_LONE = 64  # texts encoded one per call for the latency column
 
 
 def load_sentences(n: int) -> list[str]:
@@ -124,6 +127,16 @@ def run(n: int, batch_size: int, reps: int) -> dict:
             start = time.perf_counter()
             outputs[name] = encoders[name](texts)
             seconds[name].append(time.perf_counter() - start)
+    # a lone text per call (what a service or an interactive caller does): median latency over N_LONE texts
+    lone_ms: dict[str, float] = {}
+    for name, encode in encoders.items():
+        encode(texts[:1])
+        times = []
+        for text in texts[:N_LONE]:
+            start = time.perf_counter()
+            encode([text])
+            times.append(time.perf_counter() - start)
+        lone_ms[name] = 1000 * statistics.median(times)
     cosine = np.sum(outputs["default"] * outputs["torch"], axis=1)
     other_cosine = {name: float(np.sum(outputs[name] * outputs["torch"], axis=1).min()) for name in others}
     rate = {name: n / statistics.median(s) for name, s in seconds.items()}
@@ -145,6 +158,8 @@ def run(n: int, batch_size: int, reps: int) -> dict:
         "load_average": list(os.getloadavg()),
         "seconds": seconds,
         "sentences_per_s": rate,
+        "lone_text_ms": lone_ms,
+        "n_lone": N_LONE,
         "ratio_default_over_st": rate["default"] / rate["sentence_transformers"],
         "ratio_torch_over_st": rate["torch"] / rate["sentence_transformers"],
         "min_cosine_default_to_fp32": float(cosine.min()),
@@ -173,9 +188,11 @@ def markdown(result: dict) -> str:
         f"- workload: first {c['n_sentences']} {c['corpus']} {c['split']} texts, {c['model']}, batch {c['batch_size']}, "
         f"{c['pooling']} pooling, normalised, max_length {c['max_length']}; median of {c['reps']} alternating runs",
         "",
-        "| encoder | sentences/s (median) | runs (s) |",
-        "|---|---:|---|",
+        *(["| encoder | sentences/s (median) | runs (s) |", "|---|---:|---|"] if "lone_text_ms" not in result else
+          [f"| encoder | sentences/s (median) | runs (s) | one text per call: ms (median of {result['n_lone']}) |",
+           "|---|---:|---|---:|"]),
         *(f"| {label[name]} | {r[name]:.1f} | {', '.join(f'{s:.2f}' for s in result['seconds'][name])} |"
+          + (f" {result['lone_text_ms'][name]:.1f} |" if "lone_text_ms" in result else "")
           for name in r),
         "",
         f"ratio default ({c['default_backend']}) / sentence-transformers: **{result['ratio_default_over_st']:.3f}** "
