@@ -26,7 +26,6 @@ module is imported. The library never changes torch's thread count.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import warnings
@@ -259,9 +258,7 @@ class TextEncoder:
         was_training = self._module.training
         self._module.eval()
         try:
-            context = runner.encode_context() if hasattr(runner, "encode_context") else contextlib.nullcontext()
-            with torch.inference_mode(), context, progress_bar(n_batches, "encoding",
-                                                               progress and n_batches > 1) as advance:
+            with torch.inference_mode(), progress_bar(n_batches, "encoding", progress and n_batches > 1) as advance:
                 for idx in batches:
                     batch = self._batch([texts[i] for i in idx])
                     pooled = self._pooled(batch, normalize) if runner is None else self._pooled_by(runner, batch,
@@ -407,17 +404,6 @@ class _Bf16Runner:
         return [group[start:start + batch_size] for group in np.split(order, cuts)
                 for start in range(0, len(group), batch_size)]
 
-    def encode_context(self) -> Any:
-        """The autocast context for a whole :meth:`TextEncoder.encode` call.
-
-        Autocast caches the bf16 copies of the weights until its outermost
-        context exits, so one context around all batches casts them once per
-        call instead of once per batch (same values, less work).
-        """
-        import torch
-
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-
     def hidden(self, batch: Mapping[str, Any]) -> torch.Tensor:
         import torch
 
@@ -439,12 +425,12 @@ class _Bf16Runner:
 def _with_bf16_linears(module: Any) -> Any:
     """A copy of ``module`` whose linear layers hold their weights and biases in bf16; ``module`` is not touched.
 
-    Autocast casts a float32 weight to bf16 on every forward pass (cached only until its context exits, so once per
-    :meth:`TextEncoder.encode` call: tens of milliseconds for MiniLM, most of the cost of encoding one text). A weight
+    Autocast casts a float32 weight to bf16 on every forward pass (cached only until its context exits). A weight
     already in bf16 is passed through as it is, and its values are exactly what that cast would give, so the copy
-    computes bit for bit what autocast on the float32 module computes, without the per-call cast. Everything else
-    (embeddings, layer norms) stays float32 as autocast's policy has it. The copy costs about 1.5x the module's
-    memory; the float32 module keeps serving ``forward_tokens`` and fine-tuning.
+    computes bit for bit what autocast on the float32 module computes (checked on 600 rt-polarity texts: no
+    difference), without casting the weights for every batch. Everything else (embeddings, layer norms) stays
+    float32 as autocast's policy has it. For MiniLM the copy adds about three quarters of the module's memory (its
+    embeddings stay float32); the float32 module keeps serving ``forward_tokens`` and fine-tuning.
     """
     import copy
 
