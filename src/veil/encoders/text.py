@@ -393,14 +393,13 @@ class _Bf16Runner:
         self.pad_token_id = int(pad_token_id)
         self.max_length = int(max_length)
 
-    def width(self, n_tokens: int) -> int:
-        """The padded width of a text of ``n_tokens`` tokens."""
-        return min(-(-int(n_tokens) // self.WIDTH_STEP) * self.WIDTH_STEP, self.max_length)
+    def width(self, n_tokens: Any) -> Any:
+        """The padded width of a text of ``n_tokens`` tokens (an int, or an array of them)."""
+        return np.minimum(-(-np.asarray(n_tokens) // self.WIDTH_STEP) * self.WIDTH_STEP, self.max_length)
 
     def batches(self, order: np.ndarray, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
         """``order`` (longest first) cut into batches of at most ``batch_size`` texts of one padded width."""
-        widths = np.array([self.width(n) for n in lengths[order]], dtype=np.int64)
-        cuts = np.flatnonzero(np.diff(widths)) + 1
+        cuts = np.flatnonzero(np.diff(self.width(lengths[order]))) + 1
         return [group[start:start + batch_size] for group in np.split(order, cuts)
                 for start in range(0, len(group), batch_size)]
 
@@ -408,7 +407,7 @@ class _Bf16Runner:
         import torch
 
         n, w = batch["input_ids"].shape
-        width = self.width(w)
+        width = int(self.width(w))
         rows = max(n, -(-self.MIN_TOKENS // width))
         inputs = {}
         for key, value in batch.items():
