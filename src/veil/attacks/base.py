@@ -295,6 +295,7 @@ _REGISTRY = LazyRegistry("attack", {
     "membership-lira": "veil.attacks.membership.lira:LiRA",
     "membership-rmia": "veil.attacks.membership.rmia:RMIA",
     "invert": "veil.attacks.inversion.invert:Inversion",
+    "invert-unmasked": "veil.attacks.inversion.unmasked:UnmaskedInversion",
     "invert-nearest-public": "veil.attacks.inversion.baselines:NearestPublic",
     "invert-bag-of-words": "veil.attacks.inversion.baselines:BagOfWords",
 })

@@ -114,6 +114,14 @@ def finished_cells(cells: list[Any], out: str | Path, *, force: bool = False) ->
     return finished(_sweep(Path(out)), cells, force=force)
 
 
+def _inverts(attack: str | None) -> bool:
+    """Whether the attack registered as ``attack`` writes text back with veil's inverter (it needs the model)."""
+    from veil.attacks.base import attack_names, get_attack
+    from veil.attacks.inversion.invert import Inversion
+
+    return attack in attack_names() and issubclass(get_attack(attack), Inversion)
+
+
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
               force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None) -> BenchRun:
     """Run every cell not yet done (all with ``force``); writes ``OUT/cells/*.json`` and ``OUT/run.json``.
@@ -134,7 +142,7 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
         from veil.parsing.mlm import ensure_mlm
 
         ensure_mlm("mlm-quick", log=log or print)  # once, here: never raced by parallel workers
-    inverting = {c.config.quick for c in cells if getattr(c, "attack", None) == "invert" and c.id not in done}
+    inverting = {c.config.quick for c in cells if c.id not in done and _inverts(getattr(c, "attack", None))}
     if inverting:
         from veil.training.inverter import ensure_inverter
 

@@ -81,9 +81,14 @@ class Inversion(Attack):
         n_best = options.pop("n_best", self.beam)
         return correct(self.inverter, self.encoder, x, steps=self.steps, beam=self.beam, n_best=n_best, **options)
 
+    def invert(self, vectors: Any) -> list[str]:
+        """One text per vector (an (n, d) array or an :class:`~veil.attacks.base.Observation`): the inverter's,
+        after the correction steps."""
+        return self.correction(vectors).final
+
     def run(self, observation: Any) -> list[str]:
-        """One text per released vector: the inverter's, after the correction steps."""
-        return self.correction(observation).final
+        """One text per released vector (:meth:`invert` of the release as it is)."""
+        return self.invert(observation)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "inverter": self.inverter.identity(), "steps": self.steps, "beam": self.beam,

@@ -7,7 +7,8 @@ attack's ``success`` (a named metric with its CI), whether that success is a re-
 across attacks, the random rate and the test against it, or the utility of the setting.
 
 - :mod:`~veil.bench.cells.common`: defense keys, the defense, :class:`AttackResources`, query counts, the record.
-- :mod:`~veil.bench.cells.vectors`: every runnable release read as vectors; the retrieval and inversion cells.
+- :mod:`~veil.bench.cells.vectors`: every runnable release read as vectors; the retrieval and inversion cells
+  (and inversion after TextHide's masks are recovered).
 - :mod:`~veil.bench.cells.training_encodings`: TextHide's mask recovery and unmixing on a training run.
 - :mod:`~veil.bench.cells.document_embeddings`: the exact SentDP audit.
 - :mod:`~veil.bench.cells.obfuscated_text`: word recovery on obfuscated sentences, and the parsers' utility.
@@ -33,13 +34,15 @@ from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_
 from veil.bench.cells.obfuscated_text import parsing_utility, word_recovery_cell
 from veil.bench.cells.representations import attribute_cell, representations_utility
 from veil.bench.cells.text import infill_cell
-from veil.bench.cells.vectors import AS_VECTORS, inversion_cell, release_vectors, retrieval_cell
+from veil.bench.cells.vectors import (AS_VECTORS, inversion_cell, release_vectors, retrieval_cell,
+                                      unmasked_inversion_cell)
 
 #: the release kinds whose bench cells are built: those read as vectors, and the three read in their own form; the
 #: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
 RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model")  # "text" is among AS_VECTORS
 
-__all__ = ["AttackResources", "retrieval_cell", "inversion_cell", "mask_recovery_cell", "unmix_cell", "audit_cell",
+__all__ = ["AttackResources", "retrieval_cell", "inversion_cell", "unmasked_inversion_cell", "mask_recovery_cell",
+           "unmix_cell", "audit_cell",
            "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility", "infill_cell",
            "membership_cell", "model_utility",
            "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",

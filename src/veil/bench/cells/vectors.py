@@ -20,7 +20,7 @@ from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
 __all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "known_pairs", "retrieval_cell", "inversion_cell",
-           "INVERSION_QUERIES"]
+           "unmasked_inversion_cell", "INVERSION_QUERIES"]
 
 #: the most private items an inversion cell inverts (quick, full bench): correction costs about a second per text
 INVERSION_QUERIES = (50, 200)
@@ -161,7 +161,7 @@ def _inversion_floor(cell: Any, data: Any, attacker: Any, n: int) -> list[str]:
     if key not in data._cache:
         pool = data.candidates if data.documents is not None else data.public_vectors
         pick = np.random.default_rng([cell.config.seed, 1]).integers(0, len(pool), size=n)
-        data._cache[key] = attacker.run(np.asarray(pool, dtype=np.float32)[pick])
+        data._cache[key] = attacker.invert(np.asarray(pool, dtype=np.float32)[pick])
     return data._cache[key]
 
 
@@ -173,10 +173,6 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     public item, which carries nothing about the private text. The nearest public sentence (from the inverter's
     own training sentences) is scored beside it. At most :data:`INVERSION_QUERIES` private items."""
     from veil.attacks.base import get_attack
-    from veil.attacks.inversion.baselines import NearestPublic
-    from veil.bench.inversion import public_sentences_of
-    from veil.metrics.inversion import paired_difference, person_names, score_inversions
-    from veil.metrics.stats import paired_permutation_test
 
     start = time.perf_counter()
     ids = data.private_ids
@@ -188,9 +184,84 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
     attacker = get_attack(cell.attack).for_bench(resources)
     texts = attacker.run(obs)
+    return _inversion_record(cell, data, attacker, rows, texts, obs.vectors, obs.describe()["defense"], cap, start)
+
+
+def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
+    """Inversion of TextHide's encodings after unmasking (:mod:`veil.attacks.inversion.unmasked`): the eavesdropper
+    sees the release of every train text (the inference queries, one each; or every encoding of a training run,
+    ``epochs`` passes), recovers the masks from all of them, and inverts at most :data:`INVERSION_QUERIES` of
+    them, drawn uniformly. Each text written back is scored as in :func:`inversion_cell` against the encoding's
+    private text: for a mixture of k, its largest private source (the record also says how often the text is
+    closer, by token F1, to another of its sources). ``unmask_cosine``: the cosine of each unmasked vector to that
+    source's own vector (1 when the mask and the sign are right and nothing is mixed in)."""
+    from veil.attacks.base import Observation, get_attack
+    from veil.bench.cells.training_encodings import training_run
+    from veil.models.inverter import token_f1
+
+    start = time.perf_counter()
+    defense = make_defense(cell, data, record_details=True)
+    if type(defense).releases == "training-encodings":
+        obs, truth, tr = training_run(cell, data)
+        private = np.asarray(truth.coefficients)[:, :truth.sources.shape[1]]
+        sources = tr[np.asarray(truth.sources)]  # corpus rows of every encoding's private sources, slot 0 first
+        largest = sources[np.arange(len(sources)), private.argmax(axis=1)]
+        seen = "every encoding of one training run on the train split"
+    else:
+        tr = np.asarray(data.splits["train"])
+        obs = Observation(defense.protect(data.X[tr]), defense=defense.config(), source="defense")
+        sources, largest = tr[:, None], tr
+        seen = "the inference query of every train text, once each"
+    cap = INVERSION_QUERIES[0 if cell.config.quick else 1]
+    want = min(cap, cell.config.n_queries)
+    n = want if want <= len(obs) else cell_queries(cell, len(obs), "encodings")
+    sel = np.sort(np.random.default_rng(cell.config.seed).choice(len(obs), size=n, replace=False))
+    resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
+    attacker = get_attack(cell.attack).for_bench(resources)
+    unmasked = attacker.unmask(obs)[sel]
+    texts = attacker.invert(unmasked)
+    rows = largest[sel]
+    Xr = data.X[rows].astype(np.float64)
+    u = unmasked.astype(np.float64)
+    cosine = np.sum(u * Xr, axis=1) / np.maximum(np.linalg.norm(u, axis=1) * np.linalg.norm(Xr, axis=1), 1e-12)
+    extra_metrics = {"unmask_cosine": _mean_metric(cosine, cell.config.seed)}
+    if sources.shape[1] > 1:  # is the text closer to another private source of its mixture than to the largest?
+        f1 = np.array([[token_f1(data.texts[j], t) for j in sources[i]] for i, t in zip(sel, texts)])
+        best = f1.max(axis=1)
+        own = np.array([token_f1(data.texts[j], t) for j, t in zip(rows, texts)])
+        extra_metrics["closer_to_another_source"] = _mean_metric((best > own).astype(float), cell.config.seed)
+    described = {**obs.describe()["defense"], "observed": seen, "encodings_seen": int(len(obs))}
+    return _inversion_record(cell, data, attacker, rows, texts, unmasked, described, cap, start,
+                             extra_config={"unmask": dict(attacker.last_unmask),
+                                           "references": "the encoding's largest private source (k = 1: its text)"},
+                             extra_metrics=extra_metrics)
+
+
+def _mean_metric(x: np.ndarray, seed: int) -> Any:
+    """The mean of ``x`` with a percentile bootstrap 95% interval over its entries."""
+    from veil.results import Metric
+
+    x = np.asarray(x, dtype=np.float64)
+    draws = np.random.default_rng(seed).integers(0, len(x), size=(2000, len(x)))
+    means = x[draws].mean(axis=1)
+    return Metric(float(x.mean()), n=int(len(x)), ci_low=float(np.percentile(means, 2.5)),
+                  ci_high=float(np.percentile(means, 97.5)), ci_level=0.95)
+
+
+def _inversion_record(cell: Any, data: Any, attacker: Any, rows: np.ndarray, texts: list[str], seen: np.ndarray,
+                      defense: Any, cap: int, start: float, *, extra_config: dict[str, Any] | None = None,
+                      extra_metrics: dict[str, Any] | None = None) -> ResultRecord:
+    """Score the texts an inversion attack wrote back for the private items ``rows`` (the floor and the nearest
+    public sentence to the vectors it inverted, ``seen``, beside them) and make the cell's record."""
+    from veil.attacks.inversion.baselines import NearestPublic
+    from veil.bench.inversion import public_sentences_of
+    from veil.metrics.inversion import paired_difference, person_names, score_inversions
+    from veil.metrics.stats import paired_permutation_test
+
+    n = len(rows)
     floor = _inversion_floor(cell, data, attacker, n)
     public_texts, public_vectors, public = public_sentences_of(attacker.inverter, log=lambda _: None)
-    nearest = NearestPublic(public_texts, public_vectors).run(obs.vectors)
+    nearest = NearestPublic(public_texts, public_vectors).run(seen)
     refs = [data.texts[i] for i in rows]
     names = person_names(refs)
     encoder = attacker.encoder
@@ -204,18 +275,21 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     metrics = {f"{m}_{k}" if m != "inverter" else k: v for m, s in scores.items() for k, v in s.metrics().items()}
     metrics["gain_over_floor_token_f1"] = paired_difference(scores["inverter"], scores["floor"])
     metrics["gain_over_nearest_public_token_f1"] = paired_difference(scores["inverter"], scores["nearest_public"])
+    metrics.update(extra_metrics or {})
     test = paired_permutation_test(scores["inverter"].token_f1, scores["floor"].token_f1, alpha=ALPHA,
                                    rng=cell.config.seed)
     rec = ResultRecord(method="bench", experiment=cell.id,
-                       config={"attack": attacker.config(), "defense": obs.describe()["defense"], "queries": int(n),
+                       config={"attack": attacker.config(), "defense": defense, "queries": int(n),
                                "query_cap": cap, "public": public,
                                "floor": "the same attack on the undefended vector of a uniformly drawn public item "
                                         "(" + ("a public train document" if data.documents is not None else
                                                "a public sentence") + f"; numpy default_rng([{cell.config.seed}, 1]))",
-                               "references": "the whole private text (a document's every sentence)"},
+                               "references": "the whole private text (a document's every sentence)",
+                               **(extra_config or {})},
                        metrics=metrics, wall_time_s=0.0,
                        extra={"examples": [{"original": refs[i], "inverter": texts[i], "floor": floor[i],
                                             "nearest-public": nearest[i]} for i in range(min(5, n))]})
+
     def fraction(m: Any) -> dict[str, Any]:
         return {"mean": m.mean / 100, "n": m.n, "ci_low": None if m.ci_low is None else m.ci_low / 100,
                 "ci_high": None if m.ci_high is None else m.ci_high / 100, "ci_level": m.ci_level}

@@ -1,0 +1,122 @@
+"""Inversion after unmasking: TextHide's encodings written back as text, with no index of the private text.
+
+TextHide releases ``e~ = sigma o z``: ``z`` a sentence vector (inference, k = 1) or a convex mixture of k of them
+(a training run), ``sigma`` one of m secret sign masks. The index-free chain:
+
+1. **Unmask.** :class:`~veil.attacks.texthide.mask_recovery.MaskRecovery` recovers the pool and each encoding's
+   mask from the encodings alone (public statistics only). An encoding the recovery leaves unassigned takes the
+   recovered mask closest to its soft mask estimate; when no mask is found at all, an encoding takes the signs of
+   its own soft estimate (``|e~| o sign(mu)``, the anisotropy guess). A mask and its negation explain an encoding
+   equally (``sigma o z = (-sigma) o (-z)``); between ``z`` and ``-z`` the attacker keeps the one with the larger
+   dot product with the public mean ``mu`` (sentence vectors are anisotropic: MiniLM's mean has norm about 0.46).
+2. **Invert** the unmasked vectors with veil's inverter and correction by re-embedding
+   (:class:`~veil.attacks.inversion.invert.Inversion`). A mixture gives one text back; the scorer sets it against
+   the mixture's largest private source (:func:`veil.bench.cells.vectors.unmasked_inversion_cell`).
+
+Threat model: the eavesdropper sees every encoding (it recovers the pool from all of them and inverts those it
+picks), knows the public encoder and the mechanism (Kerckhoffs), and holds public text (the statistics' corpus,
+the inverter's training sentences); never the key, an index of the private text, or an original.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from veil.attacks.base import Observation, ThreatModel
+from veil.attacks.inversion.invert import Inversion
+from veil.errors import InvalidTypeError
+
+__all__ = ["UnmaskedInversion", "unmask"]
+
+
+def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any) -> np.ndarray:
+    """float32 (n, d): each encoding times its mask (module docstring, step 1), the sign chosen by the public mean.
+
+    ``masks`` (m', d) of +-1 (m' may be 0), ``assignment`` (n,) with -1 for an encoding no mask was assigned to,
+    ``mean`` (d,) the public mean."""
+    from veil.attacks.texthide.mask_recovery import soft_mask_estimates
+
+    E = np.ascontiguousarray(vectors, dtype=np.float32)
+    M = np.asarray(masks, dtype=np.float32).reshape(-1, E.shape[1])
+    a = np.asarray(assignment, dtype=np.int64).copy()
+    mu = np.asarray(mean, dtype=np.float64)
+    free = np.flatnonzero(a < 0)
+    signs = np.empty_like(E)
+    if len(free):
+        T = soft_mask_estimates(E[free], mu)
+        if len(M):  # the closest recovered mask (a mask and its negation are the same: absolute cosine)
+            a[free] = np.abs(T @ M.T).argmax(axis=1)
+        else:
+            signs[free] = np.where(T >= 0, 1.0, -1.0)
+    found = a >= 0
+    if found.any():
+        signs[found] = M[a[found]]
+    Z = E * signs
+    flip = (Z.astype(np.float64) @ mu) < 0
+    Z[flip] *= -1.0
+    return Z
+
+
+class UnmaskedInversion(Inversion):
+    """Recover TextHide's masks (``recovery``: a :class:`~veil.attacks.texthide.mask_recovery.MaskRecovery`), unmask
+    every observed encoding, invert them (``inverter``, ``steps``, ``beam`` and ``options`` as in
+    :class:`~veil.attacks.inversion.invert.Inversion`)."""
+
+    name: ClassVar[str] = "invert-unmasked"
+    citation: ClassVar[str] = ("Carlini et al. 2021 (An Attack on InstaHide) for the masks, as veil's mask-recovery; "
+                               "then Li et al. 2023 (GEIA) and Morris et al. 2023 (Vec2Text) as veil's invert")
+    threat: ClassVar[ThreatModel] = ThreatModel(
+        observes="TextHide encodings (inference queries or a training run's encodings), all of them",
+        needs=("mean and covariance of original representations of a public corpus", "the public encoder",
+               "the inverter trained on public text"))
+    observes: ClassVar[str] = "vectors"
+    bench_cell: ClassVar[str] = "veil.bench.cells.vectors:unmasked_inversion_cell"
+
+    @classmethod
+    def bench_applies(cls, defense: str, setting: Any) -> bool:
+        """TextHide's releases (inference vectors, training encodings) with a finite pool of at least one mask: with
+        m = 0 nothing is masked (``invert`` reads those vectors as they are), an infinite pool has no mask to learn."""
+        from veil.defenses.base import get_defense
+        from veil.defenses.texthide import TextHide
+        from veil.defenses.texthide.inference import TextHideInference
+
+        return (issubclass(get_defense(defense), (TextHide, TextHideInference))
+                and setting.get("m") not in (0, "inf", None))
+
+    @classmethod
+    def for_bench(cls, resources: Any) -> "UnmaskedInversion":
+        """The bench's mask recovery (in-domain held-out statistics) and the bench's inverter and steps."""
+        from veil.attacks.texthide.mask_recovery import MaskRecovery
+
+        plain = Inversion.for_bench(resources)
+        return cls(MaskRecovery.for_bench(resources), plain.inverter, steps=plain.steps, beam=plain.beam)
+
+    def __init__(self, recovery: Any, inverter: Any = "inverter", **kwargs: Any) -> None:
+        from veil.attacks.texthide.mask_recovery import MaskRecovery
+
+        if not isinstance(recovery, MaskRecovery):
+            raise InvalidTypeError(f"recovery must be a MaskRecovery (MaskRecovery.from_public(public_vectors)), not "
+                                   f"{type(recovery).__name__}")
+        super().__init__(inverter, **kwargs)
+        self.recovery = recovery
+        #: what the last :meth:`unmask` found: masks recovered, encodings assigned (counts only: no key material)
+        self.last_unmask: dict[str, Any] = {}
+
+    def unmask(self, observation: Observation) -> np.ndarray:
+        """Every observed encoding unmasked (float32 (n, d)); :attr:`last_unmask` says how."""
+        rec = self.recovery.recover(observation)
+        self.last_unmask = {"masks_found": rec.m_estimate, "encodings": int(len(rec.assignment)),
+                            "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
+        return unmask(observation.vectors, rec.masks, rec.assignment, self.recovery.stats.mean)
+
+    def run(self, observation: Any) -> list[str]:
+        """One text per observed encoding: unmasked, then inverted."""
+        if not isinstance(observation, Observation):
+            raise InvalidTypeError(f"observation must be an Observation of TextHide encodings, not "
+                                   f"{type(observation).__name__}")
+        return self.invert(self.unmask(observation))
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "mask_recovery": self.recovery.config()}
