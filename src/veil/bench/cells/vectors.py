@@ -197,6 +197,7 @@ def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
     source's own vector (1 when the mask and the sign are right and nothing is mixed in)."""
     from veil.attacks.base import Observation, get_attack
     from veil.bench.cells.training_encodings import training_run
+    from veil.metrics.stats import bootstrap_mean
     from veil.models.inverter import token_f1
 
     start = time.perf_counter()
@@ -224,28 +225,17 @@ def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
     Xr = data.X[rows].astype(np.float64)
     u = unmasked.astype(np.float64)
     cosine = np.sum(u * Xr, axis=1) / np.maximum(np.linalg.norm(u, axis=1) * np.linalg.norm(Xr, axis=1), 1e-12)
-    extra_metrics = {"unmask_cosine": _mean_metric(cosine, cell.config.seed)}
+    extra_metrics = {"unmask_cosine": bootstrap_mean(cosine, seed=cell.config.seed)}
     if sources.shape[1] > 1:  # is the text closer to another private source of its mixture than to the largest?
         f1 = np.array([[token_f1(data.texts[j], t) for j in sources[i]] for i, t in zip(sel, texts)])
         best = f1.max(axis=1)
         own = np.array([token_f1(data.texts[j], t) for j, t in zip(rows, texts)])
-        extra_metrics["closer_to_another_source"] = _mean_metric((best > own).astype(float), cell.config.seed)
+        extra_metrics["closer_to_another_source"] = bootstrap_mean((best > own).astype(float), seed=cell.config.seed)
     described = {**obs.describe()["defense"], "observed": seen, "encodings_seen": int(len(obs))}
     return _inversion_record(cell, data, attacker, rows, texts, unmasked, described, cap, start,
                              extra_config={"unmask": dict(attacker.last_unmask),
                                            "references": "the encoding's largest private source (k = 1: its text)"},
                              extra_metrics=extra_metrics)
-
-
-def _mean_metric(x: np.ndarray, seed: int) -> Any:
-    """The mean of ``x`` with a percentile bootstrap 95% interval over its entries."""
-    from veil.results import Metric
-
-    x = np.asarray(x, dtype=np.float64)
-    draws = np.random.default_rng(seed).integers(0, len(x), size=(2000, len(x)))
-    means = x[draws].mean(axis=1)
-    return Metric(float(x.mean()), n=int(len(x)), ci_low=float(np.percentile(means, 2.5)),
-                  ci_high=float(np.percentile(means, 97.5)), ci_level=0.95)
 
 
 def _inversion_record(cell: Any, data: Any, attacker: Any, rows: np.ndarray, texts: list[str], seen: np.ndarray,
