@@ -296,6 +296,7 @@ _REGISTRY = LazyRegistry("attack", {
     "membership-rmia": "veil.attacks.membership.rmia:RMIA",
     "invert": "veil.attacks.inversion.invert:Inversion",
     "invert-unmasked": "veil.attacks.inversion.unmasked:UnmaskedInversion",
+    "invert-representations": "veil.attacks.inversion.mapped:MappedInversion",
     "invert-nearest-public": "veil.attacks.inversion.baselines:NearestPublic",
     "invert-bag-of-words": "veil.attacks.inversion.baselines:BagOfWords",
 })

@@ -92,7 +92,10 @@ class InversionCell:
             raise InvalidParameterError(f"--epsilon applies to {' and '.join(_DOCUMENT_RELEASES)} only, not to "
                                         f"{self.release!r}")
         if self.release == "texthide-inference":
-            check_int("m", self.m, minimum=1, hint=" (--m: the number of secret masks in TextHide's pool, e.g. 256)")
+            hint = " (--m: the number of secret masks in TextHide's pool, e.g. 256)"
+            if self.m is None:
+                raise InvalidParameterError(f"texthide-inference needs m{hint}")
+            check_int("m", self.m, minimum=1, hint=hint)
         elif self.m is not None:
             raise InvalidParameterError(f"--m applies to texthide-inference only, not to {self.release!r}")
         check_int("queries", self.queries, minimum=1)

@@ -12,7 +12,8 @@ across attacks, the random rate and the test against it, or the utility of the s
 - :mod:`~veil.bench.cells.training_encodings`: TextHide's mask recovery and unmixing on a training run.
 - :mod:`~veil.bench.cells.document_embeddings`: the exact SentDP audit.
 - :mod:`~veil.bench.cells.obfuscated_text`: word recovery on obfuscated sentences, and the parsers' utility.
-- :mod:`~veil.bench.cells.representations`: the attribute attackers on r(x), and the main task's utility.
+- :mod:`~veil.bench.cells.representations`: the attribute attackers on r(x), their inversion, and the main
+  task's utility.
 - :mod:`~veil.bench.cells.text`: infilling of redacted spans (released text read as text; it is also read as
   vectors by :mod:`~veil.bench.cells.vectors`).
 - :mod:`~veil.bench.cells.model`: membership inference on a released model (plain training, DP-SGD), and its test
@@ -32,7 +33,8 @@ from veil.bench.cells.training_encodings import mask_recovery_cell, unmix_cell
 from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_utility_cell, sentence_utility_cell,
                                       utility_cell)
 from veil.bench.cells.obfuscated_text import parsing_utility, word_recovery_cell
-from veil.bench.cells.representations import attribute_cell, representations_utility
+from veil.bench.cells.representations import (attribute_cell, representations_inversion_cell,
+                                              representations_utility)
 from veil.bench.cells.text import infill_cell
 from veil.bench.cells.vectors import (AS_VECTORS, inversion_cell, release_vectors, retrieval_cell,
                                       unmasked_inversion_cell)
@@ -43,7 +45,8 @@ RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model")
 
 __all__ = ["AttackResources", "retrieval_cell", "inversion_cell", "unmasked_inversion_cell", "mask_recovery_cell",
            "unmix_cell", "audit_cell",
-           "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_utility", "infill_cell",
+           "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_inversion_cell",
+           "representations_utility", "infill_cell",
            "membership_cell", "model_utility",
            "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

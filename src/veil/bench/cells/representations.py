@@ -36,8 +36,8 @@ from veil.bench.cells.common import ALPHA, bench_block, finish
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["attribute_cell", "representations_utility", "paired_floor_test", "train_setting", "SETTING_KEYS",
-           "WIDTH"]
+__all__ = ["attribute_cell", "representations_inversion_cell", "representations_utility", "paired_floor_test",
+           "train_setting", "SETTING_KEYS", "WIDTH"]
 
 WIDTH = 64
 #: the keys a representations defense's bench setting may hold: AttributeRun's objective parameters
@@ -212,3 +212,78 @@ def attribute_cell(cell: Any, data: Any) -> ResultRecord:
                                 f"{', '.join(ATTACKERS)} chosen on its own dev split ({arch}); the floor is the best "
                                 "constant predictor on the attacker's training labels")
     return finish(rec, cell, data, start, bench)
+
+
+def _minilm(data: Any, texts: list[str]) -> np.ndarray:
+    """The frozen MiniLM vectors of ``texts`` as the representations cells read them (the projection's input)."""
+    from veil.encoders import TextEncoder
+
+    return TextEncoder("minilm").encode(texts, progress=False)
+
+
+def representations_inversion_cell(cell: Any, data: Any) -> ResultRecord:
+    """Embedding inversion of r(x) (:class:`~veil.attacks.inversion.mapped.MappedInversion`): the attacker queries
+    the released encoder on the inverter's own public training sentences, learns the map back to MiniLM's space,
+    and inverts the r(x) of at most :data:`~veil.bench.cells.vectors.INVERSION_QUERIES` test texts. Scored as the
+    vectors' inversion cells are (token F1 and the rest against each private text, a paired permutation test
+    against the floor: the same attack on the r(x) of uniformly drawn public sentences), with two references on
+    the same texts: the same attack on the undefended model's r(x) (``undefended_*``: does the objective make r(x)
+    harder to invert?) and the inverter on the texts' own MiniLM vectors (``minilm_*``: what the 64-wide model
+    keeps of them at all)."""
+    from veil.attacks.base import get_attack
+    from veil.bench.cells.common import AttackResources, cell_queries
+    from veil.bench.cells.vectors import INVERSION_QUERIES, inversion_record
+    from veil.bench.inversion import public_sentences_of
+    from veil.metrics.inversion import paired_difference, person_names, score_inversions
+
+    start = time.perf_counter()
+    out, trained = _outcome(cell, data)
+    ref, _ = _outcome(cell, data, defense="none")
+    if out.query is None or out.ids is None:
+        raise InvalidParameterError("inverting r(x) needs the projection encoder over MiniLM vectors (encoder "
+                                    "'minilm'), whose input an attacker can embed itself")
+    test = np.asarray(out.ids["test"])
+    cap = INVERSION_QUERIES[0 if cell.config.quick else 1]
+    want = min(cap, cell.config.n_queries)
+    n = want if want <= len(test) else cell_queries(cell, len(test), "test texts")
+    sel = np.sort(np.random.default_rng(cell.config.seed).choice(len(test), size=n, replace=False))
+    texts_all = data.corpus.texts
+    refs = [texts_all[i] for i in test[sel]]
+    X = _minilm(data, refs)  # the scorer's references, and the input of the released encoder for these texts
+    resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
+    _, public_vectors, _ = public_sentences_of(get_attack(cell.attack).for_bench(resources).inverter,
+                                               log=lambda _: None)
+    pick = np.random.default_rng([cell.config.seed, 1]).integers(0, len(public_vectors), size=n)
+
+    def attack(outcome: Any) -> tuple[Any, list[str], list[str], np.ndarray]:
+        attacker = get_attack(cell.attack).for_bench(resources).fit(outcome.query(public_vectors), public_vectors)
+        released = outcome.query(X)  # the r(x) the model releases for the queried test texts
+        floor = attacker.run(outcome.query(public_vectors[pick]))  # r(x) of public sentences: nothing private
+        return attacker, attacker.run(released), floor, attacker.map(released)
+
+    attacker, texts, floor, seen = attack(out)
+    key = ("representations-inversion", ref.run, n, cell.config.seed)
+    if key not in data._cache:  # the references: the undefended model's r(x), and the MiniLM vectors themselves
+        _, plain, _, _ = attack(ref)
+        data._cache[key] = (plain, attacker.invert(X))
+    plain, direct = data._cache[key]
+    names = person_names(refs)
+
+    def score(hyps: list[str]) -> Any:
+        return score_inversions(refs, hyps, reference_vectors=X, names=names, seed=cell.config.seed,
+                                hypothesis_vectors=attacker.encoder.encode(hyps, progress=False))
+    rec = inversion_record(
+        cell, attacker, (refs, X), texts, seen, {"defense": cell.defense, **out.defense_config}, floor,
+        "the same attack on the r(x) of uniformly drawn public sentences (the inverter's training sentences; numpy "
+        f"default_rng([{cell.config.seed}, 1]))", cap, start, data,
+        extra_config={"references": "the private test text", "training": "trained in this cell" if trained else
+                      "shared with the setting's other cells in this process",
+                      "undefended": "the same attack on the r(x) of the model trained with the plain objective (same "
+                                    "seed and budget)",
+                      "minilm": "the inverter on the texts' own MiniLM vectors (the projection's input)"})
+    own = score(texts)
+    for who, hyps in (("undefended", plain), ("minilm", direct)):
+        theirs = score(hyps)
+        rec.metrics.update({f"{who}_{k}": v for k, v in theirs.metrics().items()})
+        rec.metrics[f"gain_over_{who}_token_f1"] = paired_difference(own, theirs)
+    return rec

@@ -20,7 +20,7 @@ from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
 __all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "known_pairs", "retrieval_cell", "inversion_cell",
-           "unmasked_inversion_cell", "INVERSION_QUERIES"]
+           "unmasked_inversion_cell", "inversion_record", "INVERSION_QUERIES"]
 
 #: the most private items an inversion cell inverts (quick, full bench): correction costs about a second per text
 INVERSION_QUERIES = (50, 200)
@@ -184,7 +184,8 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
     attacker = get_attack(cell.attack).for_bench(resources)
     texts = attacker.run(obs)
-    return _inversion_record(cell, data, attacker, rows, texts, obs.vectors, obs.describe()["defense"], cap, start)
+    return inversion_record(cell, attacker, _references(data, rows), texts, obs.vectors, obs.describe()["defense"],
+                            _inversion_floor(cell, data, attacker, n), _floor_what(cell, data), cap, start, data)
 
 
 def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
@@ -232,32 +233,45 @@ def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
         own = np.array([token_f1(data.texts[j], t) for j, t in zip(rows, texts)])
         extra_metrics["closer_to_another_source"] = bootstrap_mean((best > own).astype(float), seed=cell.config.seed)
     described = {**obs.describe()["defense"], "observed": seen, "encodings_seen": int(len(obs))}
-    return _inversion_record(cell, data, attacker, rows, texts, unmasked, described, cap, start,
-                             extra_config={"unmask": dict(attacker.last_unmask),
+    return inversion_record(cell, attacker, _references(data, rows), texts, unmasked, described,
+                            _inversion_floor(cell, data, attacker, n), _floor_what(cell, data), cap, start, data,
+                            extra_config={"unmask": dict(attacker.last_unmask),
                                            "references": "the encoding's largest private source (k = 1: its text)"},
                              extra_metrics=extra_metrics)
 
 
-def _inversion_record(cell: Any, data: Any, attacker: Any, rows: np.ndarray, texts: list[str], seen: np.ndarray,
-                      defense: Any, cap: int, start: float, *, extra_config: dict[str, Any] | None = None,
-                      extra_metrics: dict[str, Any] | None = None) -> ResultRecord:
-    """Score the texts an inversion attack wrote back for the private items ``rows`` (the floor and the nearest
-    public sentence to the vectors it inverted, ``seen``, beside them) and make the cell's record."""
+def _references(data: Any, rows: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The private texts of ``rows`` and their own MiniLM vectors (the scorer's references)."""
+    return [data.texts[i] for i in rows], data.X[rows]
+
+
+def _floor_what(cell: Any, data: Any) -> str:
+    return ("the same attack on the undefended vector of a uniformly drawn public item (" +
+            ("a public train document" if data.documents is not None else "a public sentence") +
+            f"; numpy default_rng([{cell.config.seed}, 1]))")
+
+
+def inversion_record(cell: Any, attacker: Any, references: tuple[list[str], np.ndarray], texts: list[str],
+                     seen: np.ndarray, defense: Any, floor: list[str], floor_what: str, cap: int, start: float,
+                     data: Any, *, extra_config: dict[str, Any] | None = None,
+                     extra_metrics: dict[str, Any] | None = None) -> ResultRecord:
+    """Score the texts an inversion attack wrote back against the private ``references`` (texts, and their own
+    MiniLM vectors), beside the ``floor`` (the same attack on vectors unrelated to the private texts, tested text
+    by text) and the nearest public sentence to the vectors it inverted (``seen``), and make the cell's record."""
     from veil.attacks.inversion.baselines import NearestPublic
     from veil.bench.inversion import public_sentences_of
     from veil.metrics.inversion import paired_difference, person_names, score_inversions
     from veil.metrics.stats import paired_permutation_test
 
-    n = len(rows)
-    floor = _inversion_floor(cell, data, attacker, n)
+    refs, ref_vectors = references
+    n = len(refs)
     public_texts, public_vectors, public = public_sentences_of(attacker.inverter, log=lambda _: None)
     nearest = NearestPublic(public_texts, public_vectors).run(seen)
-    refs = [data.texts[i] for i in rows]
     names = person_names(refs)
     encoder = attacker.encoder
 
     def score(hyps: list[str]) -> Any:
-        return score_inversions(refs, hyps, reference_vectors=data.X[rows],
+        return score_inversions(refs, hyps, reference_vectors=ref_vectors,
                                 hypothesis_vectors=encoder.encode(hyps, progress=False), names=names,
                                 seed=cell.config.seed)
 
@@ -270,10 +284,7 @@ def _inversion_record(cell: Any, data: Any, attacker: Any, rows: np.ndarray, tex
                                    rng=cell.config.seed)
     rec = ResultRecord(method="bench", experiment=cell.id,
                        config={"attack": attacker.config(), "defense": defense, "queries": int(n),
-                               "query_cap": cap, "public": public,
-                               "floor": "the same attack on the undefended vector of a uniformly drawn public item "
-                                        "(" + ("a public train document" if data.documents is not None else
-                                               "a public sentence") + f"; numpy default_rng([{cell.config.seed}, 1]))",
+                               "query_cap": cap, "public": public, "floor": floor_what,
                                "references": "the whole private text (a document's every sentence)",
                                **(extra_config or {})},
                        metrics=metrics, wall_time_s=0.0,

@@ -15,7 +15,7 @@ seeds vary the models, not the data.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,11 @@ class AttributeOutcome:
     chars_truncated: Any
     defense_config: dict[str, Any]
     seconds: float
+    #: the released encoder as an attacker who can query it sees it: the projection encoder's input vectors (n, d)
+    #: -> r(x) (n, width), LEACE's erasure included; None for the LSTM encoder (its input is text)
+    query: Callable[[np.ndarray], np.ndarray] | None = None
+    #: the examples of each split (rows of the corpus), in the order of ``rows`` and of r(x)
+    ids: dict[str, np.ndarray] | None = None
 
     def strongest(self) -> str:
         """The post-hoc attacker with the best score on its own dev split (ties: the first of :data:`ATTACKERS`)."""
@@ -214,12 +219,19 @@ def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
                            progress=advance)
     R = {s: representations(model.encoder, inputs[s]) for s in idx}
     head = model.head
+    eraser = None
     if cfg.defense == "leace":
         from veil.defenses.adversarial.leace import LeaceErasure
 
         eraser = LeaceErasure().fit(R["train"], private["train"])
         R = {s: eraser.protect(v) for s, v in R.items()}
         head = _fit_head(R, y, len(data.label_names), cfg.seed, cfg.epochs)
+
+    def query(X: np.ndarray) -> np.ndarray:  # the released encoder on the projection's input vectors
+        from veil.models.lstm import VectorInputs
+
+        r = representations(model.encoder, VectorInputs(np.asarray(X, dtype=np.float32)))
+        return r if eraser is None else np.asarray(eraser.protect(r), dtype=np.float32)
     with torch.no_grad():
         pred = head(torch.from_numpy(R["test"])).argmax(dim=1).numpy()
     correct = int((pred == y["test"]).sum())
@@ -260,7 +272,9 @@ def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
                             examples_per_second=model.examples_per_second,
                             chars_truncated=getattr(objective, "truncated", None),
                             defense_config=objective.config() if cfg.defense != "leace" else {"defense": "leace"},
-                            seconds=time.perf_counter() - start)
+                            seconds=time.perf_counter() - start,
+                            query=query if cfg.encoder == "minilm" else None,
+                            ids={s: np.asarray(i) for s, i in idx.items()})
 
 
 def run_attribute(cfg: AttributeRun, *, data: Any = None, progress: bool = False) -> ResultRecord:
