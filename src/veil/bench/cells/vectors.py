@@ -237,7 +237,7 @@ def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
                             _inversion_floor(cell, data, attacker, n), _floor_what(cell, data), cap, start, data,
                             extra_config={"unmask": dict(attacker.last_unmask),
                                            "references": "the encoding's largest private source (k = 1: its text)"},
-                             extra_metrics=extra_metrics)
+                            extra_metrics=extra_metrics)
 
 
 def _references(data: Any, rows: np.ndarray) -> tuple[list[str], np.ndarray]:
