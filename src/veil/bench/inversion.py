@@ -154,7 +154,7 @@ def _unmasked_texthide(cell: InversionCell, data: Any, ids: np.ndarray, public_v
     """TextHide's inference release of every private text (a fresh OS-CSPRNG pool), the pool recovered from all of
     them and each unmasked; the unmasked vectors of ``ids``."""
     from veil.attacks.base import Observation
-    from veil.attacks.inversion.unmasked import unmask
+    from veil.attacks.inversion.unmasked import recover_and_unmask
     from veil.attacks.texthide.mask_recovery import MaskRecovery
     from veil.defenses.texthide.inference import TextHideInference
 
@@ -164,11 +164,8 @@ def _unmasked_texthide(cell: InversionCell, data: Any, ids: np.ndarray, public_v
     recovery = MaskRecovery.from_public(public_vectors, source="the inverter's public training sentences",
                                         rng=cell.seed)
     log(f"recovering TextHide's pool from the {len(obs)} inference encodings")
-    rec = recovery.recover(obs)
-    Z = unmask(obs.vectors, rec.masks, rec.assignment, recovery.stats.mean, recovery.stats.cov)
+    Z, found = recover_and_unmask(recovery, obs)
     pos = {int(r): i for i, r in enumerate(private)}
-    found = {"masks_found": rec.m_estimate, "encodings": int(len(obs)),
-             "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
     log(f"{found['masks_found']} masks found, {found['assigned']} of {found['encodings']} encodings assigned")
     return Z[[pos[int(i)] for i in ids]], {**defense.config(), "observed": "the inference encoding of every private "
                                            "text, once each", "unmask": found, "mask_recovery": recovery.config()}

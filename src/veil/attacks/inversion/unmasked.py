@@ -36,7 +36,7 @@ from veil.attacks.base import Observation, ThreatModel
 from veil.attacks.inversion.invert import Inversion
 from veil.errors import InvalidTypeError
 
-__all__ = ["UnmaskedInversion", "unmask"]
+__all__ = ["UnmaskedInversion", "unmask", "recover_and_unmask"]
 
 
 def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any, cov: Any = None) -> np.ndarray:
@@ -72,6 +72,16 @@ def unmask(vectors: Any, masks: Any, assignment: Any, mean: Any, cov: Any = None
     flip = (Z.astype(np.float64) @ mu) < 0
     Z[flip] *= -1.0
     return Z
+
+
+def recover_and_unmask(recovery: Any, observation: Observation) -> tuple[np.ndarray, dict[str, Any]]:
+    """``recovery`` (a :class:`~veil.attacks.texthide.mask_recovery.MaskRecovery`) run on every observed encoding,
+    then each encoding :func:`unmask`-ed with the recovery's public mean and covariance: (float32 (n, d), what was
+    found: masks recovered, encodings assigned, seconds; counts only, no key material)."""
+    rec = recovery.recover(observation)
+    found = {"masks_found": rec.m_estimate, "encodings": int(len(rec.assignment)),
+             "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
+    return unmask(observation.vectors, rec.masks, rec.assignment, recovery.stats.mean, recovery.stats.cov), found
 
 
 class UnmaskedInversion(Inversion):
@@ -121,11 +131,8 @@ class UnmaskedInversion(Inversion):
 
     def unmask(self, observation: Observation) -> np.ndarray:
         """Every observed encoding unmasked (float32 (n, d)); :attr:`last_unmask` says how."""
-        rec = self.recovery.recover(observation)
-        self.last_unmask = {"masks_found": rec.m_estimate, "encodings": int(len(rec.assignment)),
-                            "assigned": int((rec.assignment >= 0).sum()), "seconds": round(rec.wall_time_s, 3)}
-        return unmask(observation.vectors, rec.masks, rec.assignment, self.recovery.stats.mean,
-                      self.recovery.stats.cov)
+        Z, self.last_unmask = recover_and_unmask(self.recovery, observation)
+        return Z
 
     def run(self, observation: Any) -> list[str]:
         """One text per observed encoding: unmasked, then inverted."""

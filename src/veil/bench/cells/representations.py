@@ -214,7 +214,7 @@ def attribute_cell(cell: Any, data: Any) -> ResultRecord:
     return finish(rec, cell, data, start, bench)
 
 
-def _minilm(data: Any, texts: list[str]) -> np.ndarray:
+def _minilm(texts: list[str]) -> np.ndarray:
     """The frozen MiniLM vectors of ``texts`` as the representations cells read them (the projection's input)."""
     from veil.encoders import TextEncoder
 
@@ -249,7 +249,7 @@ def representations_inversion_cell(cell: Any, data: Any) -> ResultRecord:
     sel = np.sort(np.random.default_rng(cell.config.seed).choice(len(test), size=n, replace=False))
     texts_all = data.corpus.texts
     refs = [texts_all[i] for i in test[sel]]
-    X = _minilm(data, refs)  # the scorer's references, and the input of the released encoder for these texts
+    X = _minilm(refs)  # the scorer's references, and the input of the released encoder for these texts
     resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
     _, public_vectors, _ = public_sentences_of(get_attack(cell.attack).for_bench(resources).inverter,
                                                log=lambda _: None)
@@ -272,6 +272,7 @@ def representations_inversion_cell(cell: Any, data: Any) -> ResultRecord:
     def score(hyps: list[str]) -> Any:
         return score_inversions(refs, hyps, reference_vectors=X, names=names, seed=cell.config.seed,
                                 hypothesis_vectors=attacker.encoder.encode(hyps, progress=False))
+
     rec = inversion_record(
         cell, attacker, (refs, X), texts, seen, {"defense": cell.defense, **out.defense_config}, floor,
         "the same attack on the r(x) of uniformly drawn public sentences (the inverter's training sentences; numpy "
