@@ -493,7 +493,8 @@ _MEMBERSHIP_DEFENSES = {"all": ("plain", "texthide", "dpsgd"), "none": ("plain",
 def attack_membership(
     corpus: Annotated[str, typer.Option(help="Labelled sentence corpus, e.g. rt-polarity.")] = "rt-polarity",
     defense: Annotated[str, typer.Option(help="none (plain training), texthide (a head trained on (256,4)-TextHide "
-                                              "encodings), dpsgd (at each --epsilon) or all.")] = "all",
+                                              "encodings), dpsgd (at each --epsilon), comma-separated, or all.")]
+    = "all",
     method: Annotated[str, typer.Option(help="loss, lira (online), lira-offline, rmia (comma-separated), or "
                                              "all.")] = "all",
     epsilon: Annotated[str, typer.Option(help="DP-SGD target epsilon(s), comma-separated.")] = "1,3,8",
@@ -524,8 +525,10 @@ def attack_membership(
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
-    if defense not in _MEMBERSHIP_DEFENSES:
-        raise typer.BadParameter(f"--defense must be one of {', '.join(_MEMBERSHIP_DEFENSES)}, got {defense!r}")
+    named = [d.strip() for d in defense.split(",") if d.strip()]
+    if not named or any(d not in _MEMBERSHIP_DEFENSES for d in named):
+        raise typer.BadParameter(f"--defense must be one of {', '.join(_MEMBERSHIP_DEFENSES)} (comma-separated), "
+                                 f"got {defense!r}")
     chosen = METHODS if method == "all" else tuple(dict.fromkeys(m.strip() for m in method.split(",") if m.strip()))
     if not chosen or any(m not in METHODS for m in chosen):
         raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} (comma-separated) or all, got "
@@ -533,8 +536,8 @@ def attack_membership(
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
     root = check_output_dir(results if results is not None else default_results_dir("membership"))
     say = console(as_json)
-    defenses = _MEMBERSHIP_DEFENSES[defense]
-    if setting == "top-layers" and defense == "all":  # TextHide's target is a head on frozen embeddings only
+    defenses = tuple(dict.fromkeys(d for name in named for d in _MEMBERSHIP_DEFENSES[name]))
+    if setting == "top-layers" and "all" in named:  # TextHide's target is a head on frozen embeddings only
         defenses = tuple(d for d in defenses if d != "texthide")
     paths = run_membership(root, corpus=corpus, defenses=defenses, epsilons=eps,
                            methods=chosen, shadows=shadows, members=members,

@@ -96,52 +96,86 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
         rs = [r for r in recs if r.config["corpus"] == corpus and r.extra.get("roc")]
         if not rs:
             continue
-        def key(r: ResultRecord) -> tuple:
-            return r.config["defense"], r.config.get("epsilon"), r.config.get("model", "head")
-
-        targets = sorted({key(r) for r in rs}, key=lambda t: (t[2] != "head", t[0] != "plain", t[0] != "texthide",
-                                                                 t[1] or 0))
-        fig, axes = plt.subplots(1, len(targets), figsize=(3.2 * len(targets), 3.2), squeeze=False)
-        for ax, (defense, eps, model) in zip(axes[0], targets):
-            for r in sorted((r for r in rs if key(r) == (defense, eps, model)), key=lambda r: r.config["method"]):
+        targets = sorted({_target_key(r) for r in rs}, key=_target_order)
+        cols = min(len(targets), 4)
+        rows = -(-len(targets) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+        for ax, (model, epochs, defense, eps) in zip(axes.flat, targets):
+            for r in sorted((r for r in rs if _target_key(r) == (model, epochs, defense, eps)),
+                            key=lambda r: (r.config["method"], r.config.get("queries", 1))):
                 fpr, tpr = np.asarray(r.extra["roc"]["fpr"]), np.asarray(r.extra["roc"]["tpr"])
                 keep = fpr > 0
-                ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), label=f"{r.config['method']} "
-                        f"(AUC {100 * r.metrics['auc'].mean:.1f})")
+                queries = r.config.get("queries", 1)
+                ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), label=f"{r.config['method']}"
+                        + (f" x{queries}" if queries != 1 else "") + f" (AUC {100 * r.metrics['auc'].mean:.1f})")
             ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
             ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
-                   title=(defense if eps is None else f"{defense} eps {_eps(eps)}")
+                   title=(defense if eps is None else f"{defense} eps {_eps(eps)}") + f", {epochs} ep."
                    + ("" if model == "head" else " (top layers)"))
             ax.legend(fontsize=6, loc="lower right")
-        axes[0][0].set_ylabel("TPR")
+        for ax in axes.flat[len(targets):]:
+            ax.set_visible(False)
+        for row in axes:
+            row[0].set_ylabel("TPR")
         fig.tight_layout()
         name = f"membership_{corpus}_roc.png"
         with atomic_write(out_dir / name, "wb") as fh:
             fig.savefig(fh, format="png", dpi=110)
         plt.close(fig)
         out += [f"![membership ROC on {corpus}, log-log]({name})", "",
-                "Log-log ROC per target: the low-FPR end is where an attack is dangerous (a guess that is rarely "
-                "wrong); the dotted line is chance.", ""]
+                "Log-log ROC per target (its training epochs in the title; 'x R': R queries per input, logits "
+                "averaged): the low-FPR end is where an attack is dangerous (a guess that is rarely wrong); the "
+                "dotted line is chance.", ""]
     return out
+
+
+def _target_key(r: ResultRecord) -> tuple:
+    """What was trained: (model, epochs, defense, epsilon)."""
+    c = r.config
+    return c.get("model", "head"), int(c["epochs"]), c["defense"], c.get("epsilon")
+
+
+def _target_order(key: tuple) -> tuple:
+    model, epochs, defense, eps = key
+    return model != "head", epochs, ("plain", "texthide", "dpsgd").index(defense), eps or 0
+
+
+def _learnt(r: ResultRecord) -> str:
+    """Whether the target beats the test split's most common class: the exact one-sided binomial p-value."""
+    from veil.metrics.stats import binomial_test
+
+    if "majority_rate" not in r.metrics:
+        return "–"
+    acc, rate = r.metrics["test_accuracy"], r.metrics["majority_rate"].mean
+    verdict = binomial_test(round(acc.mean * acc.n), acc.n, rate, alpha=ALPHA)
+    return f"{'yes' if verdict.reject else 'no'} (p {verdict.p_value:.2g})"
+
+
+ALPHA = 0.05
 
 
 @register_renderer("membership")
 def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
-    recs = sorted((r for _, r in records), key=lambda r: (r.config["corpus"], r.config["defense"] != "plain",
-                                                          r.config.get("epsilon") or 0, r.config["method"]))
+    recs = sorted((r for _, r in records), key=lambda r: (r.config["corpus"], _target_order(_target_key(r)),
+                                                          r.config["method"], r.config.get("queries", 1)))
     lines = ["# Results: membership inference on released models", "",
              "Each target is an MLP head on frozen MiniLM trained on the game's members (half of the candidates, "
              "drawn with the seed); the attacker queries its outputs on every candidate and scores membership "
              "(docs/dpsgd.md). AUC and TPR at 1% and 0.1% FPR: percent, bootstrap 95% over the candidates; "
              "chance is AUC 50 and TPR equal to the FPR. A DP-SGD model at epsilon bounds every attack's TPR by "
              "e^epsilon FPR + delta; an AUC above 50 at epsilon 8 does not contradict it.", "",
-             "| corpus | target | epsilon | target test accuracy | attack | shadows | AUC | TPR at 1% FPR | "
-             "TPR at 0.1% FPR |", "|---|---|---|---:|---|---:|---|---|---|"]
+             "A target that learnt nothing says nothing about what a useful model leaks: 'majority' is the test "
+             "split's most common class (what predicting one class for everything scores), and 'learnt' is the "
+             f"exact one-sided binomial test of the target's test accuracy against it (at {ALPHA:g}; '–': a record "
+             "made before veil kept the majority rate). Compare targets at the same epochs.", "",
+             "| corpus | target | epsilon | epochs | target test accuracy | majority | learnt | attack | shadows | AUC "
+             "| TPR at 1% FPR | TPR at 0.1% FPR |", "|---|---|---|---:|---:|---:|---|---|---:|---|---|---|"]
     for r in recs:
         c, m = r.config, r.metrics
         target = c["defense"] + (" (MiniLM's top layers)" if c.get("model", "head") != "head" else "")
-        lines.append(f"| {c['corpus']} | {target} | {_eps(c.get('epsilon'))} | "
-                     f"{100 * m['test_accuracy'].mean:.1f} | {c['method']}"
+        majority = f"{100 * m['majority_rate'].mean:.1f}" if "majority_rate" in m else "–"
+        lines.append(f"| {c['corpus']} | {target} | {_eps(c.get('epsilon'))} | {c['epochs']} | "
+                     f"{100 * m['test_accuracy'].mean:.1f} | {majority} | {_learnt(r)} | {c['method']}"
                      + (f" ({c['queries']} queries)" if c.get("queries", 1) != 1 else "")
                      + f" | {c.get('shadows') or '–'} | "
                      f"{_ci(m['auc'])} | {_ci(m['tpr@1%fpr'])} | {_ci(m['tpr@0.1%fpr'])} |")
@@ -157,9 +191,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             c.get("model", "head"))].append(r)
     for (corpus, members, epochs, shadows, seed, queries, model), rs in sorted(by.items()):
         eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
-        defenses = sorted({r.config["defense"] for r in rs})
-        which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else defenses[0] if len(defenses) == 1 \
-            else "all"
+        defenses = sorted({r.config["defense"] for r in rs}, key=("plain", "texthide", "dpsgd").index)
+        which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else ",".join(defenses)
         methods = sorted({r.config["method"] for r in rs})
         method = "all" if len(methods) == 4 else ",".join(methods)
         cmds.append(f"veil attack membership --corpus {corpus}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -62,6 +63,14 @@ def test_records_per_setting_and_method_reuse_and_refusal(builtin, tmp_path):
         assert roc["fpr"][0] == 0.0 and roc["fpr"][-1] == 1.0 and roc["tpr"][-1] == 1.0
         assert roc["tpr"] == sorted(roc["tpr"])
     assert recs[0]["extra"]["target"] == recs[1]["extra"]["target"]  # one target per setting
+    import veil.corpora as vc
+
+    test_labels = np.asarray(vc.load("rt-polarity").labels)[vc.load("rt-polarity").indices("test")]
+    share = np.bincount(test_labels).max() / len(test_labels)  # what a target that learnt nothing scores
+    for rec in recs:
+        assert rec["metrics"]["majority_rate"]["mean"] == pytest.approx(share)
+        assert rec["metrics"]["majority_rate"]["n"] == rec["metrics"]["test_accuracy"]["n"] == len(test_labels)
+        assert isinstance(rec["extra"]["target"]["one_class"], bool)
     assert 7.99 <= recs[2]["metrics"]["epsilon"]["mean"] <= 8.0 and "epsilon" not in recs[0]["metrics"]
     assert recs[2]["config"]["recipe"]["params"]["epsilon"] == 8.0 and recs[2]["config"]["attack"] == "membership-loss"
     assert sum(line.startswith("wrote ") for line in lines) == 4
@@ -84,6 +93,7 @@ def test_cli_refuses_bad_values_before_any_work(tmp_path, monkeypatch):
     for args, message in ((("--defense", "quantum"), "--defense must be one of"),
                           (("--method", "shadow"), "--method must be one of"),
                           (("--epsilon", "0"), "--epsilon must be > 0"),
+                          (("--defense", "plain,quantum"), "--defense must be one of"),
                           (("--shadows", "1"), "x>=2")):
         result = runner.invoke(app, ["attack", "membership", *args])
         assert result.exit_code == 2, result.output

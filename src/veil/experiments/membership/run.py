@@ -14,7 +14,9 @@ initial weights and the attacker's own choices) and attacked by every method:
 * ``rmia``: :class:`~veil.attacks.membership.RMIA` with 2 reference models.
 
 One :class:`~veil.results.ResultRecord` per (defense setting, method): ``auc``, ``tpr@1%fpr``, ``tpr@0.1%fpr`` (95%
-stratified bootstrap intervals over candidates), ``test_accuracy`` of the target (Wilson 95%), and for DP-SGD its
+stratified bootstrap intervals over candidates), ``test_accuracy`` of the target (Wilson 95%) beside
+``majority_rate`` (the test split's most common class: what a target that learnt nothing scores;
+``extra["target"]["one_class"]`` says whether it predicted one class for every test input), and for DP-SGD its
 accounted ``epsilon``; ``extra["roc"]``: the ROC curve for log-scale plots. A record is reused when its
 configuration matches (:func:`veil.outputs.existing_record`), refused (:class:`~veil.errors.StaleResultError`)
 when it does not, unless ``force``. The methods of one setting attack one target, trained once per call; a record
@@ -204,13 +206,18 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
     game = membership_game(np.arange(len(Xp)), members=run0.members, rng=run0.seed)
     defense = _defense(run0, data["num_classes"])
     model = defense.train((Xp[game.train], yp[game.train]))
-    correct = model.evaluate(data["X_test"], data["y_test"]).correct
+    predicted = model.predict(data["X_test"])  # one pass: a TextHide target answers with fresh masks each time
+    correct = predicted == data["y_test"]
+    counts = np.bincount(data["y_test"], minlength=data["num_classes"])
+    majority = Metric(mean=float(counts.max() / counts.sum()), n=int(counts.sum()))
+    one_class = bool(len(np.unique(predicted)) == 1)
     access = ModelAccess.of(model, defense, Xp[game.candidates], yp[game.candidates])
     population = (Xp[game.population], yp[game.population])
     target = {"test_accuracy": float(correct.mean()), "train_seconds": model.seconds,
-              "guarantee": model.guarantee.to_dict()}
+              "guarantee": model.guarantee.to_dict(), "one_class": one_class}
     say(f"{run0.corpus} {run0.setting}: target trained on {len(game.train)} examples, test accuracy "
-        f"{correct.mean():.4f}")
+        f"{correct.mean():.4f} (the most common test class: {majority.mean:.4f}"
+        + ("; it predicts that one class for everything)" if one_class else ")"))
     out = {}
     for run in runs:
         start = time.perf_counter()
@@ -218,6 +225,7 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
         scored = score_membership(attack.run(access), game.truth, rng=run.seed)
         metrics = dict(scored.result.metrics)
         metrics["test_accuracy"] = _wilson(correct)
+        metrics["majority_rate"] = majority
         if model.accounting is not None:
             metrics["epsilon"] = Metric(mean=model.accounting.epsilon)
             metrics["delta"] = Metric(mean=model.accounting.delta)
