@@ -12,7 +12,8 @@ from veil.attacks.membership import (RMIA, LiRA, LossThreshold, MembershipScores
                                      membership_game, score_membership)
 from veil.attacks.membership.lira import lira_scores
 from veil.attacks.membership.rmia import rmia_scores
-from veil.attacks.membership.scoring import auc, auc_reference, membership_test, roc, roc_reference, tpr_at_fpr
+from veil.attacks.membership.scoring import (auc, auc_reference, dp_auc_bound, membership_test, roc, roc_reference,
+                                            tpr_at_fpr)
 from veil.attacks.membership.shadows import log_true_prob, logit_confidence
 from veil.defenses.dpsgd import PlainTraining
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
@@ -43,6 +44,29 @@ def test_auc_of_perfect_reversed_and_tied_scores():
     m = np.array([True, True, False, False])
     assert auc([3, 2, 1, 0], m) == 1.0 and auc([0, 1, 2, 3], m) == 0.0 and auc([1, 1, 1, 1], m) == 0.5
     assert tpr_at_fpr([3, 2, 1, 0], m, 0.0) == 1.0 and tpr_at_fpr([0, 1, 2, 3], m, 0.4) == 0.0
+
+
+def test_the_dp_auc_bound_is_tight_for_randomized_response_and_caught_when_epsilon_is_understated():
+    # hand derivation: with delta = 0 the two lines cross at FPR 1 / (1 + e^eps); the area is e^eps / (1 + e^eps)
+    for eps in (0.1, 1.0, 3.0):
+        assert dp_auc_bound(eps) == pytest.approx(np.exp(eps) / (1 + np.exp(eps)), abs=1e-12)
+    x = np.linspace(0.0, 1.0, 1_000_001)  # slow reference: the bound's area by trapezoids
+    for eps, delta in ((0.3, 0.2), (1.0, 5e-5), (3.0, 1e-3)):
+        tpr = np.minimum.reduce([np.exp(eps) * x + delta, 1 - np.exp(-eps) * (1 - delta - x), np.ones_like(x)])
+        assert dp_auc_bound(eps, delta) == pytest.approx(np.sum(np.diff(x) * (tpr[1:] + tpr[:-1]) / 2), abs=1e-9)
+    assert dp_auc_bound(1e-6) == pytest.approx(0.5, abs=1e-6) and dp_auc_bound(1e4) == 1.0
+    assert dp_auc_bound(1.0, 1e-3) > dp_auc_bound(1.0) and dp_auc_bound(2.0) > dp_auc_bound(1.0)
+    # randomized response at eps says "member" truthfully with probability e^eps / (1 + e^eps): eps-DP, and its
+    # ROC (one point) reaches the bound; a guarantee that claims a smaller epsilon for it is caught
+    rng = np.random.default_rng(0)
+    members = rng.random(200_000) < 0.5
+    keep = rng.random(members.size) < np.exp(2.0) / (1 + np.exp(2.0))
+    said = np.where(keep, members, ~members).astype(float)
+    assert auc(said, members) == pytest.approx(dp_auc_bound(2.0), abs=3e-3)
+    assert auc(said, members) > dp_auc_bound(1.5) + 0.02
+    for bad in ({"epsilon": 0.0}, {"epsilon": float("inf")}, {"epsilon": 1.0, "delta": 1.0}):
+        with pytest.raises(InvalidParameterError):
+            dp_auc_bound(**bad)
 
 
 def test_statistics_of_logits_are_stable_and_exact():

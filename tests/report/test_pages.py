@@ -81,3 +81,40 @@ def test_difference_interval_is_welch_and_says_when_it_cannot_be_formed():
     assert (low, high) == pytest.approx((ref.low, ref.high)) and "Welch, 3 vs 3 seeds" in text
     assert _diff_interval(rec([0.8]), rec(b), "test_accuracy")[:2] == (None, None)
     assert "the seeds agree exactly" in _diff_interval(rec([0.8, 0.8]), rec([0.7, 0.7]), "test_accuracy")[2]
+
+
+def _membership(defense, method, auc, *, eps=None, epochs=10, acc=0.75, majority=0.6):
+    cfg = {"corpus": "rt-polarity", "defense": defense, "epsilon": eps, "method": method, "members": 100,
+           "epochs": epochs, "seed": 0, "shadows": 16 if method.startswith("lira") else None}
+    metrics = {"auc": Metric(mean=auc, ci_low=auc - 0.01, ci_high=auc + 0.01, n=200),
+               "tpr@1%fpr": Metric(mean=auc / 10, ci_low=0.0, ci_high=auc / 5, n=200),
+               "tpr@0.1%fpr": Metric(mean=0.0, ci_low=0.0, ci_high=0.01, n=200),
+               "test_accuracy": Metric(mean=acc, n=1000, ci_low=acc - 0.03, ci_high=acc + 0.03),
+               "majority_rate": Metric(mean=majority, n=1000)}
+    if eps is not None:
+        metrics["delta"] = Metric(mean=5e-5)
+    name = f"rt-polarity-{defense}{'' if eps is None else f'-eps{eps:g}'}-{method}-ep{epochs}"
+    return ResultRecord(method="membership", experiment=name, config=cfg, metrics=metrics, wall_time_s=1.0,
+                        git_commit="abc1234", extra={"target": {"one_class": False}})
+
+
+def test_membership_page_names_the_strongest_attack_and_checks_dp_against_its_auc_bound(tmp_path):
+    res = tmp_path / "results" / "membership"
+    recs = [_membership("plain", "loss", 0.60), _membership("plain", "lira", 0.70),
+            _membership("dpsgd", "loss", 0.50, eps=1.0, acc=0.605), _membership("dpsgd", "lira", 0.80, eps=1.0,
+                                                                                  acc=0.605),
+            _membership("plain", "lira", 0.88, epochs=200)]
+    for rec in recs:
+        rec.write(res / f"{rec.experiment}.json")
+    render_all(tmp_path / "results", tmp_path / "docs")
+    page = (tmp_path / "docs" / "membership.md").read_text()
+    assert "| rt-polarity | plain | none | 10 | 75.0 | yes (p " in page and "| 70.0 [69.0, 71.0] (lira) |" in page
+    assert "| rt-polarity | plain | none | 200 | 75.0 | yes (p " in page and "88.0 [87.0, 89.0] (lira)" in page
+    # 60.5% against a 60% majority on 1,000 test texts is no evidence of learning
+    assert "| rt-polarity | dpsgd | 1 | 10 | 60.5 | no (p " in page
+    # an AUC of 80 at epsilon 1 is above what (1, 5e-5)-DP allows (73.11): the page must say the guarantee fails
+    assert ("DP-SGD at epsilon 1 (10 epochs): 1 of 2 attacks' AUC intervals lie above 50 (lira 80.0 [79.0, 81.0])"
+            in page)
+    assert "The largest AUC (1, 5e-05)-DP allows is 73.11; 1 attacks' intervals lie above it: the guarantee does " \
+           "not hold as stated." in page
+    assert "veil attack membership --corpus rt-polarity --defense plain,dpsgd --method lira,loss --epsilon 1" in page

@@ -26,7 +26,7 @@ from veil.errors import DataFormatError
 from veil.results import Metric
 
 __all__ = ["MembershipScores", "Roc", "MembershipScore", "roc", "auc", "tpr_at_fpr", "score_membership",
-           "roc_reference", "auc_reference", "membership_test", "FPRS", "metric_name"]
+           "roc_reference", "auc_reference", "membership_test", "FPRS", "metric_name", "dp_auc_bound"]
 
 #: the false-positive rates at which TPR is reported
 FPRS = (0.01, 0.001)
@@ -105,6 +105,25 @@ def auc(scores: Any, members: Any) -> float:
     """The area under the ROC curve (trapezoids; equals the Mann-Whitney probability with ties counted 1/2)."""
     r = roc(scores, members)
     return float(np.sum(np.diff(r.fpr) * (r.tpr[1:] + r.tpr[:-1]) / 2))
+
+
+def dp_auc_bound(epsilon: float, delta: float = 0.0) -> float:
+    """The largest AUC any membership test can reach against an (epsilon, delta)-DP training algorithm.
+
+    DP bounds every test of "x in" against "x out" (Kairouz, Oh & Viswanath 2015) by
+    TPR <= min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR), 1). The first two lines cross at
+    FPR = (1 - delta) / (1 + e^eps) and the third takes over at 1 - delta; integrating the three pieces, the two
+    quadratic terms cancel and the area is (1 - delta)(e^eps + delta) / (1 + e^eps) + delta (with delta = 0:
+    e^eps / (1 + e^eps), which randomized response at eps reaches). An AUC above 50% does not contradict DP; one
+    above this bound does.
+    """
+    from veil.validation import check_real
+
+    eps = check_real("epsilon", epsilon, low=0.0, high=np.inf, low_open=True, high_open=True,
+                     hint="; the DP guarantee's finite epsilon > 0")
+    delta = check_real("delta", delta, low=0.0, high=1.0, high_open=True, hint="; the DP guarantee's delta")
+    in_ = np.exp(-np.logaddexp(0.0, -eps))  # e^eps / (1 + e^eps), without overflow
+    return float((1.0 - delta) * (in_ + delta * (1.0 - in_)) + delta)
 
 
 def tpr_at_fpr(scores: Any, members: Any, fpr: float) -> float:
