@@ -27,14 +27,20 @@ run on a machine encodes the corpus once, not timed), ``--max-train`` an evenly 
   target's and the shadows' logits on the candidates and the scoring), the time of one shadow against one target's
   training, and whether every run gave the same scores (the attacker's seed fixes them).
 
+With ``--setting top-layers`` the step times are of the issue's second setting instead: MiniLM's last two layers
+trained with the head (:func:`veil.models.top_layers.build_top_layers`, the model of ``veil dpsgd train --setting
+top-layers``; its inputs are the hidden states entering those layers, computed once and not timed), on an evenly
+spaced ``--max-train`` texts (default 512) of the same split; LiRA is not run there (each shadow costs a target's
+training: ``veil attack membership --setting top-layers`` uses RMIA's two reference models instead).
+
 One thread by default (``--threads``: torch's and the BLAS/OpenMP pools', threadpoolctl).
 
 Usage::
 
     veil corpora pull rt-polarity            # once
-    python benchmarks/dpsgd.py [--epochs 2] [--reps 5] [--batch-size 256] [--epsilon 8] [--max-train N]
-        [--members 2000] [--shadows 8] [--lira-reps 3] [--lira-targets plain,dpsgd] [--seed 0] [--threads 1]
-        [--note TEXT] [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
+    python benchmarks/dpsgd.py [--setting head|top-layers] [--epochs 2] [--reps 5] [--batch-size 256] [--epsilon 8]
+        [--max-train N] [--members 2000] [--shadows 8] [--lira-reps 3] [--lira-targets plain,dpsgd] [--seed 0]
+        [--threads 1] [--note TEXT] [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
 
 Prints one JSON line and appends a dated section to ``--results-file`` (written atomically); refuses to append
 from a tree with uncommitted changes to tracked files (``--no-append`` prints the section instead).
@@ -62,19 +68,20 @@ CORPUS = "rt-polarity"
 WARM_STEPS = 10
 STAGES = ("plain", "dpsgd", "noise", "lot")
 TARGETS = ("plain", "dpsgd")
+TOP_LAYERS_TEXTS = 512  # --setting top-layers: texts of the timed loops unless --max-train says otherwise
 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def load(max_train: int | None) -> dict:
-    """rt-polarity's train embeddings and labels, as :mod:`veil.experiments.dpsgd.utility` loads them."""
+def load(max_train: int | None, setting: str = "head") -> dict:
+    """rt-polarity's train inputs and labels for the setting, as :mod:`veil.experiments.dpsgd.utility` loads them."""
     from veil.errors import ResourceMissingError
     from veil.experiments.dpsgd.utility import _load
 
     try:
-        return _load(CORPUS, max_train, _say)
+        return _load(CORPUS, max_train, _say, setting)
     except ResourceMissingError as exc:
         sys.exit(f"{exc}\n(run `veil corpora pull {CORPUS}` first)")
 
@@ -88,6 +95,12 @@ def step_times(args: argparse.Namespace, X, y, classes: int) -> dict:
     n = len(X)
     common = dict(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3, hidden=(128,), num_classes=classes,
                   init_seed=args.seed)
+    if args.setting == "top-layers":  # one model for both loops: each training copies it (the same initial weights)
+        from veil.experiments.dpsgd.utility import MAX_LENGTH, TOP_LAYERS
+        from veil.models.top_layers import build_top_layers
+
+        common["model"] = build_top_layers(num_classes=classes, trained=TOP_LAYERS, max_length=MAX_LENGTH,
+                                           hidden=(128,), init_seed=args.seed)
     plain = PlainTraining(**common)  # rng None: lots from the OS CSPRNG
     dp = DPSGD(epsilon=args.epsilon, clip=1.0, **common)  # rng None: lots and noise from the OS CSPRNG
     _calibrated.cache_clear()  # sigma's search is cached per setting in a process: time its first (real) run
@@ -185,7 +198,9 @@ def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     limits = threadpoolctl.threadpool_limits(limits=args.threads)  # noqa: F841 (held for the whole run)
     load_start = os.getloadavg()[0]
-    data = load(args.max_train)
+    if args.setting == "top-layers" and args.max_train is None:
+        args.max_train = TOP_LAYERS_TEXTS
+    data = load(args.max_train, args.setting)
     X, y, classes = data["X_train"], data["y_train"], data["num_classes"]
     if args.batch_size > len(X):
         sys.exit(f"--batch-size {args.batch_size} is more than the {len(X)} training examples")
@@ -206,8 +221,12 @@ def run(args: argparse.Namespace) -> dict:
                     "load_avg_1m_start": load_start, "load_avg_1m_end": os.getloadavg()[0],
                     "other_load": args.note or "not stated"},
         "config": {"corpus": CORPUS, "split": "train", "max_train": args.max_train, "dim": int(X.shape[1]),
+                   "setting": args.setting,
                    "classes": classes, "encoder": "minilm (all-MiniLM-L6-v2), mean pooling, L2-normalised, torch",
-                   "head": "Scale(sqrt(d)) + MLPHead(hidden=[128], dropout=0)", "optimizer": "adam", "lr": 1e-3,
+                   "head": "Scale(sqrt(d)) + MLPHead(hidden=[128], dropout=0)" if args.setting == "head" else
+                   "MiniLM's last 2 layers (as shipped, trained) + mean pooling, L2-normalised x sqrt(d) + "
+                   "MLPHead(hidden=[128], dropout=0)",
+                   "optimizer": "adam", "lr": 1e-3,
                    "batch_size": args.batch_size, "epochs": args.epochs, "epsilon": args.epsilon,
                    "reps": args.reps, "warm_up_steps": WARM_STEPS, "lira_reps": args.lira_reps,
                    "seed": args.seed, "threads": args.threads},
@@ -221,8 +240,12 @@ def markdown(r: dict) -> str:
     ms = s["ms_per_step"]
     runs = {k: ", ".join(f"{x:.3f}" for x in v) for k, v in s["seconds"].items()}
     subset = "" if c["max_train"] is None else f" (an evenly spaced {s['n_train']} of it)"
+    top = c.get("setting", "head") == "top-layers"
+    inputs = (f"the hidden states entering MiniLM's last 2 layers and the attention mask (computed once, not timed; "
+              f"{c['dim']:,} floats per text)" if top else f"frozen MiniLM embeddings (d = {c['dim']}, cached)")
     lines = [
-        f"## DP-SGD step time and LiRA shadow throughput (head on frozen MiniLM, {c['corpus']}), {r['date']}",
+        (f"## DP-SGD step time (MiniLM's top layers, {c['corpus']}), {r['date']}" if top else
+         f"## DP-SGD step time and LiRA shadow throughput (head on frozen MiniLM, {c['corpus']}), {r['date']}"),
         "",
         f"- commit: {r['git_commit']}",
         f"- machine: {m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']}, opacus {m['opacus']}, numpy "
@@ -230,8 +253,9 @@ def markdown(r: dict) -> str:
         f"{m['blas_openmp_threads']}); 1-min load average {m['load_avg_1m_start']:.2f} at the start, "
         f"{m['load_avg_1m_end']:.2f} at the end (other jobs running: {m['other_load']})",
         f"- command: `python benchmarks/dpsgd.py {shlex.join(sys.argv[1:])}`",
-        f"- workload: frozen MiniLM embeddings (d = {c['dim']}, cached) of the {c['corpus']} train split{subset}, "
-        f"{s['n_train']} examples, {c['classes']} classes; head {c['head']} ({s['parameters']:,} parameters), Adam "
+        f"- workload: {inputs} of the {c['corpus']} train split{subset}, "
+        f"{s['n_train']} examples, {c['classes']} classes; {'model' if top else 'head'} {c['head']} "
+        f"({s['parameters']:,} trained parameters), Adam "
         f"lr {c['lr']:g}; Poisson lots of expected size {c['batch_size']} (q = {s['sample_rate']:.4g}), "
         f"{c['epochs']} epoch(s) = {s['steps']} steps; DP-SGD at target epsilon {c['epsilon']:g} (PRV {s['epsilon']:.3f} "
         f"at delta {s['delta']:.3g}, sigma {s['sigma']:.4g}, clip {s['clip']:g}); lots and noise from the OS CSPRNG; "
@@ -290,12 +314,15 @@ def markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setting", choices=("head", "top-layers"), default="head",
+                        help="head on frozen MiniLM (default) or MiniLM's top layers with it (step times only)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of the timed loops (default 2)")
     parser.add_argument("--reps", type=int, default=5, help="timed runs of each loop (default 5)")
     parser.add_argument("--batch-size", type=int, default=256,
                         help="expected lot size of the timed loops (default 256)")
     parser.add_argument("--epsilon", type=float, default=8.0, help="DP-SGD's target epsilon (default 8)")
-    parser.add_argument("--max-train", type=int, help="an evenly spaced subset of the train split (default: all)")
+    parser.add_argument("--max-train", type=int, help="an evenly spaced subset of the train split (default: all; "
+                        f"top-layers: {TOP_LAYERS_TEXTS})")
     parser.add_argument("--members", type=int, default=2000, help="LiRA game: the target's training set (default 2000)")
     parser.add_argument("--shadows", type=int, default=8, help="LiRA shadow models (default 8)")
     parser.add_argument("--lira-reps", type=int, default=3, help="timed LiRA runs per target (default 3)")
@@ -321,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     args.lira_targets = [] if targets == ["none"] else list(dict.fromkeys(targets))
     if any(t not in TARGETS for t in args.lira_targets) or (not args.lira_targets and targets != ["none"]):
         parser.error("--lira-targets takes plain, dpsgd, plain,dpsgd or none")
+    if args.setting == "top-layers" and args.lira_targets:
+        if "--lira-targets" in (argv if argv is not None else sys.argv[1:]):
+            parser.error("--setting top-layers times the steps only; drop --lira-targets (LiRA's shadows are heads)")
+        args.lira_targets = []
     from _record import measure_and_publish
 
     return measure_and_publish(args, HERE.parent, run, markdown)
