@@ -106,7 +106,8 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
                 fpr, tpr = np.asarray(r.extra["roc"]["fpr"]), np.asarray(r.extra["roc"]["tpr"])
                 keep = fpr > 0
                 queries = r.config.get("queries", 1)
-                ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), label=f"{r.config['method']}"
+                ax.plot(fpr[keep], np.maximum(tpr[keep], 1e-4), color=_COLORS.get(r.config["method"], "C4"),
+                        ls="-" if queries == 1 else "--", label=f"{r.config['method']}"
                         + (f" x{queries}" if queries != 1 else "") + f" (AUC {100 * r.metrics['auc'].mean:.1f})")
             ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
             ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
@@ -123,10 +124,14 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
             fig.savefig(fh, format="png", dpi=110)
         plt.close(fig)
         out += [f"![membership ROC on {corpus}, log-log]({name})", "",
-                "Log-log ROC per target (its training epochs in the title; 'x R': R queries per input, logits "
-                "averaged): the low-FPR end is where an attack is dangerous (a guess that is rarely wrong); the "
+                "Log-log ROC per target (its training epochs in the title; one colour per attack; dashed, 'x R': R "
+                "queries per input, logits averaged): the low-FPR end is where an attack is dangerous (a guess that is rarely wrong); the "
                 "dotted line is chance.", ""]
     return out
+
+
+#: one colour per attack on every panel (dashed: the same attack with repeated queries)
+_COLORS = {"lira": "C0", "lira-offline": "C1", "loss": "C2", "rmia": "C3"}
 
 
 def _target_key(r: ResultRecord) -> tuple:
@@ -178,8 +183,8 @@ def _strongest(recs: list[ResultRecord]) -> list[str]:
             what = (f"every attack's AUC interval holds 50 ({len(rs)} attacks)" if not above else
                     f"{len(above)} of {len(rs)} attacks' AUC intervals lie above 50 ("
                     + ", ".join(f"{_attack_name(r)} {_ci(r.metrics['auc'])}" for r in above)
-                    + "): allowed by the guarantee; each interval is at 95% on its own, so with several attacks "
-                    "one may lie above 50 by chance")
+                    + "): the guarantee allows that (each interval is at 95% on its own, not over the attacks "
+                    "together)")
             over = [r for r in rs if r.metrics["auc"].ci_low is not None and r.metrics["auc"].ci_low > bound]
             dp.append(f"- {corpus}, DP-SGD at epsilon {_eps(eps)} ({epochs} epochs"
                       + ("" if model == "head" else ", top layers") + f"): {what}. The largest AUC "
