@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> dict:
                    "MLPHead(hidden=[128], dropout=0)",
                    "optimizer": "adam", "lr": 1e-3,
                    "batch_size": args.batch_size, "epochs": args.epochs, "epsilon": args.epsilon,
-                   "reps": args.reps, "warm_up_steps": WARM_STEPS, "lira_reps": args.lira_reps,
+                   "reps": args.reps, "warm_up_steps": min(WARM_STEPS, steps["steps"]), "lira_reps": args.lira_reps,
                    "seed": args.seed, "threads": args.threads},
         "steps": steps,
         "lira": lira,
