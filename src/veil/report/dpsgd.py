@@ -125,8 +125,8 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
         plt.close(fig)
         out += [f"![membership ROC on {corpus}, log-log]({name})", "",
                 "Log-log ROC per target (its training epochs in the title; one colour per attack; dashed, 'x R': R "
-                "queries per input, logits averaged): the low-FPR end is where an attack is dangerous (a guess that is rarely wrong); the "
-                "dotted line is chance.", ""]
+                "queries per input, logits averaged): the low-FPR end is where an attack is dangerous (a guess that "
+                "is rarely wrong); the dotted line is chance.", ""]
     return out
 
 
