@@ -103,7 +103,7 @@ def test_membership_page_names_the_strongest_attack_and_checks_dp_against_its_au
     recs = [_membership("plain", "loss", 0.60), _membership("plain", "lira", 0.70),
             _membership("dpsgd", "loss", 0.50, eps=1.0, acc=0.605), _membership("dpsgd", "lira", 0.80, eps=1.0,
                                                                                   acc=0.605),
-            _membership("plain", "lira", 0.88, epochs=200)]
+            _membership("dpsgd", "loss", 0.51, eps=3.0, acc=0.7), _membership("plain", "lira", 0.88, epochs=200)]
     for rec in recs:
         rec.write(res / f"{rec.experiment}.json")
     render_all(tmp_path / "results", tmp_path / "docs")
@@ -117,4 +117,7 @@ def test_membership_page_names_the_strongest_attack_and_checks_dp_against_its_au
             in page)
     assert "The largest AUC (1, 5e-05)-DP allows is 73.11; 1 attacks' intervals lie above it: the guarantee does " \
            "not hold as stated." in page
-    assert "veil attack membership --corpus rt-polarity --defense plain,dpsgd --method lira,loss --epsilon 1" in page
+    # one Regenerate command per set of methods, each writing exactly the records it names
+    assert "veil attack membership --corpus rt-polarity --defense plain,dpsgd --method lira,loss --epsilon 1 " in page
+    assert "veil attack membership --corpus rt-polarity --defense dpsgd --method loss --epsilon 3 " in page
+    assert "--defense plain --method lira --shadows 16 --members 100 --epochs 200 " in page

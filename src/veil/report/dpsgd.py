@@ -249,16 +249,23 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
         by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1),
             c.get("model", "head"))].append(r)
     for (corpus, members, epochs, shadows, seed, queries, model), rs in sorted(by.items()):
-        eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
-        defenses = sorted({r.config["defense"] for r in rs}, key=("plain", "texthide", "dpsgd").index)
-        which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else ",".join(defenses)
-        methods = sorted({r.config["method"] for r in rs})
-        method = "all" if len(methods) == 4 else ",".join(methods)
-        cmds.append(f"veil attack membership --corpus {corpus}"
-                    + (f" --setting {model}" if model != "head" else "") + f" --defense {which} --method {method}"
-                    + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
-                    + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
-                    + (f" --queries {queries}" if queries != 1 else "") + f" --results {_folder(records)}")
+        # one command per set of methods: it writes exactly the targets (defense, epsilon) attacked by that set
+        methods_of: dict[tuple, set] = defaultdict(set)
+        for r in rs:
+            methods_of[(r.config["defense"], r.config.get("epsilon"))].add(r.config["method"])
+        by_methods: dict[frozenset, list[tuple]] = defaultdict(list)
+        for target, chosen in methods_of.items():
+            by_methods[frozenset(chosen)].append(target)
+        for chosen, targets in sorted(by_methods.items(), key=lambda kv: -len(kv[0])):
+            eps = sorted({float(e) for _, e in targets if e is not None})
+            defenses = sorted({d for d, _ in targets}, key=("plain", "texthide", "dpsgd").index)
+            which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else ",".join(defenses)
+            method = "all" if len(chosen) == 4 else ",".join(sorted(chosen))
+            cmds.append(f"veil attack membership --corpus {corpus}"
+                        + (f" --setting {model}" if model != "head" else "") + f" --defense {which} --method {method}"
+                        + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
+                        + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
+                        + (f" --queries {queries}" if queries != 1 else "") + f" --results {_folder(records)}")
     lines += regenerate_section(cmds, "membership")
     return "\n".join(lines)
 
