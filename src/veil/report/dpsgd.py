@@ -9,10 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from veil.report.markdown import regenerate_section, register_renderer
+from veil.report.markdown import beats_majority, regenerate_section, register_renderer
 from veil.results import ResultRecord
 
 __all__ = ["dpsgd_page", "membership_page", "audit_page"]
+
+#: the level of the binomial test of each membership target against the majority class
+ALPHA = 0.05
 
 
 def _folder(records: list[tuple[Path, ResultRecord]]) -> str:
@@ -142,7 +145,9 @@ def _target_key(r: ResultRecord) -> tuple:
 
 def _target_order(key: tuple) -> tuple:
     model, epochs, defense, eps = key
-    return model != "head", epochs, ("plain", "texthide", "dpsgd").index(defense), eps or 0
+    from veil.experiments.membership import DEFENSES
+
+    return model != "head", epochs, DEFENSES.index(defense), eps or 0
 
 
 def _attack_name(r: ResultRecord) -> str:
@@ -200,16 +205,10 @@ def _strongest(recs: list[ResultRecord]) -> list[str]:
 
 def _learnt(r: ResultRecord) -> str:
     """Whether the target beats the test split's most common class: the exact one-sided binomial p-value."""
-    from veil.metrics.stats import binomial_test
-
-    if "majority_rate" not in r.metrics:
+    verdict = beats_majority(r, ALPHA)
+    if verdict is None:
         return "–"
-    acc, rate = r.metrics["test_accuracy"], r.metrics["majority_rate"].mean
-    verdict = binomial_test(round(acc.mean * acc.n), acc.n, rate, alpha=ALPHA)
     return f"{'yes' if verdict.reject else 'no'} (p {verdict.p_value:.2g})"
-
-
-ALPHA = 0.05
 
 
 @register_renderer("membership")
@@ -242,6 +241,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     lines += _roc_plots(recs, out_dir)
     commits = sorted({r.git_commit for r in recs})
     lines.append(f"Commits: {', '.join(commits)}.")
+    from veil.experiments.membership import DEFENSES
+
     cmds = []
     by = defaultdict(list)
     for r in recs:
@@ -258,8 +259,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             by_methods[frozenset(chosen)].append(target)
         for chosen, targets in sorted(by_methods.items(), key=lambda kv: -len(kv[0])):
             eps = sorted({float(e) for _, e in targets if e is not None})
-            defenses = sorted({d for d, _ in targets}, key=("plain", "texthide", "dpsgd").index)
-            which = "all" if set(defenses) == {"plain", "texthide", "dpsgd"} else ",".join(defenses)
+            defenses = sorted({d for d, _ in targets}, key=DEFENSES.index)
+            which = "all" if set(defenses) == set(DEFENSES) else ",".join(defenses)
             method = "all" if len(chosen) == 4 else ",".join(sorted(chosen))
             cmds.append(f"veil attack membership --corpus {corpus}"
                         + (f" --setting {model}" if model != "head" else "") + f" --defense {which} --method {method}"

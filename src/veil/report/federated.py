@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from veil.report.commands import federated_commands
-from veil.report.markdown import regenerate_section, register_renderer
+from veil.report.markdown import beats_majority, regenerate_section, register_renderer
 from veil.results import ResultRecord
 
 __all__ = ["federated_page"]
@@ -134,15 +134,10 @@ ALPHA = 0.05
 
 def _beats_majority(recs: list[ResultRecord]) -> str:
     """Seeds whose test accuracy beats the majority-class share (exact one-sided binomial test at ALPHA)."""
-    from veil.metrics.stats import binomial_test
-
-    if any("majority_rate" not in r.metrics for r in recs):
+    verdicts = [beats_majority(r, ALPHA) for r in recs]
+    if any(v is None for v in verdicts):
         return "–"
-    wins = 0
-    for r in recs:
-        acc = r.metrics["test_accuracy"]
-        wins += binomial_test(round(acc.mean * acc.n), acc.n, r.metrics["majority_rate"].mean, alpha=ALPHA).reject
-    return f"{wins}/{len(recs)}"
+    return f"{sum(v.reject for v in verdicts)}/{len(recs)}"
 
 
 @register_renderer("federated")

@@ -67,6 +67,17 @@ def proportion_interval(mean: float, n: int | None, low: float | None, high: flo
     return clopper_pearson(int(n) if mean == 1.0 else 0, int(n), level or 0.95)
 
 
+def beats_majority(record: ResultRecord, alpha: float = 0.05):
+    """The exact one-sided binomial test of the record's ``test_accuracy`` against its ``majority_rate`` (does the
+    model beat predicting the most common class?); None for a record made before veil kept the majority rate."""
+    if "majority_rate" not in record.metrics:
+        return None
+    from veil.metrics.stats import binomial_test
+
+    acc = record.metrics["test_accuracy"]
+    return binomial_test(round(acc.mean * acc.n), acc.n, record.metrics["majority_rate"].mean, alpha=alpha)
+
+
 def backend_lines(configs: list[dict] | None) -> tuple[list[str], list[str]]:
     """What a Regenerate block must say about the encoder backend of records that encode text with frozen MiniLM:
     ``(sentences, shell lines)``.

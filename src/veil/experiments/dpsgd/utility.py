@@ -157,6 +157,13 @@ def _wilson(correct: np.ndarray) -> Metric:
     return Metric(mean=k / n, n=n, ci_low=lo, ci_high=hi, ci_level=LEVEL)
 
 
+def majority_rate(y_test: np.ndarray, num_classes: int) -> Metric:
+    """The share of the test split's most common class: what a model that predicts one class for everything
+    scores (``n``: the test examples)."""
+    counts = np.bincount(y_test, minlength=num_classes)
+    return Metric(mean=float(counts.max() / counts.sum()), n=int(counts.sum()))
+
+
 def _paired_change(a: np.ndarray, b: np.ndarray) -> Metric:
     """Mean of a_i - b_i (per test example, each 0 or 1) with a normal 95% interval."""
     from scipy.stats import norm
@@ -241,11 +248,10 @@ def _record(run: DPSGDRun, data: dict[str, Any], baseline: ResultRecord | None) 
     defense = _defense(run, data["num_classes"])
     model = defense.train((data["X_train"], data["y_train"]))
     correct = model.evaluate(data["X_test"], data["y_test"]).correct
-    counts = np.bincount(data["y_test"], minlength=data["num_classes"])
     predicted = np.bincount(model.predict(data["X_test"]), minlength=data["num_classes"])
     metrics = {"accuracy": _wilson(correct), "steps": Metric(mean=float(model.steps)),
                "sample_rate": Metric(mean=model.sample_rate),
-               "majority_rate": Metric(mean=float(counts.max() / counts.sum()), n=int(counts.sum()))}
+               "majority_rate": majority_rate(data["y_test"], data["num_classes"])}
     extra: dict[str, Any] = {"guarantee": model.guarantee.to_dict(), "n_train": data["n_train"],
                              "n_test": data["n_test"], "correct": _bits(correct), "train_seconds": model.seconds,
                              "one_class": bool((predicted > 0).sum() == 1)}

@@ -200,6 +200,7 @@ def log_roc(roc: Any, points: int = 200) -> dict[str, list[float]]:
 def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str], None]) -> dict[str, ResultRecord]:
     """Train the setting's target once and attack it with each run's method."""
     from veil.attacks.membership import ModelAccess, membership_game, score_membership
+    from veil.experiments.dpsgd.utility import majority_rate
 
     run0 = runs[0]
     Xp, yp = data["X_train"], data["y_train"]
@@ -208,8 +209,7 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
     model = defense.train((Xp[game.train], yp[game.train]))
     predicted = model.predict(data["X_test"])  # one pass: a TextHide target answers with fresh masks each time
     correct = predicted == data["y_test"]
-    counts = np.bincount(data["y_test"], minlength=data["num_classes"])
-    majority = Metric(mean=float(counts.max() / counts.sum()), n=int(counts.sum()))
+    majority = majority_rate(data["y_test"], data["num_classes"])
     one_class = bool(len(np.unique(predicted)) == 1)
     access = ModelAccess.of(model, defense, Xp[game.candidates], yp[game.candidates])
     population = (Xp[game.population], yp[game.population])
