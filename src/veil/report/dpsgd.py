@@ -67,6 +67,9 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
                   + ": a model that predicts one class for everything scores exactly that. 'One class' counts the "
                   "seeds whose model did (every test prediction the same class; '–': a record made before veil "
                   "kept it).", ""]
+    from veil.report.dpsgd_choice import choice_section
+
+    lines += choice_section(records[0][0].parent.parent) if records else []
     commits = sorted({r.git_commit for r in recs})
     lines.append(f"Commits: {', '.join(commits)}.")
     cmds = []

@@ -1,0 +1,203 @@
+"""TextHide or DP-SGD? The section of ``docs/results/dpsgd.md`` that joins the records of several experiments.
+
+Per corpus, the three kinds of head that ``veil attack membership`` trains on the same members with one recipe
+(plain training, a head trained on TextHide encodings, DP-SGD at each epsilon) at the largest epochs budget where all
+three were recorded. Each is put under the strongest attack veil recorded for what it releases:
+
+- the model (all three): the membership attack with the highest AUC (``results/membership``);
+- TextHide's training encodings, released at every step of training: the attack with the highest success on
+  encodings of the same (m, k) in the same mode on the same corpus (``results/texthide-attacks``);
+- DP-SGD's guarantee: the largest AUC its (epsilon, delta) allows, and the one-run audits at the same target
+  epsilon on the same corpus (``results/dpsgd-audit``).
+
+DP-SGD "at the same utility" is the smallest recorded epsilon whose target is at least as accurate as the TextHide
+target (accuracies are single test-split measurements with Wilson intervals; the rule is stated on the page).
+Nothing here is typed by hand: each sentence is computed from those records.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from veil.report.markdown import beats_majority, proportion_interval, read_record
+from veil.results import Metric, ResultRecord
+
+__all__ = ["choice_section", "ALPHA"]
+
+#: the level of the binomial test of each target against the majority class (as the membership page)
+ALPHA = 0.05
+
+
+def _records(folder: Path) -> list[ResultRecord]:
+    return [read_record(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _pct(m: Metric) -> str:
+    if m.ci_low is None:
+        return f"{100 * m.mean:.1f}"
+    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
+    return f"{100 * m.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def _share(m: Metric) -> str:
+    """``_pct`` with the percent sign after the estimate."""
+    text = _pct(m)
+    return text.replace(" [", "% [", 1) if " [" in text else f"{text}%"
+
+
+def _accuracy(rs: list[ResultRecord]) -> float:
+    """The target's test accuracy: the mean over the distinct trainings behind its records (each call of the
+    experiment trains its own target)."""
+    accs = list(dict.fromkeys(r.metrics["test_accuracy"].mean for r in rs))
+    return sum(accs) / len(accs)
+
+
+def _accuracy_text(rs: list[ResultRecord]) -> str:
+    return " / ".join(dict.fromkeys(f"{100 * r.metrics['test_accuracy'].mean:.1f}" for r in rs))
+
+
+def _learnt(rs: list[ResultRecord]) -> str:
+    verdicts = [beats_majority(r, ALPHA) for r in rs]
+    if any(v is None for v in verdicts):
+        return "–"
+    return " / ".join(dict.fromkeys("yes" if v.reject else "no" for v in verdicts))
+
+
+def _attack(r: ResultRecord) -> str:
+    queries = r.config.get("queries", 1)
+    return r.config["method"] + (f", {queries} queries" if queries != 1 else "")
+
+
+def _membership(rs: list[ResultRecord]) -> str:
+    top = max(rs, key=lambda r: r.metrics["auc"].mean)
+    return (f"membership ({_attack(top)}): AUC {_pct(top.metrics['auc'])}, TPR at 1% FPR "
+            f"{_pct(top.metrics['tpr@1%fpr'])}")
+
+
+def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[ResultRecord, str] | None:
+    """The strongest recorded attack on the training encodings of (m, k)-TextHide (intra) on ``corpus`` and what it
+    did: unmixing's share of encodings with all k sources recovered, a retrieval attack's share of queries with one
+    of their private sources found (its own text where it has no any-source score)."""
+    best = None
+    for r in recs:
+        c = r.config.get("cell") or {}
+        if (c.get("corpus") != corpus or c.get("mode") != "intra" or c.get("index", "private") != "private"
+                or str(c.get("m")) != str(m) or int(c.get("k", -1)) != int(k)):
+            continue
+        seen = f"{c['attack']} ({c.get('epochs', '?')} epochs of encodings observed)"
+        if c.get("attack") == "unmix" and "all_sources" in r.metrics:
+            metric = r.metrics["all_sources"]
+            what = f"{seen} recovers all {k} private sources of {_share(metric)} of {metric.n} encodings"
+        elif "identity_any" in r.metrics:
+            metric = r.metrics["identity_any"]
+            what = f"{seen} finds one of the private sources of {_share(metric)} of {metric.n} queries"
+        elif "identity" in r.metrics:
+            metric = r.metrics["identity"]
+            what = f"{seen} finds the own text of {_share(metric)} of {metric.n} queries"
+        else:
+            continue
+        if best is None or metric.mean > best[0]:
+            best = (metric.mean, r, what)
+    return None if best is None else (best[1], best[2])
+
+
+def _audits(recs: list[ResultRecord], corpus: str, eps: float) -> str:
+    rs = [r for r in recs if r.config.get("corpus") == corpus and r.config.get("defense") == "dpsgd"
+          and float(r.config.get("epsilon", -1)) == float(eps)]
+    if not rs:
+        return "no one-run audit recorded at this epsilon"
+    top = max(rs, key=lambda r: max(r.metrics["epsilon_lower_white"].mean, r.metrics["epsilon_lower_black"].mean))
+    lower = max(top.metrics["epsilon_lower_white"].mean, top.metrics["epsilon_lower_black"].mean)
+    passed = sum(r.metrics["passed"].mean == 1.0 for r in rs)
+    return (f"one-run audit: highest lower bound {lower:.2f} against the claimed "
+            f"{top.metrics['epsilon_claimed'].mean:.2f} ({top.config['setting']}); {passed} of {len(rs)} audits pass")
+
+
+def _targets(recs: list[ResultRecord]) -> dict[str, dict[int, dict[tuple, list[ResultRecord]]]]:
+    """corpus -> epochs -> (defense, epsilon, m, k) -> records, heads only."""
+    out: dict[str, dict[int, dict[tuple, list[ResultRecord]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in recs:
+        c = r.config
+        if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics:
+            continue
+        key = (c["defense"], c.get("epsilon"), c.get("texthide_m"), c.get("texthide_k"))
+        out[c["corpus"]][int(c["epochs"])].setdefault(key, []).append(r)
+    return out
+
+
+def _complete(targets: dict[tuple, list[ResultRecord]]) -> bool:
+    kinds = {d for d, *_ in targets}
+    return {"plain", "texthide", "dpsgd"} <= kinds
+
+
+def choice_section(root: Path) -> list[str]:
+    """The section's lines, from the record folders under ``root`` (the results folder); empty when no corpus has
+    membership records of all three kinds of target at one epochs budget."""
+    from veil.attacks.membership.scoring import dp_auc_bound
+
+    by_corpus = _targets(_records(root / "membership"))
+    encodings = _records(root / "texthide-attacks")
+    audits = _records(root / "dpsgd-audit")
+    rows: list[str] = []
+    said: list[str] = []
+    for corpus in sorted(by_corpus):
+        budgets = [e for e, t in by_corpus[corpus].items() if _complete(t)]
+        if not budgets:
+            continue
+        epochs = max(budgets)
+        targets = by_corpus[corpus][epochs]
+        members = next(iter(targets.values()))[0].config["members"]
+        where = f"{corpus} ({members} members, {epochs} epochs)"
+        plain = [rs for (d, *_), rs in targets.items() if d == "plain"][0]
+        hides = {(m, k): rs for (d, _, m, k), rs in targets.items() if d == "texthide"}
+        (m, k), hide = max(hides.items(), key=lambda kv: _accuracy(kv[1]))
+        dps = sorted(((float(e), rs) for (d, e, *_), rs in targets.items() if d == "dpsgd"), key=lambda t: t[0])
+        rows.append(f"| {where} | none (plain training) | model | {_accuracy_text(plain)} | {_learnt(plain)} | "
+                    f"{_membership(plain)} | none |")
+        enc = _encodings(encodings, corpus, m, k)
+        enc_text = "no attack on these encodings recorded" if enc is None else enc[1]
+        rows.append(f"| {where} | TextHide ({m}, {k}) | training encodings, every step | {_accuracy_text(hide)} | "
+                    f"{_learnt(hide)} | {enc_text} | heuristic |")
+        rows.append(f"| {where} | TextHide ({m}, {k}) | model | {_accuracy_text(hide)} | {_learnt(hide)} | "
+                    f"{_membership(hide)} | heuristic |")
+        goal = _accuracy(hide)
+        equal = next((e for e, rs in dps if _accuracy(rs) >= goal), None)
+        for eps, rs in dps:
+            delta = rs[0].metrics["delta"].mean if "delta" in rs[0].metrics else 0.0
+            bound = dp_auc_bound(eps, delta)
+            mark = " (same utility)" if eps == equal else ""
+            rows.append(f"| {where} | DP-SGD, epsilon {eps:g}{mark} | model | {_accuracy_text(rs)} | {_learnt(rs)} | "
+                        f"{_membership(rs)}; {_audits(audits, corpus, eps)} | ({eps:g}, {delta:.2g})-DP: AUC at "
+                        f"most {100 * bound:.2f} |")
+        if equal is None:
+            best_eps, best = max(dps, key=lambda t: _accuracy(t[1]))
+            said.append(f"- {corpus}: no recorded epsilon reaches the TextHide head's accuracy "
+                        f"({100 * goal:.1f}); the most accurate DP-SGD head (epsilon {best_eps:g}) reaches "
+                        f"{100 * _accuracy(best):.1f}.")
+            continue
+        rs = dict(dps)[equal]
+        top = max(rs, key=lambda r: r.metrics["auc"].mean)
+        line = (f"- {corpus}: DP-SGD reaches the TextHide head's accuracy ({100 * goal:.1f}) at epsilon {equal:g} "
+                f"({100 * _accuracy(rs):.1f}). There, its strongest recorded membership attack reaches AUC "
+                f"{_pct(top.metrics['auc'])} ({_attack(top)}), and its guarantee caps every attack's AUC at "
+                f"{100 * dp_auc_bound(equal, rs[0].metrics['delta'].mean):.2f}.")
+        if enc is not None:
+            line += f" TextHide's training encodings, which leave the owner at every step, are broken: {enc[1]}."
+        said.append(line)
+    if not rows:
+        return []
+    return ["## TextHide or DP-SGD?", "",
+            "The three ways to train a classifier on private text, trained by `veil attack membership` on the same "
+            "members of the same corpus with one recipe (an MLP head on frozen MiniLM, the same epochs, batch "
+            "size and learning rate), at the largest epochs budget where all three were recorded. Each is put "
+            "under the strongest attack veil recorded for what it releases. A TextHide user releases two things: "
+            "the training encodings at every step (to the server that trains on them; docs/results/"
+            "texthide-attacks.md), and the trained model. A DP-SGD user releases only the model "
+            "(docs/results/membership.md, docs/results/dpsgd-audit.md). 'Same utility' marks the smallest "
+            "recorded epsilon whose head is at least as accurate as the TextHide head (one test-split measurement "
+            "each; their Wilson intervals are on the membership page). Accuracy: percent on the test split, one "
+            "value per training (each experiment call trains its own target). 'Learnt': the exact one-sided "
+            f"binomial test against the majority class at {ALPHA:g}.", "",
+            "| corpus | target | what it releases | test accuracy | learnt | strongest attack recorded on it | "
+            "what bounds it |", "|---|---|---|---|---|---|---|", *rows, "", *said, ""]
