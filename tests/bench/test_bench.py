@@ -46,7 +46,7 @@ EVERY_TASK = {"rt-polarity": "sentence-classification", "drug-reviews": "documen
 
 
 #: defenses that run in the full bench only, each saying why in its bench_settings (minutes of training per setting)
-FULL_ONLY = {"obfuscation-neural", "texthide-model"}
+FULL_ONLY = {"obfuscation-neural"}
 
 
 @pytest.mark.parametrize("quick", [True, False])

@@ -66,3 +66,34 @@ def test_attacks_not_comparable_with_the_strongest_still_show_their_measurement(
                                     "test": {"reject": True, "p_value": 1e-30}}
     (row,) = _rows([p])
     assert row[3] == "n/a" and "membership-lira auc 66.0% [64.0, 68.0], p=1e-30" in row[-1]
+
+
+def _model(defense, label, utility, aucs):
+    p = BenchPoint("rt-polarity", defense, {}, label, {"kind": "none"})
+    p.utility = {"utility_metric": _metric(utility, utility - 0.02, utility + 0.02)}
+    for attack, auc in aucs.items():
+        p.attacks[attack] = {"comparable": True, "success": "auc", "test": {"reject": True, "p_value": 1e-9},
+                             "success_metric": _metric(auc, auc - 0.01, auc + 0.01)}
+    return p
+
+
+def test_a_model_is_compared_with_plain_training_not_with_the_vectors_baseline():
+    from veil.report.bench import _by_kind, _rows, _what_to_use
+
+    none = BenchPoint("rt-polarity", "none", {}, "default", {"kind": "none"})
+    none.utility = {"utility_metric": _metric(0.77, 0.75, 0.79)}
+    none.attacks["rss"] = {"comparable": True, "success_metric": _metric(1.0, 0.99, 1.0), "test": {"reject": True}}
+    plain = _model("plain", "ep200", 0.74, {"membership-lira": 0.88, "membership-loss": 0.70})
+    dp = _model("dpsgd", "ep200-eps1", 0.72, {"membership-rmia": 0.54, "membership-loss": 0.52})
+    hide = _model("texthide-model", "ep200", 0.70, {"membership-lira": 0.57})
+    points = {"rt-polarity": [none, dp, hide, plain]}
+    sections = {kind: [p.defense for p in pts] for kind, _, pts in _by_kind(points)}
+    assert sections["model"] == ["plain", "dpsgd", "texthide-model"]  # its own reference first, no vectors baseline
+    assert sections["vectors"] == ["none"]
+    (row,) = [r for r in _what_to_use(points) if r[1] == "model"]
+    # TextHide is beaten on both axes, and plain is no defense: neither is on the frontier
+    assert row[2].startswith("dpsgd ep200-eps1") and "texthide" not in row[2]
+    assert row[4] == "plain ep200: utility 74.0% [72.0, 76.0], membership-lira 88.0% [87.0, 89.0]"
+    rows = {r[0]: r for r in _rows([plain, dp])}
+    assert rows["plain ep200"][1] == "none" and rows["plain ep200"][3] == "membership-lira"
+    assert rows["dpsgd ep200-eps1"][3] == "membership-rmia"

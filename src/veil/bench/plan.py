@@ -60,7 +60,8 @@ def _label(setting: dict[str, Any]) -> str:
     parts = []
     for key, value in sorted(setting.items()):
         v = f"{value:g}" if isinstance(value, float) else str(value)
-        parts.append(f"{key}{v}" if key in ("m", "k") else (f"eps{v}" if key == "epsilon" else v))
+        prefix = {"m": "m", "k": "k", "epsilon": "eps", "epochs": "ep"}.get(key, "")
+        parts.append(f"{prefix}{v}")
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(parts))
 
 

@@ -95,6 +95,9 @@ class Defense(metaclass=ABCMeta):
     paper_attack: ClassVar[str] = ""
     control: ClassVar[bool] = False
     abstract: ClassVar[bool] = False
+    #: releases its kind without any protection (``none``, ``plain``): the bench's reference for that kind, never on
+    #: its frontier
+    undefended: ClassVar[bool] = False
 
     def config(self) -> dict[str, Any]:
         """Public, JSON-ready configuration (no secrets); subclasses extend it."""

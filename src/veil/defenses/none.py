@@ -30,6 +30,7 @@ class NoDefense(VectorsDefense):
     It is the baseline of every release kind: the bench pairs it with the attacks of every corpus it serves."""
 
     name = "none"
+    undefended = True
     guarantee = Guarantee("none", "no defense: the representation is released as it is")
     tasks = ("sentence-classification", "document-classification")
     paper_attack = "rss"  # the baseline row of Huang et al. 2020, Tables 3-4

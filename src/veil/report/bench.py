@@ -158,7 +158,7 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
             extra.append(f"{name} {what} {_pct(block['success_metric'])}{against}{verdict}")
         g = p.guarantee
         guarantee = (f"epsilon={g['epsilon']:g} ({g['kind']})" if g.get("epsilon") is not None else
-                     ("none" if p.defense == "none" else
+                     ("none" if _undefended(p.defense) else
                       "heuristic" if g.get("kind") in (None, "none") else g["kind"]))
         utility = _pct(p.utility and p.utility["utility_metric"])
         if p.utility and p.utility.get("collapsed"):
@@ -173,6 +173,14 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
                      _pct(p.attacks[paper]["success_metric"]) if paper in p.attacks else "n/a",
                      "; ".join(extra)])
     return rows
+
+
+def _undefended(defense: str) -> bool:
+    """Whether ``defense`` releases its kind without protection (:attr:`~veil.defenses.base.Defense.undefended`):
+    its kind's reference, never on its frontier."""
+    from veil.defenses.base import defense_names, get_defense
+
+    return defense in defense_names(controls=True) and get_defense(defense).undefended
 
 
 def _kind(defense: str) -> str:
@@ -214,19 +222,32 @@ def _what_to_use(by_corpus: dict[str, list[BenchPoint]]) -> list[list[str]]:
     strongest attack, and every setting a stronger attack broke."""
     rows = []
     for corpus, points in by_corpus.items():
-        base = next((p for p in points if p.defense == "none" and p.strongest and p.utility), None)
         kinds: dict[str, list[BenchPoint]] = {}
         for p in points:
             if p.defense != "none":
                 kinds.setdefault(_kind(p.defense), []).append(p)
-        for kind, mine in kinds.items():
+        for kind, everything in kinds.items():
+            mine = [p for p in everything if not _undefended(p.defense)]
+            base = _base(kind, points, everything)
             best = [f"{p.name} ({_guarantee_short(p)}): utility {_pct(p.utility['utility_metric'])}, "
                     f"{p.strongest[0]} {_pct(p.strongest[1]['success_metric'])}" for p in frontier(mine)]
             hit = [f"{p.name}: {why}" for p in mine if (why := broken(p))]
-            ref = (f"utility {_pct(base.utility['utility_metric'])}, {base.strongest[0]} "
+            ref = (f"{base.name}: utility {_pct(base.utility['utility_metric'])}, {base.strongest[0]} "
                    f"{_pct(base.strongest[1]['success_metric'])}") if base else _reference(mine)
             rows.append([corpus, kind, "; ".join(best) or "n/a", "; ".join(hit) or "none", ref])
     return rows
+
+
+def _base(kind: str, points: list[BenchPoint], mine: list[BenchPoint]) -> BenchPoint | None:
+    """The kind's undefended reference with a utility and a strongest attack: its own undefended defense (``plain``
+    for a model), else the ``none`` baseline where the kind contains what it releases (vectors)."""
+    from veil.kinds import observable
+
+    own = [p for p in mine if _undefended(p.defense) and p.strongest and p.utility]
+    if own:
+        return own[0]
+    return next((p for p in points if p.defense == "none" and p.strongest and p.utility
+                 and observable(kind, _kind("none"))), None)
 
 
 def _reference(points: list[BenchPoint]) -> str:
@@ -289,7 +310,7 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
     # one colour per defense in order of appearance (no defense in black): no table of names to keep up to date
     palette = iter(["tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:red", "tab:brown", "tab:pink",
                     "tab:olive", "tab:cyan", "tab:gray"] * 3)
-    colours = {"none": "black"}
+    colours = {q.defense: "black" for q in points if _undefended(q.defense)}
     for q in points:
         colours.setdefault(q.defense, next(palette))
     shown = [(q.utility["utility_metric"]["mean"], q.strongest[1]["success_metric"]["mean"]) for q in points
@@ -318,7 +339,7 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
         yerr = [[a["mean"] - a.get("ci_low", a["mean"])], [a.get("ci_high", a["mean"]) - a["mean"]]]
         ax.errorbar(u["mean"], a["mean"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
                     color=colours[p.defense], label=p.defense)
-        tag = p.label if p.defense != "none" else "no defense"
+        tag = "no defense" if _undefended(p.defense) else p.label
         tag += " (collapsed)" if p.utility.get("collapsed") else ""
         # the leader line ties each label to its own point
         ax.annotate(tag, (u["mean"], a["mean"]), textcoords="offset points",
@@ -451,16 +472,17 @@ _KIND_WORDS = {"vectors": "one vector per text (inference)", "training-encodings
 
 def _by_kind(by_corpus: dict[str, list[BenchPoint]]) -> list[tuple[str, str, list[BenchPoint]]]:
     """(release kind, corpus, points) in the order of :data:`veil.kinds.RELEASE_KINDS`: each kind's defenses on each
-    corpus, with the undefended baseline of that corpus beside them where it exists (it releases vectors, which
-    every kind of those sections contains); the baseline alone has the ``vectors`` section when no vectors
-    defense ran."""
-    from veil.kinds import RELEASE_KINDS
+    corpus (its own undefended reference first, e.g. ``plain`` for a model), with the ``none`` baseline of that
+    corpus beside them where the kind contains what it releases (vectors: a trained model does not); the baseline
+    alone has the ``vectors`` section when no vectors defense ran."""
+    from veil.kinds import RELEASE_KINDS, observable
 
     out = []
     for kind in [*RELEASE_KINDS, "unknown"]:
         for corpus, points in by_corpus.items():
-            mine = [p for p in points if p.defense != "none" and _kind(p.defense) == kind]
-            base = [p for p in points if p.defense == "none"]
+            mine = sorted((p for p in points if p.defense != "none" and _kind(p.defense) == kind),
+                          key=lambda p: not _undefended(p.defense))
+            base = [p for p in points if p.defense == "none" and observable(kind, _kind("none"))]
             if mine or (kind == "vectors" and base):
                 out.append((kind, corpus, base + mine))
     return out
@@ -519,7 +541,7 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
             fh.write(png)
         rows = _rows(points)
         floor_line = _floor_line(points)
-        if not any(p.defense == "none" for p in points) and _reference(points) != "n/a":
+        if not any(_undefended(p.defense) for p in points) and _reference(points) != "n/a":
             floor_line += f" Without a defense: {_reference(points)}."
         md += [f"### {corpus}", "", f"![privacy-utility plot of {corpus}, {kind}]({png_name})", "", floor_line, ""]
         md += _md_table(HEAD, rows) + [""]

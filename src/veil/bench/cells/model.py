@@ -7,8 +7,9 @@ training examples, as many non-members and the attacker's public population
 target on the members. The utility cell is the target's test accuracy (Wilson 95%); an attack cell runs the
 membership attack on black-box access to it (:class:`~veil.attacks.membership.ModelAccess`) and scores AUC with a
 stratified bootstrap interval, tested against 0.5 (random guessing) by a one-sided Mann-Whitney U test
-(:func:`~veil.attacks.membership.scoring.membership_test`). AUC is not a re-identification rate (``comparable`` is
-False). The target is trained once per process for a setting's cells (cached on the corpus' bench data, as
+(:func:`~veil.attacks.membership.scoring.membership_test`). Every attack on a model scores AUC over the same
+candidates, so the AUCs are comparable with each other (``comparable``: the strongest is the highest AUC); AUC is
+not a re-identification rate, and the report never compares it with another kind's success. The target is trained once per process for a setting's cells (cached on the corpus' bench data, as
 representations cells are).
 """
 
@@ -120,7 +121,7 @@ def membership_cell(cell: Any, data: Any) -> ResultRecord:
                        config={"attack": dict(scored.result.config), **_config(t)}, metrics=metrics, wall_time_s=0.0,
                        extra={"roc_points": len(scored.roc.fpr)})
     auc = metrics["auc"]
-    bench = bench_block(success="auc", success_metric=auc.to_dict(), comparable=False, random_rate=0.5,
+    bench = bench_block(success="auc", success_metric=auc.to_dict(), comparable=True, random_rate=0.5,
                         floor_success=Metric(mean=0.5).to_dict(), test=verdict.to_dict(), versus="random guessing",
                         measure=f"membership inference: AUC over {len(g.candidates)} candidates (half trained on), "
                                 f"TPR at 1% FPR {metrics['tpr@1%fpr'].mean:.3f}, at 0.1% FPR "

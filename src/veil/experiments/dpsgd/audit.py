@@ -7,7 +7,7 @@ spaced subset of ``max_train``: frozen MiniLM embeddings, torch backend) by the 
 rate and number of steps fixed by the public n = real + m/2 (not by how many canaries happened to be included).
 
 Settings: ``one-step`` (the whole set in one lot, one step: q = 1, the Gaussian mechanism once; one-run audits
-are tightest there) and ``recipe`` (the bench's recipe: 10 epochs, expected lot 256).
+are tightest there) and ``recipe`` (``veil dpsgd train``'s default recipe: 10 epochs, expected lot 256).
 
 Measured, per run:
 
