@@ -58,7 +58,8 @@ def test_os_entropy_by_default_seeds_reproduce_and_the_recipe_rebuilds_it():
     assert isinstance(shadow, TextHideTraining) and (shadow.m, shadow.k) == (16, 2)
     from veil.defenses.dpsgd.mechanism import BENCH_EPOCHS
 
-    assert TextHideTraining.bench_settings(True) == TextHideTraining.bench_settings(False) == [{"epochs": BENCH_EPOCHS}]
+    assert TextHideTraining.bench_settings(True) == TextHideTraining.bench_settings(False) == [
+        {"epochs": BENCH_EPOCHS, "m": 256, "k": 4}]
 
 
 def test_a_lot_smaller_than_k_is_refused_before_training():

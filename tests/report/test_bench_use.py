@@ -97,3 +97,25 @@ def test_a_model_is_compared_with_plain_training_not_with_the_vectors_baseline()
     rows = {r[0]: r for r in _rows([plain, dp])}
     assert rows["plain ep200"][1] == "none" and rows["plain ep200"][3] == "membership-lira"
     assert rows["dpsgd ep200-eps1"][3] == "membership-rmia"
+
+
+def test_texthide_or_dpsgd_joins_the_model_and_the_encodings_of_one_texthide_setting():
+    from veil.report.bench import _texthide_or_dpsgd
+
+    hide = _model("texthide-model", "ep200-k4-m256", 0.70, {"membership-rmia": 0.57})
+    hide.setting = {"epochs": 200, "m": 256, "k": 4}
+    enc = BenchPoint("rt-polarity", "texthide", {"m": 256, "k": 4, "mode": "intra"}, "k4-m256-intra", {})
+    enc.attacks["unmix"] = {"comparable": True, "success_metric": _metric(1.0, 0.996, 1.0), "test": {"reject": True}}
+    other = BenchPoint("rt-polarity", "texthide", {"m": 16, "k": 4, "mode": "intra"}, "k4-m16-intra", {})
+    other.attacks["unmix"] = {"comparable": True, "success_metric": _metric(0.5, 0.4, 0.6), "test": {"reject": True}}
+    dps = []
+    for eps, acc, auc in ((1.0, 0.66, 0.52), (3.0, 0.72, 0.55), (8.0, 0.76, 0.59)):
+        p = _model("dpsgd", f"ep200-eps{eps:g}", acc, {"membership-rmia": auc})
+        p.setting = {"epochs": 200, "epsilon": eps}
+        dps.append(p)
+    (row,) = _texthide_or_dpsgd({"rt-polarity": [other, enc, dps[2], hide, dps[0], dps[1]]})
+    assert row == ["rt-polarity", "(256, 4): 70.0% [68.0, 72.0]", "unmix 100.0% [99.6, 100.0]",
+                   "membership-rmia 57.0% [56.0, 58.0]", "epsilon 3: 72.0% [70.0, 74.0], membership-rmia 55.0% "
+                   "[54.0, 56.0]"]
+    (row,) = _texthide_or_dpsgd({"rt-polarity": [hide, dps[0]]})
+    assert row[2] == "not run" and row[4] == "none of the DP-SGD settings run reaches it"

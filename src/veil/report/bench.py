@@ -250,6 +250,41 @@ def _base(kind: str, points: list[BenchPoint], mine: list[BenchPoint]) -> BenchP
                  and observable(kind, _kind("none"))), None)
 
 
+CHOICE_HEAD = ["corpus", "TextHide (m, k): its model's utility", "its training encodings: strongest attack",
+               "its model: strongest attack",
+               "DP-SGD at the same utility (smallest epsilon): utility, strongest attack"]
+CHOICE_NOTE = ("TextHide's pitch is training on private text without DP-SGD's utility cost. Per corpus: the model "
+               "trained on TextHide encodings (the model section), the strongest attack on the training encodings "
+               "of the same (m, k) in intra mode (the training-encodings section; they leave the owner at every "
+               "step), and DP-SGD at the smallest epsilon whose model is at least as accurate (by the means; the "
+               "two models share the recipe, members and epochs). A TextHide user releases both the encodings and "
+               "the model; a DP-SGD user only the model. docs/results/dpsgd.md has the same comparison at the "
+               "experiments' budgets.")
+
+
+def _texthide_or_dpsgd(by_corpus: dict[str, list[BenchPoint]]) -> list[list[str]]:
+    """One row per corpus with a TextHide-trained model and DP-SGD models (:data:`CHOICE_HEAD`)."""
+    rows = []
+    for corpus, points in by_corpus.items():
+        hides = [p for p in points if p.defense == "texthide-model" and p.utility and p.strongest]
+        dps = sorted((p for p in points if p.defense == "dpsgd" and p.utility and p.strongest),
+                     key=lambda p: float(p.setting.get("epsilon", 0)))
+        for th in hides:
+            m, k = th.setting.get("m"), th.setting.get("k")
+            enc = next((p for p in points if p.defense == "texthide" and p.strongest and str(p.setting.get("m")) ==
+                        str(m) and p.setting.get("k") == k and p.setting.get("mode") == "intra"), None)
+            goal = th.utility["utility_metric"]["mean"]
+            same = next((p for p in dps if p.utility["utility_metric"]["mean"] >= goal), None)
+            dp = ("none of the DP-SGD settings run reaches it" if same is None else
+                  f"epsilon {float(same.setting['epsilon']):g}: {_pct(same.utility['utility_metric'])}, "
+                  f"{same.strongest[0]} {_pct(same.strongest[1]['success_metric'])}")
+            rows.append([corpus, f"({m}, {k}): {_pct(th.utility['utility_metric'])}",
+                         "not run" if enc is None else
+                         f"{enc.strongest[0]} {_pct(enc.strongest[1]['success_metric'])}",
+                         f"{th.strongest[0]} {_pct(th.strongest[1]['success_metric'])}", dp])
+    return rows
+
+
 def _reference(points: list[BenchPoint]) -> str:
     """What the kind's cells measured without the defense, where there is no undefended point: the utility on the
     original inputs (parsing), or an undefended training run's numbers (representations)."""
@@ -529,6 +564,13 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
                 + "".join(f"<th>{html.escape(h)}</th>" for h in USE_HEAD) + "</tr>"
                 + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in use)
                 + "</table>")
+    choice = _texthide_or_dpsgd(by_corpus)
+    if choice:
+        md += ["### TextHide or DP-SGD?", "", CHOICE_NOTE, ""] + _md_table(CHOICE_HEAD, choice) + [""]
+        body.append(f"<h3>TextHide or DP-SGD?</h3><p>{html.escape(CHOICE_NOTE)}</p><table><tr>"
+                    + "".join(f"<th>{html.escape(h)}</th>" for h in CHOICE_HEAD) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in choice)
+                    + "</table>")
     for kind, corpus, points in _by_kind(by_corpus):
         if kind != last_kind:
             last_kind = kind

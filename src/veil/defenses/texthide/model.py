@@ -85,7 +85,9 @@ class TextHideTraining(_Trainer):
     def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
         from veil.defenses.dpsgd.mechanism import BENCH_EPOCHS
 
-        return [{"epochs": BENCH_EPOCHS}]  # as plain and DP-SGD: the three targets at one budget
+        # as plain and DP-SGD: the three targets at one budget; (m, k) named, so the bench report can set the model
+        # beside the training encodings of the same TextHide setting
+        return [{"epochs": BENCH_EPOCHS, "m": 256, "k": 4}]
 
     def _recipe_extra(self) -> dict[str, Any]:
         return {"m": self.m, "k": self.k}
