@@ -121,3 +121,18 @@ def test_membership_page_names_the_strongest_attack_and_checks_dp_against_its_au
     assert "veil attack membership --corpus rt-polarity --defense plain,dpsgd --method lira,loss --epsilon 1 " in page
     assert "veil attack membership --corpus rt-polarity --defense dpsgd --method loss --epsilon 3 " in page
     assert "--defense plain --method lira --shadows 16 --members 100 --epochs 200 " in page
+
+
+def test_the_dpsgd_audit_page_says_which_corpus_each_audit_ran_on(tmp_path):
+    import shutil
+
+    res = tmp_path / "results" / "dpsgd-audit"
+    res.mkdir(parents=True)
+    for name in ("rt-polarity-dpsgd-recipe-eps1-m10000-n2000-clip1.0-seed0.json",
+                 "sms-spam-dpsgd-recipe-eps1-m10000-n2000-clip1.0-seed0.json"):
+        shutil.copy(ROOT / "results" / "dpsgd-audit" / name, res / name)
+    render_all(tmp_path / "results", tmp_path / "docs")
+    rows = [line for line in (tmp_path / "docs" / "dpsgd-audit.md").read_text().splitlines()
+            if line.startswith("| ") and "recipe" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| rt-polarity", "| sms-spam"]
+    assert all(row.endswith("| PASS |") for row in rows)

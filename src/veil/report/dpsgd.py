@@ -313,7 +313,8 @@ def _audit_plot(recs: list[ResultRecord], out_dir: Path) -> list[str]:
 
 @register_renderer("dpsgd-audit")
 def audit_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
-    recs = sorted((r for _, r in records), key=lambda r: (r.config["setting"], r.config["defense"] != "dpsgd",
+    recs = sorted((r for _, r in records), key=lambda r: (r.config["corpus"], r.config["setting"],
+                                                          r.config["defense"] != "dpsgd",
                                                           r.config["defense"], r.config["epsilon"],
                                                           r.config["seed"]))
     lines = ["# Results: one-run audits of DP-SGD", "",
@@ -327,9 +328,9 @@ def audit_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
              "signal of included ones against what clipping allows (one-sided z), each at level 1e-6. An audit "
              "passes when neither bound exceeds the claimed epsilon and both checks pass; a negative control must "
              "fail. docs/dpsgd.md explains the settings and why a one-run bound stays far below the claim.", "",
-             "| setting | defense | claimed epsilon | seed | canaries | white-box bound (guesses, right) | "
+             "| corpus | setting | defense | claimed epsilon | seed | canaries | white-box bound (guesses, right) | "
              "black-box bound | perfect auditor | noise variance ratio (p) | sensitivity z (p) | verdict |",
-             "|---|---|---:|---:|---:|---|---:|---:|---|---|---|"]
+             "|---|---|---|---:|---:|---:|---|---:|---:|---|---|---|"]
     for r in recs:
         c, m, x = r.config, r.metrics, r.extra
         white = x["white"]
@@ -337,7 +338,8 @@ def audit_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         passed = m["passed"].mean == 1.0
         verdict = ("PASS" if passed else "FAIL") + ("" if not control else
                                                    (" (caught)" if not passed else " (NOT caught)"))
-        lines.append(f"| {c['setting']} | {c['defense']} | {m['epsilon_claimed'].mean:.3f} | {c['seed']} | "
+        lines.append(f"| {c['corpus']} | {c['setting']} | {c['defense']} | {m['epsilon_claimed'].mean:.3f} | "
+                     f"{c['seed']} | "
                      f"{c['canaries']} | {m['epsilon_lower_white'].mean:.3f} ({white['r']}, {white['correct']}) | "
                      f"{m['epsilon_lower_black'].mean:.3f} | {m['epsilon_lower_ideal'].mean:.3f} | "
                      f"{m['noise_variance_ratio'].mean:.4f} "
