@@ -432,7 +432,8 @@ def dpsgd_audit_summary(results: Path, bench: Path) -> str:
         sens_failed = sum(x["sensitivity_p_value"].mean < r.config["check_alpha"] for x, r in zip(m, rs))
         claims = sorted({round(x["epsilon_claimed"].mean, 1) for x in m})
         head = (f"- **{names[defense]}**: {'failed' if defense != 'dpsgd' else 'passed'} "
-                f"{failed if defense != 'dpsgd' else len(rs) - failed} of {len(rs)} audits (claimed epsilon "
+                f"{failed if defense != 'dpsgd' else len(rs) - failed} of {len(rs)} audits (on "
+                f"{', '.join(sorted({r.config['corpus'] for r in rs}))}; claimed epsilon "
                 f"{', '.join(f'{c:g}' for c in claims)}; settings {', '.join(sorted({r.config['setting'] for r in rs}))}"
                 f"; {rs[0].config['canaries']} canaries). ")
         head += (f"White-box bound / claimed epsilon {min(white):.2f} to {max(white):.2f}, black-box {min(black):.2f} "
