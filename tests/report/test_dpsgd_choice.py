@@ -77,3 +77,14 @@ def test_no_epsilon_that_reaches_texthide_is_said_and_a_budget_without_all_three
             "head (epsilon 1) reaches 89.0.") in text
     assert "no attack on these encodings recorded" in text
     assert choice_section(tmp_path / "absent") == []
+
+
+def test_encodings_are_called_broken_only_when_the_attack_interval_clears_half(tmp_path):
+    _write(tmp_path, "membership", [_member("plain", "loss", 0.70, 0.74), _member("texthide", "loss", 0.52, 0.70),
+                                    _member("dpsgd", "loss", 0.51, 0.72, eps=1.0),
+                                    _member("texthide", "loss", 0.52, 0.70, epochs=10)])  # another budget
+    _write(tmp_path, "texthide-attacks", [_unmix(0.3)])
+    text = "\n".join(choice_section(tmp_path))
+    assert ("TextHide's training encodings, which leave the owner at every step: unmix (5 epochs of encodings "
+            "observed) recovers all 4 private sources of 30.0% [29.0, 31.0] of 1000 encodings.") in text
+    assert "are broken" not in text

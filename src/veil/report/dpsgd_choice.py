@@ -75,7 +75,7 @@ def _membership(rs: list[ResultRecord]) -> str:
             f"{_pct(top.metrics['tpr@1%fpr'])}")
 
 
-def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[ResultRecord, str] | None:
+def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[Metric, str] | None:
     """The strongest recorded attack on the training encodings of (m, k)-TextHide (intra) on ``corpus`` and what it
     did: unmixing's share of encodings with all k sources recovered, a retrieval attack's share of queries with one
     of their private sources found (its own text where it has no any-source score)."""
@@ -97,9 +97,9 @@ def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[R
             what = f"{seen} finds the own text of {_share(metric)} of {metric.n} queries"
         else:
             continue
-        if best is None or metric.mean > best[0]:
-            best = (metric.mean, r, what)
-    return None if best is None else (best[1], best[2])
+        if best is None or metric.mean > best[0].mean:
+            best = (metric, what)
+    return best
 
 
 def _audits(recs: list[ResultRecord], corpus: str, eps: float) -> str:
@@ -114,15 +114,15 @@ def _audits(recs: list[ResultRecord], corpus: str, eps: float) -> str:
             f"{top.metrics['epsilon_claimed'].mean:.2f} ({top.config['setting']}); {passed} of {len(rs)} audits pass")
 
 
-def _targets(recs: list[ResultRecord]) -> dict[str, dict[int, dict[tuple, list[ResultRecord]]]]:
-    """corpus -> epochs -> (defense, epsilon, m, k) -> records, heads only."""
-    out: dict[str, dict[int, dict[tuple, list[ResultRecord]]]] = defaultdict(lambda: defaultdict(dict))
+def _targets(recs: list[ResultRecord]) -> dict[str, dict[tuple, dict[tuple, list[ResultRecord]]]]:
+    """corpus -> (epochs, members) -> (defense, epsilon, m, k) -> records, heads only."""
+    out: dict[str, dict[tuple, dict[tuple, list[ResultRecord]]]] = defaultdict(lambda: defaultdict(dict))
     for r in recs:
         c = r.config
         if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics:
             continue
         key = (c["defense"], c.get("epsilon"), c.get("texthide_m"), c.get("texthide_k"))
-        out[c["corpus"]][int(c["epochs"])].setdefault(key, []).append(r)
+        out[c["corpus"]][(int(c["epochs"]), int(c["members"]))].setdefault(key, []).append(r)
     return out
 
 
@@ -133,7 +133,7 @@ def _complete(targets: dict[tuple, list[ResultRecord]]) -> bool:
 
 def choice_section(root: Path) -> list[str]:
     """The section's lines, from the record folders under ``root`` (the results folder); empty when no corpus has
-    membership records of all three kinds of target at one epochs budget."""
+    membership records of all three kinds of target at one budget (epochs and members)."""
     from veil.attacks.membership.scoring import dp_auc_bound
 
     by_corpus = _targets(_records(root / "membership"))
@@ -145,9 +145,8 @@ def choice_section(root: Path) -> list[str]:
         budgets = [e for e, t in by_corpus[corpus].items() if _complete(t)]
         if not budgets:
             continue
-        epochs = max(budgets)
-        targets = by_corpus[corpus][epochs]
-        members = next(iter(targets.values()))[0].config["members"]
+        epochs, members = max(budgets)
+        targets = by_corpus[corpus][(epochs, members)]
         where = f"{corpus} ({members} members, {epochs} epochs)"
         plain = [rs for (d, *_), rs in targets.items() if d == "plain"][0]
         hides = {(m, k): rs for (d, _, m, k), rs in targets.items() if d == "texthide"}
@@ -183,7 +182,9 @@ def choice_section(root: Path) -> list[str]:
                 f"{_pct(top.metrics['auc'])} ({_attack(top)}), and its guarantee caps every attack's AUC at "
                 f"{100 * dp_auc_bound(equal, rs[0].metrics['delta'].mean):.2f}.")
         if enc is not None:
-            line += f" TextHide's training encodings, which leave the owner at every step, are broken: {enc[1]}."
+            broken = enc[0].ci_low is not None and enc[0].ci_low > 0.5
+            line += (f" TextHide's training encodings, which leave the owner at every step"
+                     f"{', are broken' if broken else ''}: {enc[1]}.")
         said.append(line)
     if not rows:
         return []
