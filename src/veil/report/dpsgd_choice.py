@@ -20,30 +20,15 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from veil.report.markdown import beats_majority, proportion_interval, read_record
+from veil.report.dpsgd import ALPHA
+from veil.report.markdown import beats_majority, percent, read_record
 from veil.results import Metric, ResultRecord
 
-__all__ = ["choice_section", "ALPHA"]
-
-#: the level of the binomial test of each target against the majority class (as the membership page)
-ALPHA = 0.05
+__all__ = ["choice_section"]
 
 
 def _records(folder: Path) -> list[ResultRecord]:
     return [read_record(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
-
-
-def _pct(m: Metric) -> str:
-    if m.ci_low is None:
-        return f"{100 * m.mean:.1f}"
-    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
-    return f"{100 * m.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
-
-
-def _share(m: Metric) -> str:
-    """``_pct`` with the percent sign after the estimate."""
-    text = _pct(m)
-    return text.replace(" [", "% [", 1) if " [" in text else f"{text}%"
 
 
 def _accuracy(rs: list[ResultRecord]) -> float:
@@ -71,8 +56,8 @@ def _attack(r: ResultRecord) -> str:
 
 def _membership(rs: list[ResultRecord]) -> str:
     top = max(rs, key=lambda r: r.metrics["auc"].mean)
-    return (f"membership ({_attack(top)}): AUC {_pct(top.metrics['auc'])}, TPR at 1% FPR "
-            f"{_pct(top.metrics['tpr@1%fpr'])}")
+    return (f"membership ({_attack(top)}): AUC {percent(top.metrics['auc'])}, TPR at 1% FPR "
+            f"{percent(top.metrics['tpr@1%fpr'])}")
 
 
 def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[Metric, str] | None:
@@ -88,13 +73,13 @@ def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[M
         seen = f"{c['attack']} ({c.get('epochs', '?')} epochs of encodings observed)"
         if c.get("attack") == "unmix" and "all_sources" in r.metrics:
             metric = r.metrics["all_sources"]
-            what = f"{seen} recovers all {k} private sources of {_share(metric)} of {metric.n} encodings"
+            what = f"{seen} recovers all {k} private sources of {percent(metric, unit='%')} of {metric.n} encodings"
         elif "identity_any" in r.metrics:
             metric = r.metrics["identity_any"]
-            what = f"{seen} finds one of the private sources of {_share(metric)} of {metric.n} queries"
+            what = f"{seen} finds one of the private sources of {percent(metric, unit='%')} of {metric.n} queries"
         elif "identity" in r.metrics:
             metric = r.metrics["identity"]
-            what = f"{seen} finds the own text of {_share(metric)} of {metric.n} queries"
+            what = f"{seen} finds the own text of {percent(metric, unit='%')} of {metric.n} queries"
         else:
             continue
         if best is None or metric.mean > best[0].mean:
@@ -179,7 +164,7 @@ def choice_section(root: Path) -> list[str]:
         top = max(rs, key=lambda r: r.metrics["auc"].mean)
         line = (f"- {corpus}: DP-SGD reaches the TextHide head's accuracy ({100 * goal:.1f}) at epsilon {equal:g} "
                 f"({100 * _accuracy(rs):.1f}). There, its strongest recorded membership attack reaches AUC "
-                f"{_pct(top.metrics['auc'])} ({_attack(top)}), and its guarantee caps every attack's AUC at "
+                f"{percent(top.metrics['auc'])} ({_attack(top)}), and its guarantee caps every attack's AUC at "
                 f"{100 * dp_auc_bound(equal, rs[0].metrics['delta'].mean):.2f}.")
         if enc is not None:
             broken = enc[0].ci_low is not None and enc[0].ci_low > 0.5

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.report.commands import redaction_commands, redaction_settings_off_cli
-from veil.report.markdown import proportion_interval, regenerate_section, register_renderer
+from veil.report.markdown import percent as _pct, regenerate_section, register_renderer
 from veil.results import Metric, ResultRecord
 
 __all__ = ["redaction_page", "by_kind", "side_by_side", "KINDS", "OPERATOR_ORDER"]
@@ -37,16 +37,6 @@ def by_kind(records: list[ResultRecord]) -> dict[str, list[ResultRecord]]:
         if kind is not None:
             out.setdefault(kind, []).append(r)
     return out
-
-
-def _pct(m: Metric | None, ci: bool = True, unit: str = "") -> str:
-    """A share in percent with its interval (a collapsed percentile interval replaced by Clopper-Pearson)."""
-    if m is None:
-        return "–"
-    low, high = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
-    if not ci or low is None or high is None:
-        return f"{100 * m.mean:.1f}{unit}"
-    return f"{100 * m.mean:.1f}{unit} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
 def _pts(m: Metric | None) -> str:
