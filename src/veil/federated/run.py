@@ -247,31 +247,85 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
     return strategy.summaries, strategy.history
 
 
-def _stop_simulation(finished: Any, grace: float = 1.0) -> None:
+def _stop_simulation(finished: Any, grace: float = 1.0, settle: float = 3.0) -> None:
     """After ``stop`` is set: give the simulation ``grace`` seconds to end by itself (the server raises at its next
     poll, Flower then stops its workers and shuts Ray down), else shut Ray down here and wait as long again.
 
     Ray's worker processes (the client actors) only notice a shut-down Ray after a while, so the processes this
-    run started (the descendants of this process, taken before the shutdown) that still live are then ended by
-    their ids: SIGTERM, and SIGKILL a second later. The simulation itself runs in a daemon thread, so it cannot
-    keep the process alive either.
+    run started that still live are then ended by their ids: SIGTERM, and SIGKILL a second later. While stopping,
+    this process is a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): a worker whose raylet has just died (or
+    that the raylet started during the shutdown) is re-parented here rather than to init, so it is still a
+    descendant, and descendants are ended again until none is left or ``settle`` seconds have passed. The
+    simulation itself runs in a daemon thread, so it cannot keep the process alive either.
     """
     started = _descendants(os.getpid())
-    if not finished.wait(grace):
-        try:
-            import ray
+    own = {pid for pid, _ in started if _parent(pid) == os.getpid()}  # whoever started these waits for them
+    reaper = _child_subreaper(True)
+    try:
+        if not finished.wait(grace):
+            try:
+                import ray
 
-            if ray.is_initialized():
-                ray.shutdown()
-        except Exception:  # noqa: BLE001 (best effort while stopping; the interrupt is what propagates)
-            pass
-        finished.wait(grace)
-    # workers Ray started during the grace period are descendants too: end those of both snapshots
-    _end_processes(sorted(set(started) | set(_descendants(os.getpid()))))
+                if ray.is_initialized():
+                    ray.shutdown()
+            except Exception:  # noqa: BLE001 (best effort while stopping; the interrupt is what propagates)
+                pass
+            finished.wait(grace)
+        # workers Ray started during the grace period are descendants too: end those of both snapshots
+        _end_processes(sorted(set(started) | set(_descendants(os.getpid()))))
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            if reaper:
+                _reap(own)
+            left = _descendants(os.getpid())
+            if not left:
+                break
+            _end_processes(left)
+    finally:
+        if reaper:
+            _child_subreaper(False)
+            _reap(own)
+
+
+def _child_subreaper(on: bool) -> bool:
+    """Make this process a child subreaper (or stop being one); False where the OS has no such thing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, int(on), 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER (linux/prctl.h)
+    except (OSError, AttributeError):
+        return False
+
+
+def _parent(pid: int) -> int | None:
+    """The parent pid of ``pid`` (None once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _reap(own: set[int]) -> None:
+    """Collect the exit status of the ended processes that were re-parented here while stopping (not ``own``, the
+    children this process started itself: whoever started those waits for them), so that none stays a zombie."""
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) in own:
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            try:
+                os.waitpid(int(entry.name), os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def _descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, start time) of every live descendant of ``pid``, from /proc (empty where there is none)."""
+    """(pid, start time) of every live (not zombie) descendant of ``pid``, from /proc (empty where there is none)."""
     parents: dict[int, list[tuple[int, str]]] = {}
     proc = Path("/proc")
     if not proc.is_dir():
@@ -283,7 +337,8 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        parents.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
+        if fields[0] != "Z":  # a zombie has ended (and has no children left)
+            parents.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
     out, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
