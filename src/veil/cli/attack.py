@@ -506,6 +506,10 @@ def attack_membership(
     setting: Annotated[str, typer.Option(help="head (the head on frozen MiniLM) or top-layers (MiniLM's last 2 "
                                               "layers trained too: minutes per model; use --method loss or rmia)")]
     = "head",
+    optimizer: Annotated[str, typer.Option(help="adam (default) or sgd (momentum 0.9), for the target and every "
+                                                "shadow; use sgd with --setting top-layers (docs/dpsgd.md).")]
+    = "adam",
+    lr: Annotated[float, typer.Option(help="Learning rate of the target and every shadow.")] = 1e-3,
     queries: Annotated[int, typer.Option(min=1, help="Queries per input, logits averaged (more than 1 for a target "
                                                      "that answers with fresh randomness, e.g. --defense texthide; "
                                                      "shadows are queried alike).")] = 1,
@@ -534,6 +538,9 @@ def attack_membership(
         raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} (comma-separated) or all, got "
                                  f"{method!r}")
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
+    if optimizer not in ("adam", "sgd"):
+        raise typer.BadParameter(f"--optimizer must be adam or sgd, got {optimizer!r}")
+    finite("--lr", lr, low=0.0)
     root = check_output_dir(results if results is not None else default_results_dir("membership"))
     say = console(as_json)
     defenses = tuple(dict.fromkeys(d for name in named for d in _MEMBERSHIP_DEFENSES[name]))
@@ -541,7 +548,8 @@ def attack_membership(
         defenses = tuple(d for d in defenses if d != "texthide")
     paths = run_membership(root, corpus=corpus, defenses=defenses, epsilons=eps,
                            methods=chosen, shadows=shadows, members=members,
-                           epochs=epochs, seed=seed, queries=queries, model=setting, force=force,
+                           epochs=epochs, seed=seed, queries=queries, model=setting, optimizer=optimizer, lr=lr,
+                           force=force,
                            log=lambda line: say.print(line, highlight=False, soft_wrap=True))
     if as_json:
         rows = []

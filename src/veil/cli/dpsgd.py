@@ -33,7 +33,11 @@ def train(
     batch_size: Annotated[int, typer.Option(min=1, help="Expected lot size (Poisson sampling rate = batch / n).")]
     = 256,
     clip: Annotated[float, typer.Option(help="L2 bound on each example's gradient.")] = 1.0,
-    lr: Annotated[float, typer.Option(help="Learning rate (Adam).")] = 1e-3,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-3,
+    optimizer: Annotated[str, typer.Option(help="adam (default) or sgd (momentum 0.9), on the noisy gradient. "
+                                                "For --setting top-layers use sgd: under DP-SGD's noise Adam moves "
+                                                "every encoder weight by about lr each step, and the layers stop "
+                                                "learning (docs/dpsgd.md).")] = "adam",
     accountant: Annotated[str, typer.Option(help="prv (default) or rdp; both are reported.")] = "prv",
     max_train: Annotated[Optional[int], typer.Option(min=2, help="At most this many training examples (an evenly "
                                                                  "spaced, seed-free subset).")] = None,
@@ -55,6 +59,8 @@ def train(
         raise UnknownNameError("corpus", corpus, vc.names())
     if setting not in SETTINGS:
         raise typer.BadParameter(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    if optimizer not in ("adam", "sgd"):
+        raise typer.BadParameter(f"--optimizer must be adam or sgd, got {optimizer!r}")
     if accountant not in ("prv", "rdp"):
         raise typer.BadParameter(f"--accountant must be prv or rdp, got {accountant!r}")
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
@@ -70,8 +76,9 @@ def train(
     with warnings.catch_warnings():  # warned once above; each run would repeat it
         warnings.filterwarnings("ignore", message=r"epsilon=.* is above", category=Warning)
         paths = run_dpsgd(root, corpus=corpus, epsilons=eps, setting=setting, epochs=epochs, batch_size=batch_size,
-                          clip=clip, lr=lr, accountant=accountant, seeds=seed_list, max_train=max_train,
-                          force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))
+                          clip=clip, lr=lr, optimizer=optimizer, accountant=accountant, seeds=seed_list,
+                          max_train=max_train, force=force,
+                          log=lambda line: say.print(line, highlight=False, soft_wrap=True))
     if as_json:
         rows = []
         for p in paths:

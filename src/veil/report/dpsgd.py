@@ -35,19 +35,23 @@ def _eps(value) -> str:
 @register_renderer("dpsgd")
 def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
-    lines = ["# Results: DP-SGD (a head on frozen MiniLM)", "",
-             "Test accuracy of an MLP head on frozen MiniLM embeddings trained with DP-SGD at each target epsilon "
-             "(delta = 1/(10 n), Poisson lots and Gaussian noise from the OS CSPRNG), beside the non-private run "
-             "of the same slice, epochs and initial weights (`none`). Accuracy: percent, Wilson 95% over the test "
-             "examples per seed; the mean over seeds is the plain mean. Epsilon: what the accountants report for "
-             "the run (PRV, the guarantee; RDP beside it). See docs/dpsgd.md for what the guarantee covers.", "",
-             "| corpus | setting | epsilon (target) | seeds | accuracy per seed | mean accuracy | one class | epsilon PRV "
-             "| epsilon RDP | delta | sigma | steps |", "|---|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["# Results: DP-SGD (a head on frozen MiniLM; MiniLM's top layers)", "",
+             "Test accuracy of a classifier trained with DP-SGD at each target epsilon (delta = 1/(10 n), Poisson "
+             "lots and Gaussian noise from the OS CSPRNG), beside the non-private run of the same slice, recipe, "
+             "epochs and initial weights (`none`). Setting `head`: an MLP head on frozen MiniLM embeddings; "
+             "`top-layers`: MiniLM's last two layers trained with the head. Recipe: the optimizer on the noisy "
+             "gradient and its learning rate. Accuracy: percent, Wilson 95% over the test examples per seed; the "
+             "mean over seeds is the plain mean. Epsilon: what the accountants report for the run (PRV, the "
+             "guarantee; RDP beside it). See docs/dpsgd.md for what the guarantee covers.", "",
+             "| corpus | setting | recipe | epsilon (target) | seeds | accuracy per seed | mean accuracy | one class "
+             "| epsilon PRV | epsilon RDP | delta | sigma | steps |",
+             "|---|---|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     groups: dict[tuple, list[ResultRecord]] = defaultdict(list)
     for r in recs:
         c = r.config
-        groups[(c["corpus"], c["setting"], c.get("epsilon"), c["epochs"], c["batch_size"])].append(r)
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] is not None, k[2] or 0)):
+        groups[(c["corpus"], c["setting"], c.get("optimizer", "adam"), float(c["lr"]), c["epochs"],
+                c["batch_size"], c.get("max_train"), c.get("epsilon"))].append(r)
+    for key in sorted(groups, key=lambda k: (k[:6], k[6] or 0, k[7] is not None, k[7] or 0)):
         rs = sorted(groups[key], key=lambda r: r.config["seed"])
         m0 = rs[0].metrics
         acc = ", ".join(_ci(r.metrics["accuracy"]) for r in rs)
@@ -55,7 +59,8 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         dp = "epsilon_prv" in m0
         flags = [r.extra.get("one_class") for r in rs]
         one = "–" if any(f is None for f in flags) else f"{sum(bool(f) for f in flags)}/{len(flags)}"
-        lines.append(f"| {key[0]} | {key[1]} | {_eps(key[2])} | {len(rs)} | {acc} | {mean:.1f} | {one} | "
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]}, lr {key[3]:g} | {_eps(key[7])} | {len(rs)} | {acc} | "
+                     f"{mean:.1f} | {one} | "
                      + (f"{m0['epsilon_prv'].mean:.3f} | {m0['epsilon_rdp'].mean:.3f} | {m0['delta'].mean:.3g} | "
                         f"{m0['sigma'].mean:.3f} | {int(m0['steps'].mean)} |" if dp else
                         f"– | – | – | – | {int(m0['steps'].mean)} |"))
@@ -72,16 +77,17 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
     lines += choice_section(records[0][0].parent.parent) if records else []
     commits = sorted({r.git_commit for r in recs})
     lines.append(f"Commits: {', '.join(commits)}.")
+    runs: dict[tuple, list[ResultRecord]] = defaultdict(list)
+    for key, rs in groups.items():
+        runs[key[:7]].extend(rs)
     cmds = []
-    for (corpus, setting, _, epochs, batch), rs in sorted(groups.items(), key=lambda kv: str(kv[0][:2])):
-        if any(cmd.startswith(f"veil dpsgd train --corpus {corpus} --setting {setting}") for cmd in cmds):
-            continue
-        eps = sorted({float(r.config["epsilon"]) for (c, s, e, _, _), v in groups.items() if c == corpus
-                      and s == setting and e is not None for r in v})
+    for (corpus, setting, optimizer, lr, epochs, batch, limit), rs in sorted(runs.items(), key=lambda kv: str(kv[0])):
+        eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
         seeds = sorted({int(r.config["seed"]) for r in rs})
-        limit = rs[0].config.get("max_train")
         cmds.append(f"veil dpsgd train --corpus {corpus} --setting {setting} --epsilon "
                     f"{','.join(f'{e:g}' for e in eps)} --epochs {epochs} --batch-size {batch}"
+                    + (f" --optimizer {optimizer}" if optimizer != "adam" else "")
+                    + (f" --lr {lr:g}" if lr != 1e-3 else "")
                     + (f" --max-train {limit}" if limit else "") + f" --seeds {','.join(map(str, seeds))} --results "
                     f"{_folder(records)}")
     lines += regenerate_section(cmds, "dpsgd")
@@ -118,7 +124,8 @@ def _roc_plots(recs: list[ResultRecord], out_dir: Path) -> list[str]:
             ax.plot([1e-4, 1], [1e-4, 1], "k:", lw=0.8)
             ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1), xlabel="FPR",
                    title=(defense if eps is None else f"{defense} eps {_eps(eps)}") + f", {epochs} ep."
-                   + ("" if model == "head" else " (top layers)"))
+                   + ("" if model == "head" else " (top layers" + (", " + model.partition("; ")[2] if "; " in model
+                                                                    else "") + ")"))
             ax.legend(fontsize=6, loc="lower right")
         for ax in axes.flat[len(targets):]:
             ax.set_visible(False)
@@ -141,9 +148,24 @@ _COLORS = {"lira": "C0", "lira-offline": "C1", "loss": "C2", "rmia": "C3"}
 
 
 def _target_key(r: ResultRecord) -> tuple:
-    """What was trained: (model, epochs, defense, epsilon)."""
+    """What was trained: (model, epochs, defense, epsilon); the model names its recipe where it is not the default
+    (Adam at 1e-3), e.g. ``top-layers; sgd, lr 0.1``."""
     c = r.config
-    return c.get("model", "head"), int(c["epochs"]), c["defense"], c.get("epsilon")
+    return _model_label(c), int(c["epochs"]), c["defense"], c.get("epsilon")
+
+
+def _model_label(c: dict) -> str:
+    recipe = c.get("optimizer", "adam"), float(c.get("lr", 1e-3))
+    return c.get("model", "head") + ("" if recipe == ("adam", 1e-3) else f"; {recipe[0]}, lr {recipe[1]:g}")
+
+
+def _target_text(defense: str, model: str) -> str:
+    """The target column: the defense, and what was trained where it is not the head (with a recipe not Adam's)."""
+    if model == "head":
+        return defense
+    recipe = model.partition("; ")[2]
+    return defense + f" (MiniLM's top layers{'; ' + recipe if recipe else ''})" if model.startswith("top-layers") \
+        else f"{defense} ({model})"
 
 
 def _target_order(key: tuple) -> tuple:
@@ -180,7 +202,7 @@ def _strongest(recs: list[ResultRecord]) -> list[str]:
         learnt = " / ".join(dict.fromkeys(_learnt(r) for r in rs))
         top_auc = max(rs, key=lambda r: r.metrics["auc"].mean)
         top_tpr = max(rs, key=lambda r: r.metrics["tpr@1%fpr"].mean)
-        target = defense + (" (MiniLM's top layers)" if model != "head" else "")
+        target = _target_text(defense, model)
         lines.append(f"| {corpus} | {target} | {_eps(eps)} | {epochs} | {accs} | {learnt} | "
                      f"{_ci(top_auc.metrics['auc'])} ({_attack_name(top_auc)}) | "
                      f"{_ci(top_tpr.metrics['tpr@1%fpr'])} ({_attack_name(top_tpr)}) |")
@@ -232,7 +254,7 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
              "| TPR at 1% FPR | TPR at 0.1% FPR |", "|---|---|---|---:|---:|---:|---|---|---:|---|---|---|"]
     for r in recs:
         c, m = r.config, r.metrics
-        target = c["defense"] + (" (MiniLM's top layers)" if c.get("model", "head") != "head" else "")
+        target = _target_text(c["defense"], _model_label(c))
         majority = f"{100 * m['majority_rate'].mean:.1f}" if "majority_rate" in m else "–"
         lines.append(f"| {c['corpus']} | {target} | {_eps(c.get('epsilon'))} | {c['epochs']} | "
                      f"{100 * m['test_accuracy'].mean:.1f} | {majority} | {_learnt(r)} | {c['method']}"
@@ -251,8 +273,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     for r in recs:
         c = r.config
         by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1),
-            c.get("model", "head"))].append(r)
-    for (corpus, members, epochs, shadows, seed, queries, model), rs in sorted(by.items()):
+            c.get("model", "head"), c.get("optimizer", "adam"), float(c.get("lr", 1e-3)))].append(r)
+    for (corpus, members, epochs, shadows, seed, queries, model, optimizer, lr), rs in sorted(by.items()):
         # one command per set of methods: it writes exactly the targets (defense, epsilon) attacked by that set
         methods_of: dict[tuple, set] = defaultdict(set)
         for r in rs:
@@ -269,7 +291,9 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                         + (f" --setting {model}" if model != "head" else "") + f" --defense {which} --method {method}"
                         + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
                         + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
-                        + (f" --queries {queries}" if queries != 1 else "") + f" --results {_folder(records)}")
+                        + (f" --queries {queries}" if queries != 1 else "")
+                        + (f" --optimizer {optimizer}" if optimizer != "adam" else "")
+                        + (f" --lr {lr:g}" if lr != 1e-3 else "") + f" --results {_folder(records)}")
     lines += regenerate_section(cmds, "membership")
     return "\n".join(lines)
 

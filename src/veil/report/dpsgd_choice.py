@@ -100,11 +100,13 @@ def _audits(recs: list[ResultRecord], corpus: str, eps: float) -> str:
 
 
 def _targets(recs: list[ResultRecord]) -> dict[str, dict[tuple, dict[tuple, list[ResultRecord]]]]:
-    """corpus -> (epochs, members) -> (defense, epsilon, m, k) -> records, heads only."""
+    """corpus -> (epochs, members) -> (defense, epsilon, m, k) -> records, heads of the one recipe (Adam at 1e-3)
+    only."""
     out: dict[str, dict[tuple, dict[tuple, list[ResultRecord]]]] = defaultdict(lambda: defaultdict(dict))
     for r in recs:
         c = r.config
-        if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics:
+        if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics or \
+                (c.get("optimizer", "adam"), float(c.get("lr", 1e-3))) != ("adam", 1e-3):
             continue
         key = (c["defense"], c.get("epsilon"), c.get("texthide_m"), c.get("texthide_k"))
         out[c["corpus"]][(int(c["epochs"]), int(c["members"]))].setdefault(key, []).append(r)

@@ -37,6 +37,8 @@ def invoke(tmp_path, monkeypatch):
     (("--clip", "0"), "--clip must be > 0"),
     (("--seeds", "1,1"), "--seeds repeats"),
     (("--epochs", "0"), "x>=1"),
+    (("--optimizer", "rmsprop"), "--optimizer must be adam or sgd"),
+    (("--lr", "0"), "--lr must be > 0"),
 ])
 def test_bad_values_stop_before_any_work(invoke, tmp_path, args, message):
     result = invoke(*args)

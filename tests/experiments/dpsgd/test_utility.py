@@ -26,6 +26,21 @@ def test_a_sweep_is_checked_before_any_work():
     for bad in ({"epsilons": 8.0}, {"seeds": 0}, {"hidden": 128}):
         with pytest.raises(InvalidTypeError):
             planned_runs(**{**base, **bad})
+    with pytest.raises(InvalidParameterError, match="optimizer"):
+        planned_runs(**{**base, "optimizer": "rmsprop"})
+
+
+def test_a_recipe_other_than_adams_is_in_the_file_name_and_adams_names_stay():
+    from veil.experiments.dpsgd.utility import record_path
+
+    base = dict(corpus="rt-polarity", epsilons=(8,), setting="top-layers", epochs=5, batch_size=256, clip=1.0,
+                lr=1e-3, hidden=(128,), optimizer="adam", accountant="prv", seeds=(0,), max_train=2000)
+    adam = planned_runs(**base)[1]
+    sgd = planned_runs(**{**base, "optimizer": "sgd", "lr": 0.1})[1]
+    assert record_path("r", adam).name == "rt-polarity-top-layers-eps8-ep5-bs256-clip1.0-lr0.001-n2000-seed0.json"
+    assert record_path("r", sgd).name == \
+        "rt-polarity-top-layers-eps8-ep5-bs256-clip1.0-optsgd-lr0.1-n2000-seed0.json"
+    assert sgd.identity()["optimizer"] == "sgd" and adam.identity()["optimizer"] == "adam"
 
 
 def _metrics(path):

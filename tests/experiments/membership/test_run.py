@@ -34,6 +34,11 @@ def test_a_sweep_is_checked_before_any_work():
     top = planned_runs(**{**base, "defenses": ("plain",), "model": "top-layers"})[0]
     assert top.identity()["trained_layers"] == 2 and "model" not in runs[0].identity()
     assert record_path("r", top).name == "rt-polarity-top-layers-plain-loss-m100-ep2-bs32-seed0.json"
+    sgd = planned_runs(**{**base, "defenses": ("dpsgd",), "model": "top-layers", "optimizer": "sgd", "lr": 0.1})[0]
+    assert sgd.identity()["optimizer"] == "sgd" and "optimizer" not in top.identity()  # Adam's records stay as made
+    assert record_path("r", sgd).name == "rt-polarity-top-layers-dpsgd-eps1-loss-m100-ep2-bs32-optsgd-lr0.1-seed0.json"
+    with pytest.raises(InvalidParameterError, match="optimizer"):
+        planned_runs(**{**base, "optimizer": "rmsprop"})
     with pytest.raises(InvalidParameterError, match="TextHide"):
         planned_runs(**{**base, "defenses": ("texthide",), "model": "top-layers"})
     for bad in ({"defenses": ("quantum",)}, {"methods": ("shadow",)}, {"epsilons": (0,)}, {"shadows": 1},
@@ -94,7 +99,9 @@ def test_cli_refuses_bad_values_before_any_work(tmp_path, monkeypatch):
                           (("--method", "shadow"), "--method must be one of"),
                           (("--epsilon", "0"), "--epsilon must be > 0"),
                           (("--defense", "plain,quantum"), "--defense must be one of"),
-                          (("--shadows", "1"), "x>=2")):
+                          (("--shadows", "1"), "x>=2"),
+                          (("--optimizer", "rmsprop"), "--optimizer must be adam or sgd"),
+                          (("--lr", "0"), "--lr must be > 0")):
         result = runner.invoke(app, ["attack", "membership", *args])
         assert result.exit_code == 2, result.output
         assert message in result.output

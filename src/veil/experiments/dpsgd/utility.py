@@ -98,8 +98,8 @@ class DPSGDRun:
 def record_path(root: str | Path, run: DPSGDRun) -> Path:
     from veil.outputs import tag
 
-    sizes = tag(ep=run.epochs, bs=run.batch_size, clip=None if run.epsilon is None else run.clip, lr=run.lr,
-                n=run.max_train, seed=run.seed)
+    sizes = tag(ep=run.epochs, bs=run.batch_size, clip=None if run.epsilon is None else run.clip,
+                opt=None if run.optimizer == "adam" else run.optimizer, lr=run.lr, n=run.max_train, seed=run.seed)
     return Path(root) / f"{run.corpus}-{run.setting}-{run.label}-{sizes}.json"
 
 

@@ -67,6 +67,7 @@ class MembershipRun:
     texthide_k: int = TEXTHIDE[1]
     queries: int = 1  # each input queried this many times, logits averaged (a randomized target: TextHide's)
     model: str = "head"  # what is trained: the head on frozen embeddings, or MiniLM's top layers with it
+    optimizer: str = "adam"  # on the (noisy) gradient: adam, or sgd (momentum 0.9)
 
     @property
     def setting(self) -> str:
@@ -81,6 +82,8 @@ class MembershipRun:
             del out["texthide_m"], out["texthide_k"]
         if self.queries == 1:  # nor queries (one each)
             del out["queries"]
+        if self.optimizer == "adam":  # nor the optimizer (Adam)
+            del out["optimizer"]
         if self.model == "head":  # nor the model (the head)
             del out["model"]
         else:
@@ -98,7 +101,9 @@ def record_path(root: str | Path, run: MembershipRun) -> Path:
     from veil.outputs import tag
 
     sizes = tag(m=run.members, sh=run.shadows if run.method.startswith("lira") else None,
-                q=run.queries if run.queries != 1 else None, ep=run.epochs, bs=run.batch_size, seed=run.seed)
+                q=run.queries if run.queries != 1 else None, ep=run.epochs, bs=run.batch_size,
+                opt=None if run.optimizer == "adam" else run.optimizer, lr=None if run.lr == 1e-3 else run.lr,
+                seed=run.seed)
     model = "" if run.model == "head" else f"{run.model}-"
     return Path(root) / f"{run.corpus}-{model}{run.setting}-{run.method}-{sizes}.json"
 
@@ -111,7 +116,8 @@ def _seq(name: str, value: Any, example: str) -> tuple:
 
 def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[float], methods: Sequence[str],
                  shadows: int, members: int, seed: int, epochs: int, batch_size: int, lr: float, clip: float,
-                 hidden: Sequence[int], queries: int = 1, model: str = "head") -> list[MembershipRun]:
+                 hidden: Sequence[int], queries: int = 1, model: str = "head",
+                 optimizer: str = "adam") -> list[MembershipRun]:
     """Every record of a sweep, validated (typed errors, nothing run): per setting (plain, then each epsilon), each
     method."""
     from veil.experiments.dpsgd.utility import check_head
@@ -137,12 +143,13 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
     hidden = check_head(clip=clip, lr=lr, hidden=hidden)
+    check_choice("optimizer", optimizer, ("adam", "sgd"))
     settings = ([("plain", None)] if "plain" in defenses else []) + \
         ([("texthide", None)] if "texthide" in defenses else []) + \
         ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
     base = dict(corpus=corpus, shadows=int(shadows), members=int(members), seed=int(seed), epochs=int(epochs),
                 batch_size=int(batch_size), lr=float(lr), clip=float(clip), hidden=hidden, queries=int(queries),
-                model=model)
+                model=model, optimizer=optimizer)
     return [MembershipRun(defense=d, epsilon=e, method=m, **base) for d, e in settings for m in methods]
 
 
@@ -150,8 +157,8 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
 def _defense(run: MembershipRun, num_classes: int) -> Any:
     from veil.defenses.dpsgd import DPSGD, PlainTraining
 
-    common = dict(epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, hidden=run.hidden,
-                  num_classes=num_classes, init_seed=run.seed)
+    common = dict(epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, optimizer=run.optimizer,
+                  hidden=run.hidden, num_classes=num_classes, init_seed=run.seed)
     if run.model == "top-layers":
         from veil.experiments.dpsgd.utility import MAX_LENGTH, TOP_LAYERS
         from veil.models.top_layers import build_top_layers
@@ -246,7 +253,7 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
                    epsilons: Sequence[float] = (1.0, 3.0, 8.0), methods: Sequence[str] = METHODS, shadows: int = 16,
                    members: int = 2000, seed: int = 0, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
                    clip: float = 1.0, hidden: Sequence[int] = (128,), queries: int = 1, model: str = "head",
-                   force: bool = False,
+                   optimizer: str = "adam", force: bool = False,
                    log: Callable[[str], None] | None = None) -> list[Path]:
     """Write (or reuse) one record per (defense setting, method) under ``results``; returns their paths in plan
     order. Module docstring: what is run and measured."""
@@ -256,7 +263,7 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
     say = print if log is None else log
     runs = planned_runs(corpus=corpus, defenses=defenses, epsilons=epsilons, methods=methods, shadows=shadows,
                         members=members, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
-                        hidden=hidden, queries=queries, model=model)
+                        hidden=hidden, queries=queries, model=model, optimizer=optimizer)
     root = check_output_dir(results)
     paths = {r: record_path(root, r) for r in runs}
     kept = {r: existing_record(paths[r], r.identity(), force=force) for r in runs}  # checks all first
