@@ -49,6 +49,7 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("bench.md", "alpha = 0.05", "a significance level (parameter)"),
     ("corpora.md", "10% of the official train file", "the split rule (parameter)"),
     ("dpsgd.md", "TPR at 1% and 0.1% FPR", "the false-positive rates at which TPR is read (parameters)"),
+    ("dpsgd.md", "at learning rate 0.1", "the learning rate of a recipe (parameter)"),
     ("federated.md", "22.7M parameters, or 91 MB", "the size of all-MiniLM-L6-v2's weights, not a measurement"),
     ("federated.md", "default 0.5", "a default learning rate (parameter)"),
     ("federated.md", "alpha = 0.1", "a Dirichlet parameter in an example"),

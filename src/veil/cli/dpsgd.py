@@ -35,9 +35,9 @@ def train(
     clip: Annotated[float, typer.Option(help="L2 bound on each example's gradient.")] = 1.0,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-3,
     optimizer: Annotated[str, typer.Option(help="adam (default) or sgd (momentum 0.9), on the noisy gradient. "
-                                                "For --setting top-layers use sgd: under DP-SGD's noise Adam moves "
-                                                "every encoder weight by about lr each step, and the layers stop "
-                                                "learning (docs/dpsgd.md).")] = "adam",
+                                                "For --setting top-layers use sgd with --lr 0.1: with Adam, DP-SGD's "
+                                                "top layers score about the majority class (docs/dpsgd.md).")]
+    = "adam",
     accountant: Annotated[str, typer.Option(help="prv (default) or rdp; both are reported.")] = "prv",
     max_train: Annotated[Optional[int], typer.Option(min=2, help="At most this many training examples (an evenly "
                                                                  "spaced, seed-free subset).")] = None,

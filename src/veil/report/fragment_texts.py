@@ -443,3 +443,60 @@ def dpsgd_audit_summary(results: Path, bench: Path) -> str:
                  f"{sens_failed}.")
         out.append(head)
     return "\n".join(out)
+
+
+@register_fragment("dpsgd-top-layers")
+def dpsgd_top_layers(results: Path, bench: Path) -> str:
+    """The top-layers setting per recipe (optimizer, learning rate) of results/dpsgd/: test accuracy without privacy
+    and at each epsilon, and DP-SGD's best run at the largest epsilon against the best non-private run (the paired
+    difference over the same test texts)."""
+    from veil.experiments.dpsgd.utility import _paired_change, _unbits
+
+    if not (results / "dpsgd").is_dir():
+        return ""
+    recs = [r for r in _records(results, "dpsgd") if r.config["setting"] == "top-layers"]
+    out = []
+    for corpus in sorted({r.config["corpus"] for r in recs}):
+        rs = [r for r in recs if r.config["corpus"] == corpus]
+        budgets = {(r.config["epochs"], r.config.get("max_train"), r.config["batch_size"]) for r in rs}
+        if len(budgets) != 1:
+            raise DataFormatError(f"results/dpsgd holds top-layers records of {corpus} at {len(budgets)} budgets; "
+                                  "keep one (epochs, training texts, lot size)")
+        epochs, n, batch = budgets.pop()
+        eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
+        recipes = sorted({(r.config.get("optimizer", "adam"), float(r.config["lr"])) for r in rs})
+
+        def name(r: ResultRecord) -> str:
+            return f"{r.config.get('optimizer', 'adam')}, lr {float(r.config['lr']):g}"
+
+        def acc(r: ResultRecord) -> str:
+            m = r.metrics["accuracy"]
+            return (f"{100 * m.mean:.1f} [{100 * m.ci_low:.1f}, {100 * m.ci_high:.1f}]"
+                    + (" (one class)" if r.extra.get("one_class") else ""))
+
+        lines = ["| recipe | none | " + " | ".join(f"epsilon {e:g}" for e in eps) + " |",
+                 "|---|---|" + "---|" * len(eps)]
+        cell: dict[tuple, ResultRecord] = {}
+        for r in rs:
+            c = r.config
+            cell[(c.get("optimizer", "adam"), float(c["lr"]), c.get("epsilon"))] = r
+        for opt, lr in recipes:
+            row = [acc(cell[(opt, lr, e)]) if (opt, lr, e) in cell else "–" for e in (None, *eps)]
+            lines.append(f"| {opt}, lr {lr:g} | " + " | ".join(row) + " |")
+        plain = [r for r in rs if r.config.get("epsilon") is None]
+        top = [r for r in rs if r.config.get("epsilon") == eps[-1]] if eps else []
+        majority = 100 * rs[0].metrics["majority_rate"].mean
+        text = (f"{corpus}, {n:,} training texts, {epochs} epochs, lots of {batch}, one seed per cell (test "
+                f"accuracy, percent, Wilson 95%; the majority class scores {majority:.1f}):")
+        out += [text, "", *lines, ""]
+        if plain and top:
+            best_plain = max(plain, key=lambda r: r.metrics["accuracy"].mean)
+            best_dp = max(top, key=lambda r: r.metrics["accuracy"].mean)
+            d = _paired_change(_unbits(best_dp.extra["correct"]), _unbits(best_plain.extra["correct"]))
+            verdict = ("no difference the interval can show" if d.ci_low <= 0 <= d.ci_high else
+                       "below it" if d.ci_high < 0 else "above it")
+            out.append(f"DP-SGD's best run at epsilon {eps[-1]:g} ({name(best_dp)}: {acc(best_dp)}) against the best "
+                       f"non-private run ({name(best_plain)}: {acc(best_plain)}): {100 * d.mean:+.1f} points "
+                       f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] paired over the same test texts, "
+                       f"{verdict}.")
+    return "\n".join(out).rstrip()
