@@ -259,7 +259,7 @@ def _stop_simulation(finished: Any, grace: float = 1.0, settle: float = 3.0) -> 
     simulation itself runs in a daemon thread, so it cannot keep the process alive either.
     """
     started = _descendants(os.getpid())
-    own = {pid for pid, _ in started if _parent(pid) == os.getpid()}  # whoever started these waits for them
+    own = _children(os.getpid())  # whoever started these waits for them
     reaper = _child_subreaper(True)
     try:
         if not finished.wait(grace):
@@ -298,28 +298,40 @@ def _child_subreaper(on: bool) -> bool:
         return False
 
 
-def _parent(pid: int) -> int | None:
-    """The parent pid of ``pid`` (None once it is gone)."""
+def _stat(entry: Path) -> tuple[str, int, str] | None:
+    """(state, parent pid, start time) of the process whose /proc folder is ``entry``; None once it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+    return fields[0], int(fields[1]), fields[19]
+
+
+def _processes() -> dict[int, tuple[str, int, str]]:
+    """Every process: pid -> (state, parent pid, start time), from /proc (empty where there is none)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return {}
+    out = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (stat := _stat(entry)) is not None:
+            out[int(entry.name)] = stat
+    return out
+
+
+def _children(pid: int) -> set[int]:
+    """The live and ended (zombie) children of ``pid``."""
+    return {child for child, (_, parent, _) in _processes().items() if parent == pid}
 
 
 def _reap(own: set[int]) -> None:
     """Collect the exit status of the ended processes that were re-parented here while stopping (not ``own``, the
     children this process started itself: whoever started those waits for them), so that none stays a zombie."""
-    proc = Path("/proc")
-    for entry in proc.iterdir() if proc.is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) in own:
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+    me = os.getpid()
+    for pid, (state, parent, _) in _processes().items():
+        if state == "Z" and parent == me and pid not in own:
             try:
-                os.waitpid(int(entry.name), os.WNOHANG)
+                os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
 
@@ -327,18 +339,9 @@ def _reap(own: set[int]) -> None:
 def _descendants(pid: int) -> list[tuple[int, str]]:
     """(pid, start time) of every live (not zombie) descendant of ``pid``, from /proc (empty where there is none)."""
     parents: dict[int, list[tuple[int, str]]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":  # a zombie has ended (and has no children left)
-            parents.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
+    for child, (state, parent, start) in _processes().items():
+        if state != "Z":  # a zombie has ended (and has no children left)
+            parents.setdefault(parent, []).append((child, start))
     out, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
@@ -353,11 +356,8 @@ def _end_processes(started: list[tuple[int, str]], wait: float = 1.0) -> None:
     import signal
 
     def alive(pid: int, start: str) -> bool:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return False
-        return fields[19] == start and fields[0] != "Z"
+        stat = _stat(Path(f"/proc/{pid}"))
+        return stat is not None and stat[2] == start and stat[0] != "Z"
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = [(pid, start) for pid, start in started if alive(pid, start)]
