@@ -523,6 +523,7 @@ def attack_membership(
     0.1% FPR."""
     import veil.corpora as vc
     from veil.errors import UnknownNameError
+    from veil.defenses.dpsgd.engine import OPTIMIZERS
     from veil.experiments.membership import METHODS, run_membership
     from veil.outputs import check_output_dir, default_results_dir
     from veil.results import ResultRecord
@@ -538,7 +539,7 @@ def attack_membership(
         raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} (comma-separated) or all, got "
                                  f"{method!r}")
     eps = parse_floats(epsilon, "--epsilon", distinct=True)
-    if optimizer not in ("adam", "sgd"):
+    if optimizer not in OPTIMIZERS:
         raise typer.BadParameter(f"--optimizer must be adam or sgd, got {optimizer!r}")
     finite("--lr", lr, low=0.0)
     root = check_output_dir(results if results is not None else default_results_dir("membership"))

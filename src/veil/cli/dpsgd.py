@@ -50,6 +50,7 @@ def train(
     """Train at each target epsilon and without privacy; one record per (epsilon or none, seed)."""
     import veil.corpora as vc
     from veil.errors import UnknownNameError
+    from veil.defenses.dpsgd.engine import OPTIMIZERS
     from veil.experiments.dpsgd import SETTINGS, run_dpsgd
     from veil.outputs import check_output_dir, default_results_dir
     from veil.results import ResultRecord
@@ -59,7 +60,7 @@ def train(
         raise UnknownNameError("corpus", corpus, vc.names())
     if setting not in SETTINGS:
         raise typer.BadParameter(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    if optimizer not in ("adam", "sgd"):
+    if optimizer not in OPTIMIZERS:
         raise typer.BadParameter(f"--optimizer must be adam or sgd, got {optimizer!r}")
     if accountant not in ("prv", "rdp"):
         raise typer.BadParameter(f"--accountant must be prv or rdp, got {accountant!r}")

@@ -32,6 +32,21 @@ def _eps(value) -> str:
     return "none" if value is None else f"{float(value):g}"
 
 
+#: the recipe of a record whose config names none (made before --optimizer existed): Adam at 1e-3
+DEFAULT_RECIPE = ("adam", 1e-3)
+
+
+def recipe(config: dict) -> tuple[str, float]:
+    """(optimizer, learning rate) a DP-SGD or membership record was trained with."""
+    return config.get("optimizer", DEFAULT_RECIPE[0]), float(config.get("lr", DEFAULT_RECIPE[1]))
+
+
+def recipe_text(config: dict) -> str:
+    """``"sgd, lr 0.1"``."""
+    optimizer, lr = recipe(config)
+    return f"{optimizer}, lr {lr:g}"
+
+
 @register_renderer("dpsgd")
 def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
@@ -49,8 +64,8 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
     groups: dict[tuple, list[ResultRecord]] = defaultdict(list)
     for r in recs:
         c = r.config
-        groups[(c["corpus"], c["setting"], c.get("optimizer", "adam"), float(c["lr"]), c["epochs"],
-                c["batch_size"], c.get("max_train"), c.get("epsilon"))].append(r)
+        groups[(c["corpus"], c["setting"], *recipe(c), c["epochs"], c["batch_size"], c.get("max_train"),
+                c.get("epsilon"))].append(r)
     for key in sorted(groups, key=lambda k: (k[:6], k[6] or 0, k[7] is not None, k[7] or 0)):
         rs = sorted(groups[key], key=lambda r: r.config["seed"])
         m0 = rs[0].metrics
@@ -86,8 +101,8 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         seeds = sorted({int(r.config["seed"]) for r in rs})
         cmds.append(f"veil dpsgd train --corpus {corpus} --setting {setting} --epsilon "
                     f"{','.join(f'{e:g}' for e in eps)} --epochs {epochs} --batch-size {batch}"
-                    + (f" --optimizer {optimizer}" if optimizer != "adam" else "")
-                    + (f" --lr {lr:g}" if lr != 1e-3 else "")
+                    + (f" --optimizer {optimizer}" if optimizer != DEFAULT_RECIPE[0] else "")
+                    + (f" --lr {lr:g}" if lr != DEFAULT_RECIPE[1] else "")
                     + (f" --max-train {limit}" if limit else "") + f" --seeds {','.join(map(str, seeds))} --results "
                     f"{_folder(records)}")
     lines += regenerate_section(cmds, "dpsgd")
@@ -155,8 +170,7 @@ def _target_key(r: ResultRecord) -> tuple:
 
 
 def _model_label(c: dict) -> str:
-    recipe = c.get("optimizer", "adam"), float(c.get("lr", 1e-3))
-    return c.get("model", "head") + ("" if recipe == ("adam", 1e-3) else f"; {recipe[0]}, lr {recipe[1]:g}")
+    return c.get("model", "head") + ("" if recipe(c) == DEFAULT_RECIPE else f"; {recipe_text(c)}")
 
 
 def _target_text(defense: str, model: str) -> str:
@@ -273,7 +287,7 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
     for r in recs:
         c = r.config
         by[(c["corpus"], c["members"], c["epochs"], c.get("shadows") or 16, c["seed"], c.get("queries", 1),
-            c.get("model", "head"), c.get("optimizer", "adam"), float(c.get("lr", 1e-3)))].append(r)
+            c.get("model", "head"), *recipe(c))].append(r)
     for (corpus, members, epochs, shadows, seed, queries, model, optimizer, lr), rs in sorted(by.items()):
         # one command per set of methods: it writes exactly the targets (defense, epsilon) attacked by that set
         methods_of: dict[tuple, set] = defaultdict(set)
@@ -292,8 +306,8 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                         + (f" --epsilon {','.join(f'{e:g}' for e in eps)}" if eps else "")
                         + f" --shadows {shadows} --members {members} --epochs {epochs} --seed {seed}"
                         + (f" --queries {queries}" if queries != 1 else "")
-                        + (f" --optimizer {optimizer}" if optimizer != "adam" else "")
-                        + (f" --lr {lr:g}" if lr != 1e-3 else "") + f" --results {_folder(records)}")
+                        + (f" --optimizer {optimizer}" if optimizer != DEFAULT_RECIPE[0] else "")
+                        + (f" --lr {lr:g}" if lr != DEFAULT_RECIPE[1] else "") + f" --results {_folder(records)}")
     lines += regenerate_section(cmds, "membership")
     return "\n".join(lines)
 

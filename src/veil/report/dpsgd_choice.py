@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from veil.report.dpsgd import ALPHA
+from veil.report.dpsgd import ALPHA, DEFAULT_RECIPE, recipe
 from veil.report.markdown import beats_majority, percent, read_record
 from veil.results import Metric, ResultRecord
 
@@ -105,8 +105,7 @@ def _targets(recs: list[ResultRecord]) -> dict[str, dict[tuple, dict[tuple, list
     out: dict[str, dict[tuple, dict[tuple, list[ResultRecord]]]] = defaultdict(lambda: defaultdict(dict))
     for r in recs:
         c = r.config
-        if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics or \
-                (c.get("optimizer", "adam"), float(c.get("lr", 1e-3))) != ("adam", 1e-3):
+        if c.get("model", "head") != "head" or "test_accuracy" not in r.metrics or recipe(c) != DEFAULT_RECIPE:
             continue
         key = (c["defense"], c.get("epsilon"), c.get("texthide_m"), c.get("texthide_k"))
         out[c["corpus"]][(int(c["epochs"]), int(c["members"]))].setdefault(key, []).append(r)

@@ -451,6 +451,8 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
     and at each epsilon, and DP-SGD's best run at the largest epsilon against the best non-private run (the paired
     difference over the same test texts)."""
     from veil.experiments.dpsgd.utility import _paired_change, _unbits
+    from veil.report.dpsgd import recipe, recipe_text
+    from veil.report.markdown import percent
 
     if not (results / "dpsgd").is_dir():
         return ""
@@ -464,25 +466,16 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
                                   "keep one (epochs, training texts, lot size)")
         epochs, n, batch = budgets.pop()
         eps = sorted({float(r.config["epsilon"]) for r in rs if r.config.get("epsilon") is not None})
-        recipes = sorted({(r.config.get("optimizer", "adam"), float(r.config["lr"])) for r in rs})
-
-        def name(r: ResultRecord) -> str:
-            return f"{r.config.get('optimizer', 'adam')}, lr {float(r.config['lr']):g}"
 
         def acc(r: ResultRecord) -> str:
-            m = r.metrics["accuracy"]
-            return (f"{100 * m.mean:.1f} [{100 * m.ci_low:.1f}, {100 * m.ci_high:.1f}]"
-                    + (" (one class)" if r.extra.get("one_class") else ""))
+            return percent(r.metrics["accuracy"]) + (" (one class)" if r.extra.get("one_class") else "")
 
         lines = ["| recipe | none | " + " | ".join(f"epsilon {e:g}" for e in eps) + " |",
                  "|---|---|" + "---|" * len(eps)]
-        cell: dict[tuple, ResultRecord] = {}
-        for r in rs:
-            c = r.config
-            cell[(c.get("optimizer", "adam"), float(c["lr"]), c.get("epsilon"))] = r
-        for opt, lr in recipes:
-            row = [acc(cell[(opt, lr, e)]) if (opt, lr, e) in cell else "–" for e in (None, *eps)]
-            lines.append(f"| {opt}, lr {lr:g} | " + " | ".join(row) + " |")
+        cell = {(recipe(r.config), r.config.get("epsilon")): r for r in rs}
+        for used in sorted({recipe(r.config) for r in rs}):
+            row = [acc(cell[(used, e)]) if (used, e) in cell else "–" for e in (None, *eps)]
+            lines.append(f"| {used[0]}, lr {used[1]:g} | " + " | ".join(row) + " |")
         plain = [r for r in rs if r.config.get("epsilon") is None]
         top = [r for r in rs if r.config.get("epsilon") == eps[-1]] if eps else []
         majority = 100 * rs[0].metrics["majority_rate"].mean
@@ -495,8 +488,8 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
             d = _paired_change(_unbits(best_dp.extra["correct"]), _unbits(best_plain.extra["correct"]))
             verdict = ("no difference the interval can show" if d.ci_low <= 0 <= d.ci_high else
                        "below it" if d.ci_high < 0 else "above it")
-            out.append(f"DP-SGD's best run at epsilon {eps[-1]:g} ({name(best_dp)}: {acc(best_dp)}) against the best "
-                       f"non-private run ({name(best_plain)}: {acc(best_plain)}): {100 * d.mean:+.1f} points "
-                       f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] paired over the same test texts, "
+            out.append(f"DP-SGD's best run at epsilon {eps[-1]:g} ({recipe_text(best_dp.config)}: {acc(best_dp)}) "
+                       f"against the best non-private run ({recipe_text(best_plain.config)}: {acc(best_plain)}): "
+                       f"{100 * d.mean:+.1f} points [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] paired over the same test texts, "
                        f"{verdict}.")
     return "\n".join(out).rstrip()

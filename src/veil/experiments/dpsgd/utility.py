@@ -127,6 +127,7 @@ def planned_runs(*, corpus: str, epsilons: Sequence[float], setting: str, epochs
                  max_train: int | None) -> list[DPSGDRun]:
     """Every run of a sweep, validated (typed errors, nothing run): per seed, ``none`` then each epsilon."""
     from veil.defenses.dpsgd import ACCOUNTANTS
+    from veil.defenses.dpsgd.engine import OPTIMIZERS
     from veil.validation import check_choice, check_epsilon, check_int
 
     if not isinstance(corpus, str) or not corpus:
@@ -139,7 +140,7 @@ def planned_runs(*, corpus: str, epsilons: Sequence[float], setting: str, epochs
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
     hidden = check_head(clip=clip, lr=lr, hidden=hidden)
-    check_choice("optimizer", optimizer, ("adam", "sgd"))
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("accountant", accountant, ACCOUNTANTS)
     if max_train is not None:
         check_int("max_train", max_train, minimum=2)

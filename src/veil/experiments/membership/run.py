@@ -120,6 +120,7 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
                  optimizer: str = "adam") -> list[MembershipRun]:
     """Every record of a sweep, validated (typed errors, nothing run): per setting (plain, then each epsilon), each
     method."""
+    from veil.defenses.dpsgd.engine import OPTIMIZERS
     from veil.experiments.dpsgd.utility import check_head
     from veil.validation import check_choice, check_epsilon, check_int
 
@@ -143,7 +144,7 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
     hidden = check_head(clip=clip, lr=lr, hidden=hidden)
-    check_choice("optimizer", optimizer, ("adam", "sgd"))
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     settings = ([("plain", None)] if "plain" in defenses else []) + \
         ([("texthide", None)] if "texthide" in defenses else []) + \
         ([("dpsgd", e) for e in eps] if "dpsgd" in defenses else [])
