@@ -36,8 +36,11 @@ demo: setup
 	$(BIN)/veil bench --quick --out veil-results/bench
 	@echo "open veil-results/bench/report.html (Markdown twin: veil-results/bench/report.md)"
 
+# two pytest workers (pytest-xdist; one per core of the 2-core target machine), a test file to a worker;
+# TEST_WORKERS=0 runs every test in one process
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(BIN)/python benchmarks/encode.py

@@ -17,6 +17,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two pytest workers (pytest-xdist): each worker, and every process it starts, keeps to one
+    # thread; two workers each spinning two OpenMP threads on two cores run many times slower than one each
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 
 
 def _home():
@@ -39,6 +44,25 @@ def _real_home_env():
             del os.environ["VEIL_HOME"]
         else:
             os.environ["VEIL_HOME"] = old
+
+
+def pytest_configure(config):
+    """In the controller of a parallel run (``make test``: ``-n 2``), build what the workers would otherwise each
+    build on first use in the real cache, before any worker starts: the quick masked LM (and its quick silver
+    treebank), spaCy's md model, MiniLM's ONNX export and the news attribute corpus. Each is a no-op once cached."""
+    workers = config.getoption("numprocesses", default=None)
+    if not workers or hasattr(config, "workerinput"):
+        return
+    with _real_home_env():
+        from veil.corpora.attributes import load_attributes
+        from veil.encoders.text import TextEncoder
+        from veil.models.spacy_pipelines import md_model_dir
+        from veil.parsing.mlm import ensure_mlm
+
+        ensure_mlm("mlm-quick")
+        md_model_dir()
+        TextEncoder("minilm").encode(["one sentence, so that the ONNX export exists"])
+        load_attributes("news-articles")
 
 
 @pytest.fixture(scope="session")
