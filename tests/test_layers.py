@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "veil"
 
 #: the order of ARCHITECTURE.md, lowest first; a module may import its own layer and any lower one
 LAYERS = [
-    {"errors", "random", "_io", "progress", "_registry", "_threads", "validation", "kinds"},
+    {"errors", "random", "_io", "progress", "_registry", "_threads", "_bf16", "validation", "kinds"},
     {"results", "outputs"},
     {"corpora", "encoders", "models", "metrics"},
     {"defenses"},

@@ -71,14 +71,9 @@ def cpu_has_amx_bf16(cpuinfo: str = _CPUINFO) -> bool:
 
     False where the file is unreadable (another OS). benchmarks/encode.py records it with the machine.
     """
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return "amx_bf16" in line.split()
-    except OSError:
-        return False
-    return False
+    from veil._bf16 import cpu_flags
+
+    return "amx_bf16" in cpu_flags(cpuinfo)
 
 
 def default_backend(device: str = "cpu") -> str:

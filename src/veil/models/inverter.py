@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from veil._bf16 import autocast
 from veil.errors import CacheCorruptError, DataFormatError, InvalidParameterError, ResourceMissingError
 
 __all__ = ["INVERTER_NAMES", "Inverter", "InversionPairs", "inverter_dir", "train_command", "encoder_identity", "build_inverter",
@@ -223,7 +224,7 @@ def greedy_ids(net: Any, vectors: Any, *, start_id: int, end_id: int, max_tokens
     starts = torch.full((n, 1), start_id, dtype=torch.long, device=vectors.device)
     out = torch.zeros((n, 0), dtype=torch.long, device=vectors.device)
     done = torch.zeros(n, dtype=torch.bool, device=vectors.device)
-    with torch.autocast(vectors.device.type, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(vectors.device, bf16):
         step = net.start(vectors, starts, use_cache=True)
         shift = net.output_shift(vectors)
         for t in range(max_tokens):
@@ -259,7 +260,7 @@ def beam_hypotheses(net: Any, vectors: Any, *, beam: int, n_best: int, start_id:
     n, w = len(vectors), beam
     dev = vectors.device
     starts = torch.full((n * w, 1), start_id, dtype=torch.long, device=dev)
-    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(dev, bf16):
         step = net.start(vectors.repeat_interleave(w, 0), starts, use_cache=True)
         shift = net.output_shift(vectors).repeat_interleave(w, 0)
         scores = torch.full((n, w), -math.inf, device=dev)

@@ -66,7 +66,7 @@ class MaskedLM:
 
     def hidden(self, seqs: list[list[int]]) -> Any:
         """The last hidden states (batch, width, dim) of token-id sequences, right-padded into one batch, the
-        encoder run under bf16 autocast (the MLM head is applied by the caller, in fp32, where it needs it)."""
+        encoder run under bf16 autocast where bf16 is native (:mod:`veil._bf16`; the MLM head is applied by the caller, in fp32, where it needs it)."""
         import torch
 
         width = max(map(len, seqs))
@@ -75,7 +75,9 @@ class MaskedLM:
         for r, q in enumerate(seqs):
             ids[r, :len(q)] = torch.as_tensor(q)
             att[r, :len(q)] = 1
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        from veil._bf16 import autocast
+
+        with autocast("cpu"):
             return self.model.bert(input_ids=ids, attention_mask=att).last_hidden_state
 
     def identity(self) -> dict[str, Any]:

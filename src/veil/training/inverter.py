@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from veil._bf16 import autocast, precision as _precision
 from veil.errors import DataFormatError, InvalidParameterError
 from veil.models.inverter import InversionPairs
 
@@ -267,7 +268,7 @@ def _evaluate(net: Any, tokenizer: Any, heldout: InversionPairs, tokens: _Tokens
             v = torch.as_tensor(heldout.vectors[s:s + _DECODE_BATCH], device=device)
             rows = np.arange(s, min(s + _DECODE_BATCH, len(heldout)))
             ids, att = tokens.padded(rows, pad)
-            with torch.autocast(v.device.type, dtype=torch.bfloat16, enabled=config.bf16):
+            with autocast(v.device, config.bf16):
                 loss, n = net.loss(v, ids.to(device), att.to(device))
             loss_sum, n_tok = loss_sum + float(loss) * n, n_tok + n
             out = greedy_ids(net, v, start_id=int(tokenizer.cls_token_id), end_id=int(tokenizer.sep_token_id),
@@ -436,7 +437,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
                 scale = min(1.0, (step + 1) / config.warmup) * (1.0 - 0.9 * min(1.0, step / planned))
                 for group in opt.param_groups:
                     group["lr"] = group["base"] * scale
-                with torch.autocast(v.device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                with autocast(v.device, config.bf16):
                     loss, _ = net.loss(v, ids.to(device), att.to(device))
                 opt.zero_grad()
                 loss.backward()
@@ -471,6 +472,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
                                  "prefix_tokens": config.prefix_tokens, "vector_dim": int(train.vectors.shape[1]),
                                  "hidden": int(net.hidden), "max_tokens": config.max_tokens},
                 "veil": __version__, "torch": torch.__version__,
+                "precision": _precision(config.bf16, device),
                 "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "data": data, "train_sentences": len(train), "train_tokens": enc.tokens, "sentences_seen": seen,

@@ -220,7 +220,7 @@ class _Edits:
 
     def _inverter_logprobs(self, seqs: Sequence[list[int]], vectors: np.ndarray) -> Any:
         """(texts, longest + 1, vocab) the inverter's log-probabilities of the token at each position given the
-        target vector and the tokens to its left (teacher-forced, one batch, bf16 autocast)."""
+        target vector and the tokens to its left (teacher-forced, one batch, bf16 autocast where native)."""
         import torch
 
         net, tok = self.inverter.net, self.tok
@@ -231,7 +231,9 @@ class _Edits:
             ids[r, :len(q) + 1] = torch.as_tensor([int(tok.cls_token_id), *q])
             att[r, :len(q) + 1] = 1
         v = torch.as_tensor(vectors, dtype=torch.float32)
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        from veil._bf16 import autocast
+
+        with torch.inference_mode(), autocast("cpu"):
             hidden = net.start(v, ids, att).last_hidden_state[:, net.prefix_tokens:]
             shift = net.output_shift(v)[:, None].expand(-1, width, -1)
             return torch.log_softmax(net.logits(hidden, shift), -1)
@@ -288,7 +290,8 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
     ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`); ``edit_positions``: the most positions
     edited per text and step; ``fillers``: tokens tried per position; ``batch_size``: targets searched together
     (bounds memory: about ``batch_size * edit_positions * fillers`` candidate texts at once);
-    ``encode_batch_size``: the encoder's batch. The inverter and the masked LM run under bf16 autocast."""
+    ``encode_batch_size``: the encoder's batch. The inverter and the masked LM run under bf16 autocast where it is native
+    (:mod:`veil._bf16`)."""
     from veil.models.inverter import Inverter
     from veil.models.mlm import MaskedLM, load_mlm
     from veil.progress import progress_bar

@@ -373,7 +373,9 @@ class TunedMLMAttacker(_MLMAttack):
 
         model = self.mlm.model
         keep = wb >= 0
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        from veil._bf16 import autocast
+
+        with autocast("cpu"):
             h = model.bert(input_ids=ids, attention_mask=att, token_type_ids=ty).last_hidden_state
             z = model.cls.predictions.transform(h[torch.as_tensor(wb[keep]), torch.as_tensor(wt[keep])])
             if not fp32:
