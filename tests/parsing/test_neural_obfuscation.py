@@ -197,6 +197,27 @@ def test_bad_parameters_are_typed_errors(trained):
         NeuralObfuscator(network=ob.network).obfuscate("a sentence", ["DT"])
 
 
+def test_a_step_budget_stops_the_run_and_anneals_over_it(parser, data):
+    """With max_steps, training stops there (recorded as "steps"), the temperature reaches tau_end at the last step
+    whatever the minutes, and two runs with the same seed give the same network (the budget does not depend on how
+    busy the machine is: the minute cap is far away)."""
+    from veil.defenses.obfuscation import train_obfuscator
+
+    tr = NeuralTraining(max_train=None, dev_sentences=10, batch_size=16, max_minutes=30.0, max_epochs=50,
+                        eval_every=4, patience=100, lr=1e-2, seed=3, max_steps=9)
+    runs = [train_obfuscator(parser, data[0], data[1], config=NET, training=tr, log=lambda _: None)
+            for _ in range(2)]
+    for ob in runs:
+        assert ob.summary["steps"] == 9 and ob.summary["stopped"] == "steps"
+        assert ob.summary["final_tau"] == pytest.approx(tr.tau_start * (tr.tau_end / tr.tau_start) ** (8 / 9),
+                                                        abs=1e-3)
+        assert ob.summary["training"]["max_steps"] == 9
+    assert runs[0].fingerprint == runs[1].fingerprint
+    assert "max_steps" not in NeuralTraining().to_dict()  # obfuscators made before step budgets keep their keys
+    with pytest.raises(InvalidTypeError, match="max_steps"):
+        NeuralTraining(max_steps=2.5)
+
+
 def test_privacy_weight_raises_the_entropy(parser, data):
     """lambda > 0 adds an entropy bonus: the same training (seed, steps) ends with a flatter distribution."""
     from veil.defenses.obfuscation import train_obfuscator

@@ -53,3 +53,22 @@ def test_the_resume_state_holds_only_tensors_and_plain_values(tiny_treebank, tmp
     capsys.readouterr()
     state = torch.load(out.with_suffix(".state.pt"), map_location="cpu", weights_only=True)
     assert {"config", "net", "opt", "step", "best", "history"} <= set(state)
+
+
+def test_a_step_budget_ends_the_run_at_its_steps_whatever_the_minutes(tiny_treebank, tmp_path, capsys):
+    """--max-steps is the budget (recorded as how the run stopped); --max-minutes stays a far-away safety cap, so
+    two runs of the same seed give the same parser."""
+    from veil.parsing.train import read_summary
+
+    args = ["--vectors", "none", "--hidden", "8", "--max-minutes", "30", "--max-train", "100", "--max-steps", "3"]
+    outs = [tmp_path / "a.pt", tmp_path / "b.pt"]
+    for out in outs:
+        assert main(["parse", "train", "--treebank", str(tiny_treebank), "--out", str(out), *args]) == 0
+    capsys.readouterr()
+    summaries = [read_summary(out) for out in outs]
+    for s in summaries:
+        assert s["steps"] == 3 and s["stopped"] == "steps" and s["config"]["max_steps"] == 3
+    assert summaries[0]["history"] == [{**h, "minutes": summaries[0]["history"][i]["minutes"]}
+                                       for i, h in enumerate(summaries[1]["history"])]
+    a, b = (torch.load(out, map_location="cpu", weights_only=True)["state"] for out in outs)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

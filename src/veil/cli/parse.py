@@ -30,7 +30,12 @@ parse_app.add_typer(obfuscator_app, name="obfuscator")
 AttackStepsOpt = Annotated[int | None, typer.Option(min=1, help="Cap on the optimiser steps of trained and "
                                                      "veil-mlm-tuned (the same budget on a busy or an idle machine; "
                                                      "--minutes still applies). Default: no cap.")]
-NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes).")]
+NeuralMinutesOpt = Annotated[float, typer.Option(min=0.05, help="Training budget of each neural obfuscator (minutes; "
+                                                            "with --neural-steps a safety cap that marks a run cut "
+                                                            "short).")]
+NeuralStepsOpt = Annotated[Optional[int], typer.Option(min=1, help="Step budget of each neural obfuscator (the "
+                                                               "temperature anneals over it; the same budget on a busy "
+                                                               "or an idle machine). Default: the minute budget.")]
 PrivacyWeightOpt = Annotated[float, typer.Option(min=0.0, help="Entropy bonus lambda over V_t (0: the paper).")]
 
 
@@ -112,7 +117,10 @@ def parse_treebank(
 def parse_train(
     treebank: TreebankOpt = "silver-sm",
     vectors: Annotated[str, typer.Option(help="md (initialise words from en_core_web_md's vectors) or none.")] = "md",
-    max_minutes: Annotated[float, typer.Option(min=0.1, help="Training budget in minutes.")] = 45.0,
+    max_minutes: Annotated[float, typer.Option(min=0.1, help="Training budget in minutes (with --max-steps: a safety "
+                                                             "cap that marks the run cut short).")] = 45.0,
+    max_steps: Annotated[Optional[int], typer.Option(min=1, help="Cap on the optimiser steps (the same budget on a "
+                                                                 "busy or an idle machine). Default: none.")] = None,
     max_train: Annotated[Optional[int], typer.Option(min=1, help="Training sentences (a random subset).")] = None,
     hidden: Annotated[int, typer.Option(min=8, help="BiLSTM units per direction.")] = 128,
     seed: SeedOpt = 0,
@@ -133,7 +141,7 @@ def parse_train(
         raise typer.BadParameter(f"--vectors must be md or none, got {vectors!r}")
     finite("--max-minutes", max_minutes, low=0.0)
     config = TrainConfig(treebank=check_treebank(treebank), vectors=vectors, max_minutes=max_minutes,
-                         max_train=max_train, hidden=hidden, seed=seed)
+                         max_steps=max_steps, max_train=max_train, hidden=hidden, seed=seed)
     target = out if out is not None else default_model_path(config.name)
     check_output_dir(target.parent, option="--out")
     resume_state(config, target, resume=resume, force=force)  # existing outputs checked before any work
@@ -181,6 +189,9 @@ def obfuscator_train(
     model: Annotated[Optional[Path], typer.Option(help="The biaffine parser to train through (default: the trained "
                                                        "one).")] = None,
     minutes: NeuralMinutesOpt = 4.0,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Step budget (the temperature anneals over "
+                                                                        "it; --minutes becomes a safety cap). "
+                                                                        "Default: the minute budget.")] = None,
     max_train: Annotated[int, typer.Option(min=1, help="Training sentences (a random subset of the train split).")]
     = 20000,
     max_candidates: Annotated[int, typer.Option(min=2, help="Cap K on each tag's substitution vocabulary V_t (its K "
@@ -202,7 +213,7 @@ def obfuscator_train(
     ob, path, key = train_neural(check_level(level), seed, setup=setup,
                                  config=ObfuscatorConfig(level=level, max_candidates=max_candidates),
                                  training=NeuralTraining(max_minutes=minutes, max_train=max_train,
-                                                         privacy_weight=privacy_weight),
+                                                         privacy_weight=privacy_weight, max_steps=steps),
                                  force=force, log=lambda line: msg.print(line, highlight=False))
     if as_json:
         echo_json({"model": str(path), "key": key, **ob.config()})
@@ -232,6 +243,7 @@ def parse_sweep(
     training_seeds: Annotated[str, typer.Option(help="Comma-separated training seeds of the neural obfuscators.")]
     = "0,1,2",
     neural_minutes: NeuralMinutesOpt = 4.0,
+    neural_steps: NeuralStepsOpt = None,
     privacy_weight: PrivacyWeightOpt = 0.0,
     results: ResultsOpt = None,
     force: ForceOpt = False,
@@ -269,7 +281,8 @@ def parse_sweep(
     msg = console(as_json)
     paths = run_parsing(root, parsers=parser_names, levels=lvls, attackers=attacker_names, setup=setup,
                         force=force, defenses=defenses, training_seeds=[int(s) for s in names(training_seeds)],
-                        training=NeuralTraining(max_minutes=neural_minutes, privacy_weight=privacy_weight),
+                        training=NeuralTraining(max_minutes=neural_minutes, privacy_weight=privacy_weight,
+                                                max_steps=neural_steps),
                         log=lambda line: msg.print(line, highlight=False))
     if as_json:
         echo_json({"results": str(root), "records": [ResultRecord.read(p).to_dict() for p in paths]})

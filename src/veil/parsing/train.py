@@ -46,6 +46,9 @@ class TrainConfig:
     max_epochs: int = 10
     eval_every: int = 100
     patience: int = 8
+    #: a cap on the optimiser steps (the same budget on a busy or an idle machine; ``max_minutes`` stays a safety
+    #: cap that marks a run cut short). None: no cap, and left out of to_dict (parsers made before it match)
+    max_steps: int | None = None
     seed: int = 0
     name: str = "biaffine"
     threads: int = 1  # torch CPU threads: 1 is several times faster than 2 on a shared 2-core machine (measured)
@@ -71,13 +74,19 @@ class TrainConfig:
         if self.max_train is not None and (isinstance(self.max_train, bool) or not isinstance(self.max_train, int)
                                            or self.max_train < 1):
             raise InvalidParameterError(f"max_train must be None or an int >= 1, got {self.max_train!r}")
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+                                           or self.max_steps < 1):
+            raise InvalidParameterError(f"max_steps must be None or an int >= 1, got {self.max_steps!r}")
         if self.vectors not in ("md", "none"):
             raise InvalidParameterError(f"vectors must be 'md' or 'none', got {self.vectors!r}")
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        if self.max_steps is None:
+            del out["max_steps"]
+        return out
 
 
 #: how long `veil parse train` takes with its defaults (its --max-minutes budget), for messages
@@ -120,7 +129,7 @@ def _batches(trees: list[Tree], batch_tokens: int, rng: np.random.Generator) -> 
 
 
 #: config keys a resumed run may change (the budget of each session)
-_BUDGET = ("threads", "max_minutes", "max_epochs", "patience")
+_BUDGET = ("threads", "max_minutes", "max_epochs", "patience", "max_steps")
 _STATE_KEYS = ("config", "net", "opt", "step", "best", "bad", "epoch", "spent", "history")
 
 
@@ -235,7 +244,9 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
     log(f"training on {len(train)} sentences ({sum(map(len, train))} words), dev {len(dev)}; vocabulary "
         f"{len(vocab.words)} words ({hits} with md vectors), {len(vocab.tags)} tags, {len(vocab.labels)} labels")
     start = time.monotonic() - spent * 60
-    done = st is not None and spent > config.max_minutes  # a resumed run whose budget is spent: nothing to do
+    # a resumed run whose budget is spent: nothing to do
+    done = st is not None and (spent > config.max_minutes
+                               or (config.max_steps is not None and step >= config.max_steps))
     def evaluate(minutes: float, loss: float | None) -> bool:
         """Score the parser on dev; save it when it is the best so far (and the resume state); True if so."""
         nonlocal best, bad
@@ -259,6 +270,7 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
         return improved
 
     loss = None
+    stopped = "epochs"
     while epoch < config.max_epochs and not done:
         net.train()
         for chunk in _batches(train, config.batch_tokens, rng):
@@ -272,9 +284,12 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
             opt.step()
             step += 1
             minutes = (time.monotonic() - start) / 60
-            if step % config.eval_every == 0 or minutes > config.max_minutes:
+            capped = config.max_steps is not None and step >= config.max_steps
+            if step % config.eval_every == 0 or minutes > config.max_minutes or capped:
                 evaluate(minutes, loss.item())
-                if bad >= config.patience or minutes > config.max_minutes:
+                if bad >= config.patience or minutes > config.max_minutes or capped:
+                    stopped = ("flattened" if bad >= config.patience else "steps" if capped else
+                               "budget (cut short)")
                     done = True
                     break
         else:
@@ -284,7 +299,7 @@ def _train(config: TrainConfig, out: str | os.PathLike | None, st: dict[str, Any
         evaluate((time.monotonic() - start) / 60, None if loss is None else loss.item())
     if not path.is_file():
         raise InvalidParameterError(f"training ended without saving a parser to {path}; re-run with --force")
-    summary = {"model": str(path), "best_dev_uas": float(best), "steps": step, "epochs": epoch,
+    summary = {"model": str(path), "best_dev_uas": float(best), "steps": step, "epochs": epoch, "stopped": stopped,
                "minutes": round((time.monotonic() - start) / 60, 2), "train_sentences": len(train),
                "dev_sentences": len(dev), "md_vector_hits": hits, "config": config.to_dict(),
                "parser_config": pcfg.to_dict(), "history": history}

@@ -114,8 +114,20 @@ class NeuralTraining(_Config):
     privacy_weight: float = 0.0
     seed: int = 0
     threads: int = 1
+    #: a cap on the optimiser steps: the budget, the same on a busy or an idle machine (the temperature anneals over
+    #: it, and ``max_minutes`` is only a safety cap that marks a run cut short). None: the minute budget of earlier
+    #: obfuscators (anneal over minutes or epochs), and left out of to_dict (their cache keys stay)
+    max_steps: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.max_steps is None:
+            del out["max_steps"]
+        return out
 
     def __post_init__(self) -> None:
+        if self.max_steps is not None:
+            _check("max_steps", self.max_steps, int, self.max_steps >= 1, "None or an int >= 1")
         if self.max_train is not None:
             _check("max_train", self.max_train, int, self.max_train >= 1, "None or an int >= 1")
         for name in ("dev_sentences", "batch_size", "max_epochs", "eval_every", "patience", "threads"):
@@ -466,7 +478,7 @@ def _train(parser: Any, train: Sequence[Any], dev: Sequence[Any], config: Obfusc
     log(f"training a {config.level} obfuscator on {len(pool)} sentences (dev {len(dev)}); V_t capped at "
         f"{config.max_candidates}: {sum(map(len, cands.values()))} candidates over {len(cands)} tags; dev UAS at "
         f"the start (uniform over V_t) {first:.2f}")
-    bad, step, epoch = 0, 0, 0
+    bad, step, epoch, stopped = 0, 0, 0, "epochs"
     start, done, tau, loss = time.monotonic(), False, tr.tau_start, torch.tensor(0.0)
     while epoch < tr.max_epochs and not done:
         order = sorted(rng.permutation(len(pool)), key=lambda i: len(pool[i]) // 5)  # similar lengths per batch
@@ -480,8 +492,11 @@ def _train(parser: Any, train: Sequence[Any], dev: Sequence[Any], config: Obfusc
                 heads = arc.argmax(-1)
                 labels = parser.label_scores(ld, lh, heads).argmax(-1)
                 x = parser.embed(batch)
-            progress = max((time.monotonic() - start) / 60 / tr.max_minutes, (epoch + n_chunk / len(chunks)) /
-                           tr.max_epochs)
+            if tr.max_steps is not None:  # anneal over the step budget: the same schedule on any machine
+                progress = step / tr.max_steps
+            else:
+                progress = max((time.monotonic() - start) / 60 / tr.max_minutes, (epoch + n_chunk / len(chunks)) /
+                               tr.max_epochs)
             tau = tr.tau_start * (tr.tau_end / tr.tau_start) ** min(1.0, progress)
             h, ent, n_ent = net.encode(batch), torch.tensor(0.0), 0
             for tag, (rows, cols, orig) in _plan(net, part).items():
@@ -505,10 +520,13 @@ def _train(parser: Any, train: Sequence[Any], dev: Sequence[Any], config: Obfusc
             opt.step()
             step += 1
             minutes = (time.monotonic() - start) / 60
-            if step % tr.eval_every == 0 or minutes > tr.max_minutes:
+            capped = tr.max_steps is not None and step >= tr.max_steps
+            if step % tr.eval_every == 0 or minutes > tr.max_minutes or capped:
                 bad = 0 if evaluate(step, epoch, minutes, tau, loss.item()) else bad + 1
                 net.train()
-                if bad >= tr.patience or minutes > tr.max_minutes:
+                if bad >= tr.patience or minutes > tr.max_minutes or capped:
+                    stopped = ("flattened" if bad >= tr.patience else "steps" if capped else
+                               "budget (cut short)" if tr.max_steps is not None else "budget")
                     done = True
                     break
         else:
@@ -518,7 +536,8 @@ def _train(parser: Any, train: Sequence[Any], dev: Sequence[Any], config: Obfusc
     net.load_state_dict(best["state"])
     net.eval()
     summary = {"best_dev_uas": round(best["uas"], 2), "start_dev_uas": round(first, 2), "steps": step,
-               "epochs": epoch, "minutes": round((time.monotonic() - start) / 60, 2), "train_sentences": len(pool),
+               "stopped": stopped, "epochs": epoch, "minutes": round((time.monotonic() - start) / 60, 2),
+               "train_sentences": len(pool),
                "dev_sentences": len(dev), "final_tau": round(tau, 3), "config": config.to_dict(),
                "training": tr.to_dict(), "history": history}
     return NeuralObfuscator(network=net, summary=summary)
