@@ -66,7 +66,7 @@ def dpsgd_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: P
         c = r.config
         groups[(c["corpus"], c["setting"], *recipe(c), c["epochs"], c["batch_size"], c.get("max_train"),
                 c.get("epsilon"))].append(r)
-    for key in sorted(groups, key=lambda k: (k[:6], k[6] or 0, k[7] is not None, k[7] or 0)):
+    for key in sorted(groups, key=lambda k: (k[:6], k[6] or 0, k[7] is not None, k[7] or 0, str(k))):
         rs = sorted(groups[key], key=lambda r: r.config["seed"])
         m0 = rs[0].metrics
         acc = ", ".join(_ci(r.metrics["accuracy"]) for r in rs)
@@ -183,10 +183,13 @@ def _target_text(defense: str, model: str) -> str:
 
 
 def _target_order(key: tuple) -> tuple:
+    """The order of targets on the membership page, its tables and its ROC panels: the head first, then by epochs,
+    defense (``DEFENSES``' order), epsilon and, last, the model label (recipe included), so that two distinct targets
+    never tie and the order never falls back on how the records or a set were listed."""
     model, epochs, defense, eps = key
     from veil.experiments.membership import DEFENSES
 
-    return model != "head", epochs, DEFENSES.index(defense), eps or 0
+    return model != "head", epochs, DEFENSES.index(defense), eps is not None, eps or 0, model
 
 
 def _attack_name(r: ResultRecord) -> str:
@@ -250,10 +253,17 @@ def _learnt(r: ResultRecord) -> str:
     return f"{'yes' if verdict.reject else 'no'} (p {verdict.p_value:.2g})"
 
 
+def _record_order(r: ResultRecord) -> tuple:
+    """A membership record's place on the page: corpus, target, attack, queries, then what tells two runs of one
+    attack on one target apart (seed, members, shadows), so the page does not depend on the order records come in."""
+    c = r.config
+    return (c["corpus"], _target_order(_target_key(r)), c["method"], c.get("queries", 1), c["seed"], c["members"],
+            c.get("shadows") or 0, r.created)
+
+
 @register_renderer("membership")
 def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
-    recs = sorted((r for _, r in records), key=lambda r: (r.config["corpus"], _target_order(_target_key(r)),
-                                                          r.config["method"], r.config.get("queries", 1)))
+    recs = sorted((r for _, r in records), key=_record_order)
     lines = ["# Results: membership inference on released models", "",
              "Each target is an MLP head on frozen MiniLM trained on the game's members (half of the candidates, "
              "drawn with the seed); the attacker queries its outputs on every candidate and scores membership "
@@ -296,7 +306,7 @@ def membership_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
         by_methods: dict[frozenset, list[tuple]] = defaultdict(list)
         for target, chosen in methods_of.items():
             by_methods[frozenset(chosen)].append(target)
-        for chosen, targets in sorted(by_methods.items(), key=lambda kv: -len(kv[0])):
+        for chosen, targets in sorted(by_methods.items(), key=lambda kv: (-len(kv[0]), sorted(kv[0]))):
             eps = sorted({float(e) for _, e in targets if e is not None})
             defenses = sorted({d for d, _ in targets}, key=DEFENSES.index)
             which = "all" if set(defenses) == set(DEFENSES) else ",".join(defenses)

@@ -1,6 +1,7 @@
 """The fragments of docs/*.md and README.md (see ``veil.report.fragments``): each renders measured numbers from the
 records under ``results/`` or the newest matching section of ``benchmarks/RESULTS.md``, with the verdict its
-interval supports (an interval that includes 0 shows no difference)."""
+interval supports (an interval that includes 0 shows no difference). docs/parsing.md's are in
+``veil.report.fragment_parsing``, registered from here."""
 
 from __future__ import annotations
 
@@ -162,7 +163,7 @@ def _pv(recs: list[ResultRecord], key: str) -> list[float]:
     return [100 * r.metrics[key].mean for r in recs if key in r.metrics]
 
 
-@register_fragment("attributes-findings")
+@register_fragment("attributes-findings", compares=True)
 def attributes_findings(results: Path, bench: Path) -> str:
     g = _attr_groups(results)
     news, deb, lstm = ("news-articles", "minilm", 64), ("debates-2016", "minilm", 64), ("news-articles", "lstm", 64)
@@ -217,73 +218,6 @@ def attributes_findings(results: Path, bench: Path) -> str:
     return "\n".join(out)
 
 
-@register_fragment("parsing-biaffine-test")
-def parsing_biaffine_test(results: Path, bench: Path) -> str:
-    r = next(r for r in _records(results, "parsing") if r.experiment == "eval-biaffine-none")
-    m = r.metrics
-    f = lambda k: f"{m[k].mean:.1f} [{m[k].ci_low:.1f}, {m[k].ci_high:.1f}]"  # noqa: E731
-    return (f"On the first {r.config['test_sentences']:,} silver test sentences: **UAS {f('uas')} / LAS {f('las')} "
-            f"with punctuation, {f('uas_nopunct')} / {f('las_nopunct')} without** (95% sentence-bootstrap "
-            f"intervals; `results/parsing/`).")
-
-
-@register_fragment("parsing-attackers")
-def parsing_attackers(results: Path, bench: Path) -> str:
-    from veil.report.parsing import _interval, _weight
-
-    recs = _records(results, "parsing")
-    rand = {(r.config["attacker"], r.config["level"]): r for r in recs if r.experiment.startswith("attack-")
-            and r.config.get("defense", "random") == "random"}
-    neural: dict[tuple[str, str], list[float]] = {}
-    for r in recs:
-        if r.experiment.startswith("attack-") and r.config.get("defense") == "neural" and _weight(r) == 0:
-            neural.setdefault((r.config["attacker"], r.config["level"]), []).append(r.metrics["prv"].mean)
-    out = []
-    for attacker in ("trained", "minilm"):
-        cells = []
-        for level in ("P1", "P2", "P3", "P4", "P5"):
-            if (attacker, level) in neural and (attacker, level) in rand:
-                mean, lo, hi = _interval(neural[(attacker, level)], rand[(attacker, level)].metrics["prv"].mean)
-                n = len(neural[(attacker, level)])
-                verdict = ("one seed" if lo is None else "lower" if hi < 0 else "higher" if lo > 0 else "inconclusive")
-                cells.append(f"{level} {mean:+.1f}" + ("" if lo is None else f" [{lo:+.1f}, {hi:+.1f}]")
-                             + f" ({verdict}, {n} seeds)")
-        out.append(f"- {'trained' if attacker == 'trained' else 'MiniLM'} attacker, Δ prv (neural - random, 95% t over "
-                   f"training seeds): " + "; ".join(cells) + ".")
-    return "\n".join(out)
-
-
-@register_fragment("parsing-strongest")
-def parsing_strongest(results: Path, bench: Path) -> str:
-    """Per level of random substitution: the strongest attacker (lowest prv), how its training ended, beside the
-    earlier best and the paper's trained attacker; and what veil's masked LM reached."""
-    from veil.report.parsing import PAPER_BIAFFINE, _ATTACKERS, _ended
-
-    recs = _records(results, "parsing")
-    rand = {(r.config["attacker"], r.config["level"]): r for r in recs if r.experiment.startswith("attack-")
-            and r.config.get("defense", "random") == "random"}
-    out = []
-    for level in ("P1", "P2", "P3", "P4", "P5"):
-        ran = sorted((rand[(a, level)].metrics["prv"].mean, a) for a in _ATTACKERS if (a, level) in rand)
-        if not ran:
-            continue
-        prv, who = ran[0]
-        rec = rand[(who, level)]
-        old = [(p, a) for p, a in ran if not a.startswith("veil-mlm")]
-        earlier = f"; the best attacker before veil's masked LM: {old[0][1]} {old[0][0]:.1f}" if old else ""
-        out.append(f"- {level}: {who} prv {prv:.1f} [{rec.metrics['prv'].ci_low:.1f}, {rec.metrics['prv'].ci_high:.1f}], "
-                   f"top-1 {rec.metrics['top1'].mean:.1f}% ({_ended(rec)}){earlier}; the paper's trained attacker "
-                   f"{PAPER_BIAFFINE[level][2]}.")
-    for r in recs:
-        if r.experiment.startswith("model-"):
-            c = r.config
-            out.append(f"- veil's masked LM `{c['name']}`: held-out masked-token accuracy "
-                       f"{r.metrics['heldout_accuracy'].mean:.1f}% (from {r.metrics['start_accuracy'].mean:.1f}% "
-                       f"with MiniLM's weights and a fresh head) after {c['steps']} steps, {c['tokens_seen']:,} "
-                       f"tokens, {c['minutes']:.1f} minutes.")
-    return "\n".join(out)
-
-
 def _th(results: Path) -> list[ResultRecord]:
     return [r for r in _records(results, "texthide-attacks") if "cell" in r.config]
 
@@ -324,7 +258,7 @@ def texthide_attack_summary(results: Path, bench: Path) -> str:
     return "\n".join(lines)
 
 
-@register_fragment("redaction-summary")
+@register_fragment("redaction-summary", compares=True)
 def redaction_summary(results: Path, bench: Path) -> str:
     """One bullet per measured finding of the redaction records (none: an empty string)."""
     from veil.report.redaction import (MODELS, OPERATOR_ORDER, _detection_groups, _ops, _p, _pct, _pts, _variant,
@@ -408,7 +342,7 @@ def redaction_summary(results: Path, bench: Path) -> str:
     return "\n".join(out)
 
 
-@register_fragment("dpsgd-audit-summary")
+@register_fragment("dpsgd-audit-summary", compares=True)
 def dpsgd_audit_summary(results: Path, bench: Path) -> str:
     """One bullet per audited mechanism of results/dpsgd-audit/: how many audits it passed or failed, and which part
     of the audit (the bounds, the noise check, the sensitivity check) did it."""
@@ -445,7 +379,16 @@ def dpsgd_audit_summary(results: Path, bench: Path) -> str:
     return "\n".join(out)
 
 
-@register_fragment("dpsgd-top-layers")
+def _above_majority(r: ResultRecord) -> bool:
+    """Whether a DP-SGD record's test accuracy interval (the one its page shows) lies above its majority rate."""
+    from veil.report.markdown import proportion_interval
+
+    m = r.metrics["accuracy"]
+    low, _ = proportion_interval(m.mean, m.n, m.ci_low, m.ci_high, m.ci_level)
+    return low is not None and low > r.metrics["majority_rate"].mean
+
+
+@register_fragment("dpsgd-top-layers", compares=True)
 def dpsgd_top_layers(results: Path, bench: Path) -> str:
     """The top-layers setting per recipe (optimizer, learning rate) of results/dpsgd/: test accuracy without privacy
     and at each epsilon, and DP-SGD's best run at the largest epsilon against the best non-private run (the paired
@@ -479,9 +422,20 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
         plain = [r for r in rs if r.config.get("epsilon") is None]
         top = [r for r in rs if r.config.get("epsilon") == eps[-1]] if eps else []
         majority = 100 * rs[0].metrics["majority_rate"].mean
+        learnt: dict[bool, list[str]] = {True: [], False: []}
+        for used in sorted({recipe(r.config) for r in rs}):
+            side: dict[bool, list[str]] = {True: [], False: []}
+            for e in (None, *eps):
+                if (used, e) in cell:
+                    side[_above_majority(cell[(used, e)])].append("none" if e is None else f"epsilon {e:g}")
+            for above, where in side.items():
+                if where:
+                    learnt[above].append(f"{used[0]}, lr {used[1]:g} at {', '.join(where)}")
         text = (f"{corpus}, {n:,} training texts, {epochs} epochs, lots of {batch}, one seed per cell (test "
                 f"accuracy, percent, Wilson 95%; the majority class scores {majority:.1f}):")
         out += [text, "", *lines, ""]
+        out += [f"Above the majority class (the accuracy interval lies above {majority:.1f}): "
+                f"{'; '.join(learnt[True]) or 'no run'}. Not above it: {'; '.join(learnt[False]) or 'no run'}.", ""]
         if plain and top:
             best_plain = max(plain, key=lambda r: r.metrics["accuracy"].mean)
             best_dp = max(top, key=lambda r: r.metrics["accuracy"].mean)
@@ -493,3 +447,6 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
                        f"{100 * d.mean:+.1f} points [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}] paired over the same test texts, "
                        f"{verdict}.")
     return "\n".join(out).rstrip()
+
+
+from veil.report import fragment_parsing as _fragment_parsing  # noqa: E402,F401  (registers the parsing fragments)

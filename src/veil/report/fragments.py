@@ -4,6 +4,10 @@ A fragment is ``<!-- veil:fragment NAME -->TEXT<!-- /veil:fragment -->`` (on one
 what ``FRAGMENTS[NAME](results_dir, bench_file)`` renders from the result records (``results/**``) and
 ``benchmarks/RESULTS.md``, never typed by hand. ``fill`` rewrites every fragment of a folder's pages in place;
 ``stale`` lists the fragments whose text differs from a fresh rendering (tests/test_docs_numbers.py fails on any).
+
+A fragment that compares things is registered with ``compares=True`` (listed in ``COMPARISONS``): its text states
+each comparison's direction, worded from the data (``DIRECTION_WORDS`` or ``NO_DIRECTION_WORDS``), so the prose
+around it never has to (tests/test_docs_numbers.py fails on a hand-written direction next to one).
 """
 
 from __future__ import annotations
@@ -15,16 +19,27 @@ from typing import Callable
 
 from veil.errors import DataFormatError
 
-__all__ = ["FRAGMENTS", "register_fragment", "render_fragment", "fill_text", "fill", "stale", "FRAGMENT_RE"]
+__all__ = ["FRAGMENTS", "COMPARISONS", "DIRECTION_WORDS", "NO_DIRECTION_WORDS", "register_fragment", "render_fragment",
+           "fill_text", "fill", "stale", "FRAGMENT_RE"]
 
 Fragment = Callable[[Path, Path], str]
 FRAGMENTS: dict[str, Fragment] = {}
+#: the fragments that compare things (their text carries each comparison's direction, generated from the data)
+COMPARISONS: set[str] = set()
+#: words that state which way a comparison goes
+DIRECTION_WORDS = re.compile(r"(?i)\b(better|worse|lower|higher|beats?|beaten|beating|more private|less private|"
+                             r"above|below)\b(?!-)")
+#: words that state that a comparison shows no direction
+NO_DIRECTION_WORDS = re.compile(r"(?i)\b(no difference|inconclusive|includes 0|holds 50|one seed)\b")
 FRAGMENT_RE = re.compile(r"<!-- veil:fragment (?P<name>[\w-]+) -->(?P<body>.*?)<!-- /veil:fragment -->", re.S)
 
 
-def register_fragment(name: str) -> Callable[[Fragment], Fragment]:
+def register_fragment(name: str, compares: bool = False) -> Callable[[Fragment], Fragment]:
+    """Register fragment ``name``; ``compares``: its text compares things and states each direction itself."""
     def deco(fn: Fragment) -> Fragment:
         FRAGMENTS[name] = fn
+        if compares:
+            COMPARISONS.add(name)
         return fn
     return deco
 

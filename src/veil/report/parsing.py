@@ -434,6 +434,28 @@ def _obfuscators(n_evals: dict[tuple[str, str], list[ResultRecord]],
     return lines + [""]
 
 
+def training_rule(rec: ResultRecord) -> str:
+    """How a learning attacker's training was bounded and stopped, from its record alone: its training sentences,
+    its minute cap (and step cap, ``attack_steps``, where the record has one) and its stopping rule: early stopping on its own dev MRR
+    (the record's attack config has ``stopped``), whole epochs with the best on its own dev MRR kept
+    (``selected_epoch``), or whole epochs with no dev selection (neither: the earlier fixed-budget kind). Two
+    records trained alike have the same text."""
+    c = rec.config
+    attack = c.get("attack", {})
+    caps = [f"{float(c['attack_minutes']):g}-minute cap"] if c.get("attack_minutes") is not None else []
+    if c.get("attack_train") is not None:
+        caps.insert(0, f"{int(c['attack_train']):,} training sentences")
+    if c.get("attack_steps") is not None:
+        caps.append(f"{int(c['attack_steps'])}-step cap")
+    if "stopped" in attack:
+        rule = "early stopping on its own dev MRR"
+    elif "selected_epoch" in attack:
+        rule = "whole epochs, the best on its own dev MRR kept"
+    else:
+        rule = "whole epochs, no dev selection"
+    return ", ".join([*caps, rule])
+
+
 def _weight(r: ResultRecord) -> float:
     """The privacy knob lambda a neural record's obfuscator was trained with (0: the paper's model)."""
     ob = r.config.get("obfuscator", {}).get("training", {}).get("training", {})

@@ -103,7 +103,7 @@ def _table1(all_index, setting: str) -> list[str]:
     budget = _table1_budget(all_index, setting)
     index = _at(all_index, budget)
     corpora = sorted({c for (c, v, s) in index if s == setting and v in {v for v, _ in COLUMNS}},
-                     key=lambda c: list(PAPER).index(c) if c in PAPER else 99)
+                     key=lambda c: (list(PAPER).index(c) if c in PAPER else len(PAPER), c))
     if not corpora:
         return [f"No {setting} runs yet (`veil texthide sweep table1{' --finetune' if setting == 'finetuned' else ''}`).", ""]
     others = sorted({b for (c, v, s, b) in all_index if s == setting and b != budget and c in corpora
