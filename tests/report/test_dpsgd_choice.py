@@ -88,3 +88,50 @@ def test_encodings_are_called_broken_only_when_the_attack_interval_clears_half(t
     assert ("TextHide's training encodings, which leave the owner at every step: unmix (5 epochs of encodings "
             "observed) recovers all 4 private sources of 30.0% [29.0, 31.0] of 1000 encodings.") in text
     assert "are broken" not in text
+
+
+def _rows(text):
+    return {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| rt-polarity (")}
+
+
+def test_each_row_is_judged_by_the_rules_of_what_to_use(tmp_path):
+    _write(tmp_path, "membership", [
+        _member("plain", "lira", 0.88, 0.74), _member("texthide", "lira", 0.57, 0.70),
+        _member("dpsgd", "rmia", 0.55, 0.72, eps=3.0),  # useful, and its AUC's interval ends under 95.26
+        _member("dpsgd", "rmia", 0.50, 0.61, eps=1.0),  # 610 of 1000 against 60%: not useful
+        _member("dpsgd", "rmia", 0.59, 0.75, eps=0.01)])  # 0.01-DP allows AUC 50.25: 0.60 contradicts it
+    _write(tmp_path, "texthide-attacks", [_unmix(0.999)])
+    _write(tmp_path, "dpsgd-audit", [_audit(3.0, 0.8, 0)])
+    text = "\n".join(choice_section(tmp_path))
+    assert "'Useful and private': the two rules of the bench's What to use" in text
+    rows = _rows(text)
+    assert rows["DP-SGD, epsilon 3"].endswith("| yes |")
+    assert rows["DP-SGD, epsilon 1"].endswith("| no (not useful: test accuracy does not beat the majority class "
+                                              "(p=0.27, exact one-sided binomial)) |")
+    assert rows["DP-SGD, epsilon 0.01 (same utility)"].endswith("| no (leaks: membership (rmia) AUC 59.0 [58.0, 60.0] reaches above "
+                                                 "the 50.25 its guarantee allows) |")
+    assert rows["none (plain training)"].endswith("| no (leaks: membership (lira) AUC 88.0 [87.0, 89.0]: its interval "
+                                                  "lies above 50 (random guessing)) |")
+    encodings = [line for line in text.splitlines() if "| training encodings, every step |" in line][0]
+    assert encodings.endswith("| no (leaks: unmix 99.9% [98.9, 100.0] beats random guessing (p<1e-4, exact one-sided "
+                              "binomial against 1/1000)) |")
+    # the same-utility epsilon (the smallest as accurate as TextHide) fails; the page names the one that passes
+    assert ("By the rules, DP-SGD at epsilon 0.01: no (leaks: membership (rmia) AUC 59.0 [58.0, 60.0] reaches above "
+            "the 50.25 its guarantee allows); TextHide (256, 4), both releases together: no (leaks: its training "
+            "encodings: unmix 99.9%") in text
+    assert text.rstrip().endswith("DP-SGD heads that pass both rules: epsilon 3.")
+
+
+def test_a_failed_one_run_audit_fails_the_privacy_rule_and_quiet_encodings_pass_it(tmp_path):
+    _write(tmp_path, "membership", [_member("plain", "loss", 0.70, 0.74), _member("texthide", "loss", 0.50, 0.70),
+                                    _member("dpsgd", "loss", 0.51, 0.72, eps=1.0)])
+    # one recovered encoding of 1000 against a chance of at most 1/1000: not distinguishable from random guessing
+    _write(tmp_path, "texthide-attacks", [_unmix(0.001)])
+    _write(tmp_path, "dpsgd-audit", [_audit(1.0, 0.3, 0), _audit(1.0, 1.5, 1, passed=False)])
+    text = "\n".join(choice_section(tmp_path))
+    rows = _rows(text)
+    assert rows["DP-SGD, epsilon 1 (same utility)"].endswith(
+        "| no (leaks: 1 one-run audit(s) at this epsilon failed) |")
+    encodings = [line for line in text.splitlines() if "| training encodings, every step |" in line][0]
+    assert encodings.endswith("| yes |")  # and its model's AUC interval [49.0, 51.0] does not lie above 50
+    assert "TextHide (256, 4), both releases together: yes. No DP-SGD head passes both rules." in text

@@ -1,7 +1,10 @@
 """The bench report: one privacy-utility page (self-contained HTML, and a Markdown twin) from the cell records.
 
-First "What to use": per corpus and release kind, the settings on the privacy-utility frontier and those a
-stronger attack than their paper's broke. Then one section per release kind (:data:`veil.kinds.RELEASE_KINDS`
+First "What to use" (:mod:`veil.report.bench_use`): per corpus and release kind, the settings that pass its two
+stated rules (useful: the utility beats the majority class; private: no attack beats its floor, or a DP guarantee's
+bound holds), or why none does; "TextHide or DP-SGD?" under the same rules; and the privacy-utility frontier, a
+description and not advice, with the settings a stronger attack than their paper's broke. Then one section per
+release kind (:data:`veil.kinds.RELEASE_KINDS`
 order) and, in it, per corpus: a plot of utility (x: the task's utility with its 95% CI) against the strongest
 attack's success (y, with its CI), one point per defense setting, the undefended baseline (where the corpus has
 one), the floor and the majority class or the utility on the original inputs marked; a table with the same numbers,
@@ -95,6 +98,8 @@ def bench_points(records: list[ResultRecord]) -> dict[str, list[BenchPoint]]:
                                                          cell["setting_label"],
                                                          _guarantee(cell["defense"], cell["setting"]))
         block = dict(rec.extra["bench"])
+        if isinstance(rec.config.get("guarantee"), dict) and cell["attack"] != "utility":
+            block.setdefault("guarantee", rec.config["guarantee"])  # as run: DP-SGD's accounted epsilon and delta
         if cell["attack"] == "utility":
             p.utility = {**block, "collapsed": bool(rec.extra.get("collapsed", False))}
         else:
@@ -189,102 +194,6 @@ def _kind(defense: str) -> str:
     return get_defense(defense).releases if defense in defense_names(controls=True) else "unknown"
 
 
-def frontier(points: list[BenchPoint]) -> list[BenchPoint]:
-    """The points no other point beats on both axes (utility at least as high and leakage at least as low, one of
-    them strictly), by the means; points without a utility or a comparable attack are left out."""
-    full = [p for p in points if p.utility is not None and p.strongest is not None]
-
-    def axes(p: BenchPoint) -> tuple[float, float]:
-        return p.utility["utility_metric"]["mean"], p.strongest[1]["success_metric"]["mean"]
-
-    def beaten(p: BenchPoint) -> bool:
-        u, a = axes(p)
-        return any((v >= u and b <= a) and (v > u or b < a) for v, b in map(axes, full))
-    return [p for p in full if not beaten(p)]
-
-
-def broken(p: BenchPoint) -> str | None:
-    """How a stronger attack broke ``p``: the strongest attack beats random and its interval lies above the paper's
-    attack's whole interval (the defense looks safe only against its paper's attack); None otherwise."""
-    paper, s = _paper_attack(p.defense), p.strongest
-    if s is None or paper is None or paper not in p.attacks or s[0] == paper:
-        return None
-    mine, theirs = s[1]["success_metric"], p.attacks[paper]["success_metric"]
-    if not (s[1].get("test") or {}).get("reject") or mine.get("ci_low") is None or theirs.get("ci_high") is None:
-        return None
-    if mine["ci_low"] <= theirs["ci_high"]:
-        return None
-    return f"{s[0]} {_pct(mine)} where its paper's {paper} finds {_pct(theirs)}"
-
-
-def _what_to_use(by_corpus: dict[str, list[BenchPoint]]) -> list[list[str]]:
-    """One row per (corpus, release kind): the defenses on the privacy-utility frontier with their guarantee and
-    strongest attack, and every setting a stronger attack broke."""
-    rows = []
-    for corpus, points in by_corpus.items():
-        kinds: dict[str, list[BenchPoint]] = {}
-        for p in points:
-            if p.defense != "none":
-                kinds.setdefault(_kind(p.defense), []).append(p)
-        for kind, everything in kinds.items():
-            mine = [p for p in everything if not _undefended(p.defense)]
-            base = _base(kind, points, everything)
-            best = [f"{p.name} ({_guarantee_short(p)}): utility {_pct(p.utility['utility_metric'])}, "
-                    f"{p.strongest[0]} {_pct(p.strongest[1]['success_metric'])}" for p in frontier(mine)]
-            hit = [f"{p.name}: {why}" for p in mine if (why := broken(p))]
-            ref = (f"{base.name}: utility {_pct(base.utility['utility_metric'])}, {base.strongest[0]} "
-                   f"{_pct(base.strongest[1]['success_metric'])}") if base else _reference(mine)
-            rows.append([corpus, kind, "; ".join(best) or "n/a", "; ".join(hit) or "none", ref])
-    return rows
-
-
-def _base(kind: str, points: list[BenchPoint], mine: list[BenchPoint]) -> BenchPoint | None:
-    """The kind's undefended reference with a utility and a strongest attack: its own undefended defense (``plain``
-    for a model), else the ``none`` baseline where the kind contains what it releases (vectors)."""
-    from veil.kinds import observable
-
-    own = [p for p in mine if _undefended(p.defense) and p.strongest and p.utility]
-    if own:
-        return own[0]
-    return next((p for p in points if p.defense == "none" and p.strongest and p.utility
-                 and observable(kind, _kind("none"))), None)
-
-
-CHOICE_HEAD = ["corpus", "TextHide (m, k): its model's utility", "its training encodings: strongest attack",
-               "its model: strongest attack",
-               "DP-SGD at the same utility (smallest epsilon): utility, strongest attack"]
-CHOICE_NOTE = ("TextHide's pitch is training on private text without DP-SGD's utility cost. Per corpus: the model "
-               "trained on TextHide encodings (the model section), the strongest attack on the training encodings "
-               "of the same (m, k) in intra mode (the training-encodings section; they leave the owner at every "
-               "step), and DP-SGD at the smallest epsilon whose model is at least as accurate (by the means; the "
-               "two models share the recipe, members and epochs). A TextHide user releases both the encodings and "
-               "the model; a DP-SGD user only the model. docs/results/dpsgd.md has the same comparison at the "
-               "experiments' budgets.")
-
-
-def _texthide_or_dpsgd(by_corpus: dict[str, list[BenchPoint]]) -> list[list[str]]:
-    """One row per corpus with a TextHide-trained model and DP-SGD models (:data:`CHOICE_HEAD`)."""
-    rows = []
-    for corpus, points in by_corpus.items():
-        hides = [p for p in points if p.defense == "texthide-model" and p.utility and p.strongest]
-        dps = sorted((p for p in points if p.defense == "dpsgd" and p.utility and p.strongest),
-                     key=lambda p: float(p.setting.get("epsilon", 0)))
-        for th in hides:
-            m, k = th.setting.get("m"), th.setting.get("k")
-            enc = next((p for p in points if p.defense == "texthide" and p.strongest and str(p.setting.get("m")) ==
-                        str(m) and p.setting.get("k") == k and p.setting.get("mode") == "intra"), None)
-            goal = th.utility["utility_metric"]["mean"]
-            same = next((p for p in dps if p.utility["utility_metric"]["mean"] >= goal), None)
-            dp = ("none of the DP-SGD settings run reaches it" if same is None else
-                  f"epsilon {float(same.setting['epsilon']):g}: {_pct(same.utility['utility_metric'])}, "
-                  f"{same.strongest[0]} {_pct(same.strongest[1]['success_metric'])}")
-            rows.append([corpus, f"({m}, {k}): {_pct(th.utility['utility_metric'])}",
-                         "not run" if enc is None else
-                         f"{enc.strongest[0]} {_pct(enc.strongest[1]['success_metric'])}",
-                         f"{th.strongest[0]} {_pct(th.strongest[1]['success_metric'])}", dp])
-    return rows
-
-
 def _reference(points: list[BenchPoint]) -> str:
     """What the kind's cells measured without the defense, where there is no undefended point: the utility on the
     original inputs (parsing), or an undefended training run's numbers (representations)."""
@@ -302,16 +211,6 @@ def _reference(points: list[BenchPoint]) -> str:
             return out
     return "n/a"
 
-
-def _guarantee_short(p: BenchPoint) -> str:
-    g = p.guarantee
-    if g.get("epsilon") is not None:
-        return f"epsilon={g['epsilon']:g} {g['kind']}"
-    return "heuristic" if g.get("kind") in (None, "none") else g["kind"]
-
-
-USE_HEAD = ["corpus", "release kind", "on the privacy-utility frontier (guarantee: utility, strongest attack)",
-            "broken by a stronger attack than its paper's", "no defense (reference)"]
 
 HEAD = ["defense / setting", "guarantee", "utility", "strongest attack", "its success", "test (alpha 0.05)",
         "paper's attack", "other attacks"]
@@ -412,68 +311,10 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
     return buf.getvalue()
 
 
-def _provenance(records: list[ResultRecord], run: dict[str, Any]) -> list[tuple[str, str]]:
-    import veil
-
-    commits = sorted({r.git_commit for r in records})
-    corpora = {}
-    for r in records:
-        c = r.config.get("corpus")
-        if isinstance(c, dict):
-            corpora[c["corpus"]] = c
-    env = records[0].environment if records else {}
-    cell_time = sum(r.wall_time_s for r in records)
-    out = [("veil", getattr(veil, "__version__", "?")), ("commit(s)", ", ".join(commits)),
-           ("cells", str(len(records))), ("sum of cell wall times", f"{cell_time / 60:.1f} min")]
-    done = _completeness(records)
-    if done:
-        out.append(("cells of the plan", done))
-    if run:
-        out.append(("last run", f"{run.get('engine')} with {run.get('workers')} worker(s), "
-                                f"{run.get('wall_time_s', 0) / 60:.1f} min wall, counts {run.get('counts')}"))
-    out.append(("machine", ", ".join(f"{k}={v}" for k, v in env.items() if k in
-                                     ("platform", "python", "torch", "cpu_count", "machine"))))
-    for name, c in corpora.items():
-        prov = "; ".join(f"{p['package']} {p['file']} sha256 {p['sha256'][:16]}..." for p in c.get("provenance", []))
-        out.append((f"corpus {name}", f"{c.get('slice')} slice, {c.get('n')} items {c.get('splits')}; {prov}"))
-    return out
-
-
-def _completeness(records: list[ResultRecord]) -> str | None:
-    """How many of the cells the bench plans on these corpora (every registered defense and attack, the records'
-    own budget) have records, and per corpus what is missing: a run that is still resuming says so."""
-    import json
-
-    from veil.bench.plan import BenchConfig, plan_cells
-
-    cells = [r.config.get("cell") for r in records if isinstance(r.config.get("cell"), dict)]
-    configs = {json.dumps(c.get("config"), sort_keys=True) for c in cells}
-    tasks = {c["corpus"]: (r.config.get("corpus") or {}).get("task") for c, r in zip(cells, records)}
-    if len(configs) != 1 or not all(tasks.values()):
-        return None
-    c = cells[0]["config"]
-    try:
-        config = BenchConfig(quick=c["quick"], seed=c["seed"], queries=c.get("queries"), epochs=c.get("epochs"),
-                             key_seed=c.get("key_seed"), limit=c.get("limit"))
-        planned = plan_cells(list(tasks), config=config, corpus_tasks=tasks)
-    except Exception:  # noqa: BLE001 - a folder from another veil: no plan to compare with
-        return None
-    have = {c["id"] for c in cells}
-    missing: dict[str, int] = {}
-    for cell in planned:
-        if cell.id not in have:
-            missing[cell.corpus] = missing.get(cell.corpus, 0) + 1
-    text = f"{len(planned) - sum(missing.values())} of the {len(planned)} cells planned on these corpora"
-    if missing:
-        text += (" (not run yet: " + ", ".join(f"{n} on {k}" for k, n in missing.items())
-                 + "; `veil bench` on the same folder resumes them)")
-    if not c["quick"]:
-        from veil.bench.plan import FULL_CORPORA
-
-        absent = [k for k in FULL_CORPORA if k not in tasks]
-        if absent and set(tasks) <= set(FULL_CORPORA):
-            text += f"; the full bench's other corpora have no cells yet: {', '.join(absent)}"
-    return text
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    """One HTML table, every cell escaped."""
+    return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -493,10 +334,7 @@ INTRO = ("Every defense veil has, against every attack that observes what it rel
          "attack reported, which is in its own column.")
 
 
-USE_NOTE = ("Per corpus and release kind: the settings no other setting of that kind beats on both utility and the "
-            "strongest attack's success (by the means; the intervals are in the tables below), and the settings whose "
-            "strongest attack beats random with an interval wholly above what their own paper's attack found.")
-
+FRONTIER_TITLE = "Privacy-utility frontier (a description, not advice)"
 
 #: what each release kind's section is about, after its name
 _KIND_WORDS = {"vectors": "one vector per text (inference)", "training-encodings": "the encodings of a training run",
@@ -558,19 +396,17 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
           "# veil bench: privacy against utility", "", INTRO, ""]
     body = [f"<h1>veil bench: privacy against utility</h1><p>{html.escape(INTRO)}</p>"]
     last_kind = None
-    use = _what_to_use(by_corpus)
-    md += ["## What to use", "", USE_NOTE, ""] + _md_table(USE_HEAD, use) + [""]
-    body.append(f"<h2>What to use</h2><p>{html.escape(USE_NOTE)}</p><table><tr>"
-                + "".join(f"<th>{html.escape(h)}</th>" for h in USE_HEAD) + "</tr>"
-                + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in use)
-                + "</table>")
-    choice = _texthide_or_dpsgd(by_corpus)
-    if choice:
-        md += ["### TextHide or DP-SGD?", "", CHOICE_NOTE, ""] + _md_table(CHOICE_HEAD, choice) + [""]
-        body.append(f"<h3>TextHide or DP-SGD?</h3><p>{html.escape(CHOICE_NOTE)}</p><table><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in CHOICE_HEAD) + "</tr>"
-                    + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in choice)
-                    + "</table>")
+    from veil.report import bench_use as advice
+
+    for level, title, note, head, rows in (
+            ("##", "What to use", advice.USE_NOTE, advice.USE_HEAD, advice.what_to_use(by_corpus)),
+            ("###", "TextHide or DP-SGD?", advice.CHOICE_NOTE, advice.CHOICE_HEAD, advice.texthide_or_dpsgd(by_corpus)),
+            ("##", FRONTIER_TITLE, advice.FRONTIER_NOTE, advice.FRONTIER_HEAD, advice.frontier_rows(by_corpus))):
+        if not rows and title != "What to use":
+            continue
+        tag = f"h{len(level)}"
+        md += [f"{level} {title}", "", note, ""] + _md_table(head, rows) + [""]
+        body.append(f"<{tag}>{html.escape(title)}</{tag}><p>{html.escape(note)}</p>" + _html_table(head, rows))
     for kind, corpus, points in _by_kind(by_corpus):
         if kind != last_kind:
             last_kind = kind
@@ -590,9 +426,7 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
         b64 = base64.b64encode(png).decode()
         body.append(f"<h3>{html.escape(corpus)}</h3><img alt='privacy-utility plot of {html.escape(corpus)}, "
                     f"{html.escape(kind)}' src='data:image/png;base64,{b64}'><p>{html.escape(floor_line)}</p>")
-        body.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in HEAD) + "</tr>"
-                    + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-                    + "</table>")
+        body.append(_html_table(HEAD, rows))
     guarantees = []
     seen = set()
     for points in by_corpus.values():
@@ -605,11 +439,10 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
                                f"{s[0]}: {_pct(s[1]['success_metric'])} on {p.corpus}" if s else "n/a"])
     ghead = ["defense / setting", "formal guarantee", "strongest measured leakage"]
     md += ["## Guarantees against measurements", ""] + _md_table(ghead, guarantees) + [""]
-    body.append("<h2>Guarantees against measurements</h2><table><tr>"
-                + "".join(f"<th>{h}</th>" for h in ghead) + "</tr>"
-                + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in guarantees)
-                + "</table>")
-    prov = _provenance(records, run)
+    body.append("<h2>Guarantees against measurements</h2>" + _html_table(ghead, guarantees))
+    from veil.report.bench_provenance import provenance
+
+    prov = provenance(records, run)
     md += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in prov] + [""]
     folder_name = f"{Path(folder).parent.name}/{Path(folder).name}"
     md += regenerate_section(bench_commands([r.config for r in records], folder_name), name,

@@ -12,7 +12,17 @@ three were recorded. Each is put under the strongest attack veil recorded for wh
 
 DP-SGD "at the same utility" is the smallest recorded epsilon whose target is at least as accurate as the TextHide
 target (accuracies are single test-split measurements with Wilson intervals; the rule is stated on the page).
-Nothing here is typed by hand: each sentence is computed from those records.
+
+Each row is judged by the two rules of the bench's "What to use" (:mod:`veil.report.bench_use`), at ``ALPHA``:
+useful when every training of the target beats the majority class (exact one-sided binomial); private when no
+recorded attack on what the row releases beats random guessing, or, for DP-SGD, when every membership AUC's upper
+interval end stays within :func:`~veil.attacks.membership.scoring.dp_auc_bound` of its (epsilon, delta) and no
+one-run audit at that epsilon failed. Against random guessing: a membership AUC whose 95% bootstrap interval lies
+above 0.5; an attack on the encodings by the exact one-sided binomial test against the chance of a guess among at
+least its n queried private texts (1/n for a text itself or all its sources, k/n for any one of k sources), an
+upper bound on the true chance, so the test errs towards calling the encodings private. TextHide passes only when
+both its releases (the encodings and the model) do. Nothing here is typed by hand: each sentence is computed from
+those records.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from veil.report.bench_use import Check, both_releases, why_not
 from veil.report.dpsgd import ALPHA, DEFAULT_RECIPE, recipe
 from veil.report.markdown import beats_majority, percent, read_record
 from veil.results import Metric, ResultRecord
@@ -60,10 +71,59 @@ def _membership(rs: list[ResultRecord]) -> str:
             f"{percent(top.metrics['tpr@1%fpr'])}")
 
 
-def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[Metric, str] | None:
+def _useful(rs: list[ResultRecord]) -> Check:
+    """Rule 1: every training of the target beats the majority class (None: a record without its majority rate)."""
+    verdicts = [beats_majority(r, ALPHA) for r in rs]
+    if any(v is None for v in verdicts):
+        return Check(None, "its records keep no majority rate to test against")
+    if all(v.reject for v in verdicts):
+        return Check(True, "beats the majority class")
+    worst = max(v.p_value for v in verdicts)
+    return Check(False, f"test accuracy does not beat the majority class ({_p(worst)}, exact one-sided binomial)")
+
+
+def _p(p: float) -> str:
+    return "p<1e-4" if p < 1e-4 else f"p={p:.2g}"
+
+
+def _membership_private(rs: list[ResultRecord], bound: float | None = None) -> Check:
+    """Rule 2 on a model: without a bound, no membership AUC's 95% interval lies above 0.5; with the DP bound
+    ``bound``, every AUC's interval ends within it."""
+    if bound is None:
+        over = [r for r in rs if r.metrics["auc"].ci_low is not None and r.metrics["auc"].ci_low > 0.5]
+        if over:
+            top = max(over, key=lambda r: r.metrics["auc"].ci_low)
+            return Check(False, f"membership ({_attack(top)}) AUC {percent(top.metrics['auc'])}: its interval lies "
+                                "above 50 (random guessing)")
+        return Check(True, "no membership AUC's interval lies above 50 (random guessing)")
+    high = max(rs, key=lambda r: r.metrics["auc"].ci_high if r.metrics["auc"].ci_high is not None
+               else r.metrics["auc"].mean)
+    auc = high.metrics["auc"]
+    ok = (auc.ci_high if auc.ci_high is not None else auc.mean) <= bound
+    return Check(ok, f"membership ({_attack(high)}) AUC {percent(auc)} {'within' if ok else 'reaches above'} the "
+                     f"{100 * bound:.2f} its guarantee allows")
+
+
+def _verdict(useful: Check, private: Check) -> str:
+    """The rules' column: yes, or no with the rule(s) that fail."""
+    return "yes" if useful.passed and private.passed else f"no ({why_not(useful, private)})"
+
+
+def _passing(verdicts: dict[float, str]) -> str:
+    """The sentence naming the DP-SGD heads that pass both rules."""
+    ok = [f"{eps:g}" for eps, v in sorted(verdicts.items()) if v == "yes"]
+    return f"DP-SGD heads that pass both rules: epsilon {', '.join(ok)}." if ok else \
+        "No DP-SGD head passes both rules."
+
+
+def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int
+               ) -> tuple[Metric, str, Check] | None:
     """The strongest recorded attack on the training encodings of (m, k)-TextHide (intra) on ``corpus`` and what it
     did: unmixing's share of encodings with all k sources recovered, a retrieval attack's share of queries with one
-    of their private sources found (its own text where it has no any-source score)."""
+    of their private sources found (its own text where it has no any-source score); with rule 2's verdict on it
+    (the exact binomial test against the chance of a guess among at least its n queried texts)."""
+    from veil.metrics.stats import binomial_test
+
     best = None
     for r in recs:
         c = r.config.get("cell") or {}
@@ -72,24 +132,33 @@ def _encodings(recs: list[ResultRecord], corpus: str, m: int, k: int) -> tuple[M
             continue
         seen = f"{c['attack']} ({c.get('epochs', '?')} epochs of encodings observed)"
         if c.get("attack") == "unmix" and "all_sources" in r.metrics:
-            metric = r.metrics["all_sources"]
+            metric, chance = r.metrics["all_sources"], 1
             what = f"{seen} recovers all {k} private sources of {percent(metric, unit='%')} of {metric.n} encodings"
         elif "identity_any" in r.metrics:
-            metric = r.metrics["identity_any"]
+            metric, chance = r.metrics["identity_any"], int(k)
             what = f"{seen} finds one of the private sources of {percent(metric, unit='%')} of {metric.n} queries"
         elif "identity" in r.metrics:
-            metric = r.metrics["identity"]
+            metric, chance = r.metrics["identity"], 1
             what = f"{seen} finds the own text of {percent(metric, unit='%')} of {metric.n} queries"
         else:
             continue
         if best is None or metric.mean > best[0].mean:
-            best = (metric, what)
+            n = int(metric.n)
+            v = binomial_test(min(n, round(metric.mean * n)), n, min(1.0, chance / n), alpha=ALPHA)
+            rule = Check(not v.reject, f"{c['attack']} {percent(metric, unit='%')} "
+                                       f"{'beats' if v.reject else 'is not distinguishable from'} random guessing "
+                                       f"({_p(v.p_value)}, exact one-sided binomial against {chance}/{n})")
+            best = (metric, what, rule)
     return best
 
 
+def _audit_records(recs: list[ResultRecord], corpus: str, eps: float) -> list[ResultRecord]:
+    return [r for r in recs if r.config.get("corpus") == corpus and r.config.get("defense") == "dpsgd"
+            and float(r.config.get("epsilon", -1)) == float(eps)]
+
+
 def _audits(recs: list[ResultRecord], corpus: str, eps: float) -> str:
-    rs = [r for r in recs if r.config.get("corpus") == corpus and r.config.get("defense") == "dpsgd"
-          and float(r.config.get("epsilon", -1)) == float(eps)]
+    rs = _audit_records(recs, corpus, eps)
     if not rs:
         return "no one-run audit recorded at this epsilon"
     top = max(rs, key=lambda r: max(r.metrics["epsilon_lower_white"].mean, r.metrics["epsilon_lower_black"].mean))
@@ -139,27 +208,37 @@ def choice_section(root: Path) -> list[str]:
         (m, k), hide = max(hides.items(), key=lambda kv: _accuracy(kv[1]))
         dps = sorted(((float(e), rs) for (d, e, *_), rs in targets.items() if d == "dpsgd"), key=lambda t: t[0])
         rows.append(f"| {where} | none (plain training) | model | {_accuracy_text(plain)} | {_learnt(plain)} | "
-                    f"{_membership(plain)} | none |")
+                    f"{_membership(plain)} | none | {_verdict(_useful(plain), _membership_private(plain))} |")
         enc = _encodings(encodings, corpus, m, k)
         enc_text = "no attack on these encodings recorded" if enc is None else enc[1]
+        enc_rule = Check(None, "no attack on its training encodings recorded") if enc is None else enc[2]
+        hide_rule = _membership_private(hide)
         rows.append(f"| {where} | TextHide ({m}, {k}) | training encodings, every step | {_accuracy_text(hide)} | "
-                    f"{_learnt(hide)} | {enc_text} | heuristic |")
+                    f"{_learnt(hide)} | {enc_text} | heuristic | {_verdict(_useful(hide), enc_rule)} |")
         rows.append(f"| {where} | TextHide ({m}, {k}) | model | {_accuracy_text(hide)} | {_learnt(hide)} | "
-                    f"{_membership(hide)} | heuristic |")
+                    f"{_membership(hide)} | heuristic | {_verdict(_useful(hide), hide_rule)} |")
+        hide_verdict = _verdict(_useful(hide), both_releases(hide_rule, enc_rule))
+        dp_verdicts: dict[float, str] = {}
         goal = _accuracy(hide)
         equal = next((e for e, rs in dps if _accuracy(rs) >= goal), None)
         for eps, rs in dps:
             delta = rs[0].metrics["delta"].mean if "delta" in rs[0].metrics else 0.0
             bound = dp_auc_bound(eps, delta)
             mark = " (same utility)" if eps == equal else ""
+            failed = [a for a in _audit_records(audits, corpus, eps) if a.metrics["passed"].mean != 1.0]
+            rule = (Check(False, f"{len(failed)} one-run audit(s) at this epsilon failed") if failed else
+                    _membership_private(rs, bound))
+            dp_verdicts[eps] = _verdict(_useful(rs), rule)
             rows.append(f"| {where} | DP-SGD, epsilon {eps:g}{mark} | model | {_accuracy_text(rs)} | {_learnt(rs)} | "
                         f"{_membership(rs)}; {_audits(audits, corpus, eps)} | ({eps:g}, {delta:.2g})-DP: AUC at "
-                        f"most {100 * bound:.2f} |")
+                        f"most {100 * bound:.2f} | {dp_verdicts[eps]} |")
         if equal is None:
             best_eps, best = max(dps, key=lambda t: _accuracy(t[1]))
             said.append(f"- {corpus}: no recorded epsilon reaches the TextHide head's accuracy "
                         f"({100 * goal:.1f}); the most accurate DP-SGD head (epsilon {best_eps:g}) reaches "
-                        f"{100 * _accuracy(best):.1f}.")
+                        f"{100 * _accuracy(best):.1f}. By the rules, TextHide ({m}, {k}), both releases together: "
+                        f"{hide_verdict}; DP-SGD at epsilon {best_eps:g}: {dp_verdicts[best_eps]}. "
+                        f"{_passing(dp_verdicts)}")
             continue
         rs = dict(dps)[equal]
         top = max(rs, key=lambda r: r.metrics["auc"].mean)
@@ -171,6 +250,8 @@ def choice_section(root: Path) -> list[str]:
             broken = enc[0].ci_low is not None and enc[0].ci_low > 0.5
             line += (f" TextHide's training encodings, which leave the owner at every step"
                      f"{', are broken' if broken else ''}: {enc[1]}.")
+        line += (f" By the rules, DP-SGD at epsilon {equal:g}: {dp_verdicts[equal]}; TextHide ({m}, {k}), both "
+                 f"releases together: {hide_verdict}. {_passing(dp_verdicts)}")
         said.append(line)
     if not rows:
         return []
@@ -185,6 +266,13 @@ def choice_section(root: Path) -> list[str]:
             "recorded epsilon whose head is at least as accurate as the TextHide head (one test-split measurement "
             "each; their Wilson intervals are on the membership page). Accuracy: percent on the test split, one "
             "value per training (each experiment call trains its own target). 'Learnt': the exact one-sided "
-            f"binomial test against the majority class at {ALPHA:g}.", "",
+            f"binomial test against the majority class at {ALPHA:g}. 'Useful and private': the two rules of the "
+            "bench's What to use (docs/results/bench.md), each at the same level. Useful: every training of the "
+            "target is learnt. Private: no recorded attack on what the row releases beats random guessing (a "
+            "membership AUC whose 95% bootstrap interval lies above 50; an attack on the encodings by the exact "
+            "one-sided binomial test against the chance of a guess among at least its n queried private texts, 1/n "
+            "for a text or all its sources, k/n for any one of k), or, for DP-SGD, every membership AUC's interval "
+            "ends within what its (epsilon, delta) allows and no one-run audit at that epsilon failed. TextHide "
+            "passes only when both its releases do.", "",
             "| corpus | target | what it releases | test accuracy | learnt | strongest attack recorded on it | "
-            "what bounds it |", "|---|---|---|---|---|---|---|", *rows, "", *said, ""]
+            "what bounds it | useful and private? |", "|---|---|---|---|---|---|---|---|", *rows, "", *said, ""]
