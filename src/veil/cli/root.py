@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 
 from veil import __version__
-from veil.cli import (adversarial, attack, audit, bench, corpora, dpsgd, encode, federated, models, obfuscate,
-                      parse, redact, redaction, registries, report, sentdp, texthide)
+from veil.cli import (adversarial, attack, audit, bench, corpora, dpsgd, encode, federated, models, models_transfer,
+                      obfuscate, parse, redact, redaction, registries, report, sentdp, texthide)
 
 __all__ = ["app", "COMMAND_MODULES"]
 
@@ -39,7 +39,7 @@ def _root(
 #: the command modules; commands: encode, demo, report, bench, obfuscate, redact; groups: corpora, defenses, attacks,
 #: texthide, attack, sentdp, audit, adversarial, parse, models, federated, redaction, dpsgd
 COMMAND_MODULES = (encode, report, bench, obfuscate, redact, corpora, registries, texthide, attack, sentdp, audit, adversarial,
-                   parse, models, federated, redaction, dpsgd)
+                   parse, models, models_transfer, federated, redaction, dpsgd)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

@@ -1,13 +1,14 @@
-"""Model weights as portable float16 parts: how a model travels between machines (a GPU machine trains, a CPU
-machine imports).
+"""Model weights as portable parts: how a model travels between machines (a GPU machine trains, a CPU machine
+imports).
 
-A portable folder holds ``weights-<i>.safetensors`` files of at most :data:`PART_BYTES` bytes each, every tensor
-rounded to float16; a tensor larger than one part is split along its first dimension into row blocks named
-``<key>#<j>``. :func:`write_parts` writes them and returns one descriptor per part (file, bytes, sha256, keys);
-:func:`read_parts` checks each part against its descriptor and returns the tensors widened to float32, blocks
-joined. Both need only torch and safetensors, so they run on a machine where veil's other dependencies are
-missing (``deploy/gpu/train.py``). What the folder's manifest says around the parts (the model's kind, config,
-data hashes, curve, device, base encoder) belongs to :mod:`veil.models.transfer`.
+A portable folder holds ``weights-<i>.safetensors`` files of at most :data:`PART_BYTES` bytes each, every float
+tensor rounded to float16 (or kept in float32, bit for bit); a tensor larger than one part is split along its
+first dimension into row blocks named ``<key>#<j>``. :func:`write_parts` writes them and returns one descriptor
+per part (file, bytes, sha256, tensors); :func:`read_parts` checks each part against its descriptor and returns
+the tensors (floats widened to float32), blocks joined. Both need only torch and safetensors, so they run on a
+machine where veil's other dependencies are missing (``deploy/gpu/train.py``). What the folder's manifest says
+around the parts (the model's kind, config, data hashes, curve, device, base encoder) belongs to
+:mod:`veil.models.transfer`.
 """
 
 from __future__ import annotations
@@ -37,27 +38,34 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_parts(state: dict[str, Any], out: str | os.PathLike, part_bytes: int = PART_BYTES) -> list[dict[str, Any]]:
-    """Write ``state`` (name -> tensor) into ``out`` as float16 parts; returns their descriptors in order."""
+def write_parts(state: dict[str, Any], out: str | os.PathLike, part_bytes: int = PART_BYTES,
+                dtype: str = "float16") -> list[dict[str, Any]]:
+    """Write ``state`` (name -> tensor) into ``out`` as parts of ``dtype`` (float16, or float32 to keep every bit;
+    integer tensors keep their type); returns their descriptors in order."""
     import torch
     from safetensors.torch import save_file
 
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     blocks: dict[str, Any] = {}
     for key, value in state.items():
         if "#" in key:
             raise ValueError(f"tensor name {key!r} holds '#', which the parts use for row blocks")
-        value = value.detach().to("cpu", torch.float16)
-        if value.dim() and value.numel() * 2 > part_bytes:
-            rows = max(1, part_bytes // 2 // max(1, value[0].numel()))
+        value = value.detach().to("cpu")
+        if value.is_floating_point():
+            value = value.to(getattr(torch, dtype))
+        size = value.element_size()
+        if value.dim() and value.numel() * size > part_bytes:
+            rows = max(1, part_bytes // size // max(1, value[0].numel()))
             blocks.update({f"{key}#{j}": b.contiguous() for j, b in enumerate(value.split(rows))})
         else:
             blocks[key] = value.contiguous()
     parts: list[dict[str, Any]] = [{}]
     size = 0
     for key in sorted(blocks):
-        n = blocks[key].numel() * 2
+        n = blocks[key].numel() * blocks[key].element_size()
         if parts[-1] and size + n > part_bytes:
             parts.append({})
             size = 0
@@ -98,7 +106,7 @@ def read_parts(folder: str | os.PathLike, parts: list[dict[str, Any]], fix: str)
             tensors = load_file(str(path))
         except (SafetensorError, OSError, ValueError) as exc:
             raise DataFormatError(f"{path} is not a safetensors file ({exc}); {fix}") from None
-        stored.update({k: v.to(torch.float32) for k, v in tensors.items()})
+        stored.update({k: v.to(torch.float32) if v.is_floating_point() else v for k, v in tensors.items()})
     state: dict[str, Any] = {k: v for k, v in stored.items() if "#" not in k}
     for key in sorted({k.rsplit("#", 1)[0] for k in stored if "#" in k}):
         n = sum(1 for k in stored if "#" in k and k.rsplit("#", 1)[0] == key)
