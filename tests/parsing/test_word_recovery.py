@@ -127,3 +127,41 @@ def test_run_gives_one_guess_per_position_consistent_with_rank(setting, trained)
     freq = TagFrequency(av, [(t.words, t.tags) for t in train])
     assert _agrees(freq.run(text), freq.rank(text, targets), text, targets) > 0
     _agrees(trained.run(text), trained.rank(text, targets), text, targets)
+
+
+def test_a_learned_attacker_gives_the_same_result_on_a_busy_machine(setting):
+    """Budgets are steps and early stopping, not minutes (the minute cap is far away): the same seed gives the same
+    attacker, history and selected step whether the machine is idle or two busy loops share its cores."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from veil.attacks.word_recovery import TrainedAttacker
+
+    train, vocab, obf, av = setting
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        own = RandomSubstitution(vocabulary=vocab, level="P2", rng=13)
+    made = [own.obfuscate(t.words, t.tags) for t in train]
+
+    def fit() -> TrainedAttacker:
+        return TrainedAttacker(av, vocab.words.keys(), dim=16, hidden=16, vectors="none", seed=4).fit(
+            observe(made), [list(o.key.originals) for o in made], epochs=50, max_minutes=30.0, max_steps=12,
+            eval_every=3, patience=2, min_delta=0.0)
+
+    quiet = fit()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = fit()
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    strip = (lambda rows: [{k: v for k, v in r.items() if k != "minutes"} for r in rows])
+    assert strip(quiet.history) == strip(busy.history) and quiet.stopped == busy.stopped
+    assert quiet.selected["step"] == busy.selected["step"]
+    a, b = quiet.net.state_dict(), busy.net.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    ranks = [x.rank(observe(obf), [list(o.key.originals) for o in obf]) for x in (quiet, busy)]
+    assert np.array_equal(ranks[0], ranks[1])
