@@ -267,6 +267,18 @@ def test_the_sweep_writes_neural_cells_and_resumes(parser, tiny_treebank, tmp_pa
     assert again == []  # every cell kept: nothing trained or evaluated
     with pytest.raises(StaleResultError, match=r"another configuration \(obfuscator_key: stored"):  # another budget
         run_parsing(tmp_path / "res", log=again.append, **{**kw, "training": NeuralTraining(max_minutes=0.06)})
+    # a parser trained again at the same path is another parser: its eval records are refused, never reused
+    parser_sha = rec.config["parser_sha256"]
+    import copy
+
+    retrained = copy.deepcopy(parser)  # the module's parser stays as the other tests expect it
+    with torch.no_grad():
+        next(p for p in retrained.parameters() if p.requires_grad).add_(0.01)
+    retrained.save(tmp_path / "parser.pt")
+    with pytest.raises(StaleResultError, match=r"parser_sha256: stored"):
+        run_parsing(tmp_path / "res", log=again.append, **{**kw, "defenses": ["random"]})
+    assert ResultRecord.read(next(p for p in paths if p.name.startswith("eval-biaffine-none"))).config[
+        "parser_sha256"] == parser_sha
     page = parsing_page("parsing", [(p, ResultRecord.read(p)) for p in paths], tmp_path)
     assert "## Table 2: the neural obfuscator against random substitution" in page
     assert "| +Nouns (P2) | " in page.split("the neural obfuscator against")[1]

@@ -176,9 +176,11 @@ def train_neural(level: str, seed: int, *, setup: ParsingSetup = ParsingSetup(),
     return ob, path, key
 
 
-def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str], key: str | None = None) -> bool:
+def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str], key: str | None = None,
+          inputs: dict[str, Any] | None = None) -> bool:
     """True when ``path`` holds this cell already (kept, the sweep resumes). A record made under another setup
-    (a different budget, training size or treebank, or another obfuscator ``key``) raises
+    (a different budget, training size or treebank, or another obfuscator ``key``) or from other ``inputs`` (the
+    biaffine parser's sha256: a parser trained again at the same path is another parser) raises
     :class:`~veil.errors.StaleResultError` naming the keys and --force; a damaged one (empty, not UTF-8, not a
     record) raises :class:`~veil.errors.DataFormatError` naming its path: neither is ever counted as done."""
     if force or not path.exists():
@@ -186,8 +188,8 @@ def _kept(path: Path, setup: ParsingSetup, force: bool, relevant: Sequence[str],
     from veil.results import ResultRecord, check_same_config
 
     old = ResultRecord.read(path).config
-    mine = {**setup.to_dict(), "obfuscator_key": key}
-    fields = (*relevant, *(("obfuscator_key",) if key else ()))
+    mine = {**setup.to_dict(), "obfuscator_key": key, **(inputs or {})}
+    fields = (*relevant, *(("obfuscator_key",) if key else ()), *(inputs or {}))
     # attack_steps is in neither when unset (to_dict leaves it out; records made before it existed lack it)
     check_same_config({k: old[k] for k in fields if k in old}, {k: mine[k] for k in fields if k in mine}, path)
     return True
@@ -271,6 +273,19 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
             f"{setup.attack_train}; the attackers learn from all {len(train)}")
     vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)
     base = {**setup.to_dict(), "test_sentences": len(test), "test_words": sum(map(len, test))}
+    parser_sha: dict[str, str] = {}
+
+    def parser_input(parser: str) -> dict[str, str]:
+        """What an eval cell of ``parser`` reads beyond its setup: the biaffine model file's sha256."""
+        if parser != "biaffine":
+            return {}
+        if not parser_sha:
+            from veil._io import sha256_file
+            from veil.parsing.train import default_model_path
+
+            parser_sha["parser_sha256"] = sha256_file(Path(setup.model) if setup.model else default_model_path())
+        return dict(parser_sha)
+
     paths: list[Path] = []
 
     path = cell_path(root, "table1", setup)
@@ -303,8 +318,8 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                 with Timer() as timer:
                     pred = parse_with(who, sentences(level), model=setup.model)
                     metrics = attachment_scores(test, pred, seed=setup.seed)
-                return _record(_experiment(spec, suffix), {**base, "parser": who, "level": level, **extra}, metrics,
-                               timer.seconds)
+                return _record(_experiment(spec, suffix), {**base, "parser": who, "level": level, **extra,
+                                                           **parser_input(who)}, metrics, timer.seconds)
             with Timer() as timer:
                 metrics, config, curve = _attack(who, level, train, test, vocab, setup, make, log=log)
             return _record(_experiment(spec, suffix), {**base, "attacker": who, "level": level, "attack": config,
@@ -312,7 +327,9 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
                            {"curve": curve, "curve_sentences": min(CURVE_SENTENCES, len(test))} if curve else None)
 
         def finished(spec: tuple[str, str, str], path: Path) -> bool:
-            return _kept(path, setup, False, _EVAL_FIELDS if spec[0] == "eval" else _ATTACK_FIELDS, key)
+            if spec[0] == "eval":
+                return _kept(path, setup, False, _EVAL_FIELDS, key, parser_input(spec[1]))
+            return _kept(path, setup, False, _ATTACK_FIELDS, key)
 
         # sequential: the cells share the obfuscated test sentences of each level (and a neural obfuscator)
         specs = [("eval", p, lv) for p in parsers for lv in lvls] + [
@@ -331,10 +348,11 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
             for level in [lv for lv in levels if lv != "none"]:
                 suffix = neural_suffix(seed, training)
                 key = neural_model_path(level, seed, setup, obfuscator, training)[1]
-                names = [(f"eval-{p}-{level}{suffix}", _EVAL_FIELDS) for p in parsers] + [
-                    (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS) for a in attackers]
-                if all(_kept(cell_path(root, n, setup), setup, force, fields, key) for n, fields in names):
-                    paths += [cell_path(root, n, setup) for n, _ in names]  # every cell there: no obfuscator needed
+                names = [(f"eval-{p}-{level}{suffix}", _EVAL_FIELDS, parser_input(p)) for p in parsers] + [
+                    (f"attack-{a}-{level}{suffix}", _ATTACK_FIELDS, None) for a in attackers]
+                if all(_kept(cell_path(root, n, setup), setup, force, fields, key, inputs)
+                       for n, fields, inputs in names):
+                    paths += [cell_path(root, n, setup) for n, _, _ in names]  # every cell there: no obfuscator needed
                     continue
                 ob, _, key = train_neural(level, seed, setup=setup, config=obfuscator, training=training, train=train,
                                           log=log)
