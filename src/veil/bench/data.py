@@ -23,7 +23,8 @@ import numpy as np
 from veil.errors import InvalidParameterError
 
 __all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
-           "use_corpus", "use_treebank", "every_kth", "provenance_of", "encoder_backend", "SIZES", "TASK_CORPORA"]
+           "use_corpus", "use_treebank", "every_kth", "provenance_of", "encoder_backend", "corpus_inputs",
+           "given_names", "given_texts", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text
@@ -236,6 +237,9 @@ def use_attributes(corpus: Any, provenance: list[dict[str, Any]] | None = None) 
     if not isinstance(corpus, AttributeCorpus):
         raise InvalidParameterError(f"an attribute corpus is needed (attribute_corpus_from_file), not "
                                     f"{type(corpus).__name__}")
+    from veil.bench.data_checks import check_bench_corpus
+
+    check_bench_corpus(corpus)
     _given(corpus.name)
     _ATTRIBUTES[corpus.name] = (corpus, list(provenance or []))
     return corpus.name
@@ -244,10 +248,61 @@ def use_attributes(corpus: Any, provenance: list[dict[str, Any]] | None = None) 
 def use_corpus(corpus: Any) -> str:
     """Make a loaded :class:`~veil.corpora.base.Corpus` (your own file, :func:`veil.corpora.files.load_file`)
     available to the bench under its name, in this process; returns the name. Its splits are its own (a file
-    without a split column is split by :func:`~veil.corpora.base.hash_split`)."""
+    without a split column is split by :func:`~veil.corpora.base.hash_split`). A labelled corpus the bench cannot
+    measure (one class, too few rows in a split or of a class) is refused here, before any encoding
+    (:func:`veil.bench.data_checks.check_bench_corpus`)."""
+    if corpus_task(corpus) is not None:
+        from veil.bench.data_checks import check_bench_corpus
+
+        check_bench_corpus(corpus)
     _given(corpus.name)
     _FILES[corpus.name] = corpus
     return corpus.name
+
+
+def given_names() -> list[str]:
+    """The corpora and treebanks given to the bench in this process (:func:`use_corpus`, :func:`use_treebank`,
+    :func:`use_attributes`): the user's own data."""
+    return [*_FILES, *_TREEBANKS, *_ATTRIBUTES]
+
+
+def corpus_inputs(name: str) -> dict[str, str]:
+    """The content hashes of what the cells of corpus ``name`` read that its name does not pin: for data given in
+    this process, each source file's sha256 (by file name) and ``rows``, the sha256 of the data read from them
+    (:func:`~veil.bench.data_checks.content_sha256`: the same file read with other columns is other data); ``{}``
+    for built-in corpora, whose content veil's registry pins (checked on every load). A cell's record keeps them and
+    is reused only while they match (:attr:`veil.experiments._sweep.Sweep.inputs`)."""
+    from veil.bench.data_checks import content_sha256
+
+    if name in _FILES:
+        corpus = _FILES[name]
+        files, content = [(p.file, p.sha256) for p in corpus.provenance], content_sha256(corpus)
+    elif name in _ATTRIBUTES:
+        corpus, provenance = _ATTRIBUTES[name]
+        files, content = [(p["file"], p["sha256"]) for p in provenance], content_sha256(corpus)
+    elif name in _TREEBANKS:
+        trees, options = _TREEBANKS[name]
+        files = [(p["file"], p["sha256"]) for p in options.get("provenance") or []]
+        content = content_sha256(trees)
+    else:
+        return {}
+    from pathlib import PurePath
+
+    # keyed by file name, not path: the same content moved to another folder is the same input
+    return {**{PurePath(str(f)).name: str(h) for f, h in files if h}, "rows": content}
+
+
+def given_texts(name: str) -> list[str]:
+    """Every text of the data given as ``name`` in this process that the MiniLM encoder may read (a document
+    corpus' sentences too); [] for other corpora."""
+    if name in _FILES:
+        corpus = _FILES[name]
+        return [*corpus.texts, *(s for d in corpus.documents or [] for s in d)]
+    if name in _ATTRIBUTES:
+        return list(_ATTRIBUTES[name][0].texts)
+    if name in _TREEBANKS:
+        return [t.text for trees in _TREEBANKS[name][0].values() for t in trees]
+    return []
 
 
 def load_corpus(name: str) -> Any:

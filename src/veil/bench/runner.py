@@ -1,15 +1,21 @@
 """Run bench cells: resumable, one failing cell never stops the others, sequential or on a Ray cluster.
 
 Every finished cell is written atomically to ``OUT/cells/<cell id>.json`` as soon as it is done; a cell whose
-file exists is skipped unless ``force``. A cell that raises is reported (type, message, the last lines of its
-traceback) in ``OUT/run.json`` and on the console, and the others go on; :func:`run_bench` returns a
-:class:`BenchRun` whose ``failed`` list the CLI turns into its exit code.
+file exists, made for the same cell from the same inputs (a given corpus' file and rows, by sha256:
+:func:`veil.bench.data.corpus_inputs`), is skipped unless ``force``; one made from other content is refused. A
+cell that raises is reported (type, message, the last lines of its traceback) in ``OUT/run.json`` and on the
+console, and the others go on; :func:`run_bench` returns a :class:`BenchRun` whose ``failed`` list the CLI turns
+into its exit code.
 
 ``workers > 1`` (or ``ray_address``) runs cells as Ray tasks of one CPU each on a local cluster started here
 (``ray.init(num_cpus=workers)``) or on an existing one; each worker process loads and encodes a corpus once and
 reuses it for every cell it runs. Cells are deterministic given their seed when keys are seeded
 (``key_seed``), so a Ray run writes the same metrics as a sequential one. The engine is the one every sweep
 uses, :mod:`veil.experiments._sweep`; this module says what a bench cell is (its path, its run, its reuse check).
+
+Data given to the bench in this process (a user's file, :func:`veil.bench.data.use_corpus`) is private: its
+encodings are kept in memory for the run only (:func:`veil.encoders.cache.private_texts`), unless
+``cache_embeddings``, and texts the encoder will truncate are warned about before any cell.
 """
 
 from __future__ import annotations
@@ -97,21 +103,31 @@ def _finished(out: Path, cell: Any, path: Path) -> bool:
     return True
 
 
-def _sweep(out: Path) -> Sweep:
+def _cell_inputs(inputs: dict[str, dict[str, str]], cell: Any) -> dict[str, str]:
+    return inputs.get(cell.corpus, {})
+
+
+def _sweep(out: Path, cells: list[Any]) -> Sweep:
     from functools import partial
 
+    from veil.bench.data import corpus_inputs
+
+    inputs = {name: corpus_inputs(name) for name in dict.fromkeys(c.corpus for c in cells)}  # hashed once per run
     return Sweep(name="bench", path=partial(cell_path, out), run=run_cell, finished=partial(_finished, out),
-                 summary=_summary, keep_warnings=True, skip_log="count")
+                 summary=_summary, keep_warnings=True, skip_log="count", inputs=partial(_cell_inputs, inputs))
 
 
 def finished_cells(cells: list[Any], out: str | Path, *, force: bool = False) -> set[str]:
     """The ids of ``cells`` whose record in ``OUT/cells/`` exists and was made for that same cell (none with
     ``force``). Checked before any work: a damaged record (empty, truncated, not UTF-8, not JSON) is a
     :class:`~veil.errors.DataFormatError` and one made for another cell a :class:`~veil.errors.StaleResultError`,
-    each naming the file and the fix; neither is ever counted as done."""
+    each naming the file and the fix; neither is ever counted as done. A record of a corpus given in this process
+    counts only if it was made from the same content (:func:`veil.bench.data.corpus_inputs`); one made from other
+    content (the file was edited, or read with other columns) is a :class:`~veil.errors.StaleResultError` naming
+    ``--force``."""
     from veil.experiments._sweep import finished
 
-    return finished(_sweep(Path(out)), cells, force=force)
+    return finished(_sweep(Path(out), cells), cells, force=force)
 
 
 def _inverts(attack: str | None) -> bool:
@@ -122,14 +138,41 @@ def _inverts(attack: str | None) -> bool:
     return attack in attack_names() and issubclass(get_attack(attack), Inversion)
 
 
+def _warn_truncated(names: list[str]) -> None:
+    """One warning per given corpus whose texts the MiniLM encoder will truncate (before any cell)."""
+    from veil.bench.data import given_texts
+    from veil.bench.data_checks import warn_truncated
+
+    texts = {name: given_texts(name) for name in names}
+    texts = {name: t for name, t in texts.items() if t}
+    if not texts:
+        return
+    from veil.encoders import TextEncoder
+
+    encoder = TextEncoder("minilm")
+    seen: set[str] = set()
+    for name, t in texts.items():
+        fresh = [x for x in dict.fromkeys(t) if x not in seen]  # a file given twice (a private column) warns once
+        seen.update(fresh)
+        warn_truncated(name, fresh, encoder)
+
+
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
-              force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None) -> BenchRun:
+              force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None,
+              cache_embeddings: bool = False) -> BenchRun:
     """Run every cell not yet done (all with ``force``); writes ``OUT/cells/*.json`` and ``OUT/run.json``.
 
     Every existing cell record is checked first (:func:`finished_cells`); an empty plan is an error. Ctrl-C stops
     the run (Ray tasks cancelled, a cluster started here shut down) and leaves only finished cells.
+
+    The encodings of data given in this process (:func:`veil.bench.data.given_names`: a user's file) are kept in
+    memory for this run only, never in ``VEIL_HOME/embeddings``, unless ``cache_embeddings`` (then they are cached
+    there like a built-in corpus' and reused by later runs). Texts of it longer than the encoder's token limit are
+    warned about (:class:`~veil.errors.DataWarning`, how many and the limit) before any cell.
     """
     from veil._io import writable_dir
+    from veil.bench.data import bench_task, given_names, given_texts
+    from veil.encoders.cache import private_texts
 
     if workers < 1:
         raise InvalidParameterError(f"workers must be >= 1, got {workers}")
@@ -137,6 +180,8 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
         raise InvalidParameterError("the bench plan has no cells; choose corpora, defenses and attacks that apply "
                                     "to each other (`veil bench --list` shows a plan)")
     done = finished_cells(cells, out, force=force)  # every record checked before the output folder is touched
+    _warn_truncated([name for name in dict.fromkeys(c.corpus for c in cells if c.id not in done)
+                     if name in given_names() and bench_task(name) != "dependency-parsing"])
     if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
            and c.config.quick and c.id not in done for c in cells):
         from veil.parsing.mlm import ensure_mlm
@@ -150,5 +195,7 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
             ensure_inverter("inverter-quick" if quick else "inverter", log=log or print)  # the full one must exist
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
-    return run_sweep(_sweep(out_dir), cells, out=out_dir, workers=workers, ray_address=ray_address, force=force,
-                     progress=progress, log=log, run_json=True)
+    private = [t for name in given_names() for t in given_texts(name)]
+    with private_texts(private, keep=cache_embeddings):
+        return run_sweep(_sweep(out_dir, cells), cells, out=out_dir, workers=workers, ray_address=ray_address,
+                         force=force, progress=progress, log=log, run_json=True)

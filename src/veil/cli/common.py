@@ -16,8 +16,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 __all__ = ["JsonOpt", "ForceOpt", "console", "echo_json", "finite", "positive", "parse_m", "parse_seeds",
-           "parse_ints", "parse_floats", "file_options", "warn_line", "EncodingOpt", "LabelOpt", "FormatOpt",
-           "DropEmptyOpt", "TextOpt", "WorkersOpt", "RayOpt"]
+           "parse_ints", "parse_floats", "parse_names", "split_names", "check_encoding", "file_options", "warn_line",
+           "EncodingOpt", "LabelOpt", "FormatOpt", "DropEmptyOpt", "TextOpt", "WorkersOpt", "RayOpt"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (messages go to stderr).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace result files that already exist.")]
@@ -106,9 +106,10 @@ def parse_ints(value: str, option: str, *, minimum: int) -> tuple[int, ...]:
 
 
 def parse_floats(value: str, option: str, *, low: float = 0.0, low_open: bool = True,
-                 distinct: bool = False) -> tuple[float, ...]:
-    """Comma-separated finite numbers > ``low`` (>= with ``low_open=False``), e.g. ``--epsilons 1,3,10``; with
-    ``distinct`` a repeated value is refused (each value is one run)."""
+                 distinct: bool = True) -> tuple[float, ...]:
+    """Comma-separated finite numbers > ``low`` (>= with ``low_open=False``), e.g. ``--epsilons 1,3,10``; a
+    repeated value (``1,1``, ``1,1.0``) is refused, as by every list option here (each value is one run), unless
+    ``distinct=False``."""
     try:
         values = tuple(float(v) for v in value.split(",") if v.strip())
     except ValueError:
@@ -117,8 +118,49 @@ def parse_floats(value: str, option: str, *, low: float = 0.0, low_open: bool = 
         raise typer.BadParameter(f"give at least one value for {option}")
     values = tuple(finite(option, v, low=low, low_open=low_open) for v in values)
     if distinct and len(set(values)) != len(values):
-        raise typer.BadParameter(f"{option} repeats a value ({value!r})")
+        raise typer.BadParameter(f"{option} repeats a value ({value!r}); give each value once (each is one run)")
     return values
+
+
+def split_names(value: str, option: str) -> list[str]:
+    """The names of a comma-separated list option (``--corpora a,b``), stripped, empty entries dropped; a name given
+    twice is refused (each name is run once), as :func:`parse_ints`, :func:`parse_floats` and :func:`parse_seeds`
+    refuse a repeated number. Every list-of-names option splits through here; whether no name or an unknown one
+    will do is the caller's to say (:func:`parse_names` refuses both)."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    repeated = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    if repeated:
+        raise typer.BadParameter(f"{option} names one twice ({', '.join(map(repr, repeated))} in {value!r}); give "
+                                 "each once")
+    return names
+
+
+def parse_names(value: str, option: str, *, valid: Any = None, what: str = "name") -> list[str]:
+    """:func:`split_names`, and at least one name, each among ``valid`` when given (the message lists them)."""
+    names = split_names(value, option)
+    choices = None if valid is None else list(valid)
+    listed = "" if choices is None else f" ({', '.join(choices)})"
+    if not names:
+        raise typer.BadParameter(f"{option} {value!r} names nothing; give at least one {what}{listed}, "
+                                 f"comma-separated, or leave {option} out")
+    if choices is not None:
+        unknown = [n for n in names if n not in choices]
+        if unknown:
+            raise typer.BadParameter(f"{option}: unknown {what} {', '.join(map(repr, unknown))}; valid: "
+                                     f"{', '.join(choices)}")
+    return names
+
+
+def check_encoding(encoding: str) -> str:
+    """``--encoding``: a codec Python knows (``utf-8``, ``latin-1``, ``cp1252``, ``utf-16``, ...)."""
+    import codecs
+
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise typer.BadParameter(f"--encoding {encoding!r} is not a known encoding; try utf-8, latin-1, "
+                                 f"cp1252 or utf-16") from None
+    return encoding
 
 
 def file_options(source: str, *, text: str = "text", label: str | None = None, encoding: str | None = None,
@@ -141,14 +183,7 @@ def file_options(source: str, *, text: str = "text", label: str | None = None, e
     if label is not None:
         opts["label"] = label
     if encoding is not None:
-        import codecs
-
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise typer.BadParameter(f"--encoding {encoding!r} is not a known encoding; try utf-8, latin-1, "
-                                     f"cp1252 or utf-16") from None
-        opts["encoding"] = encoding
+        opts["encoding"] = check_encoding(encoding)
     if format is not None:
         opts["format"] = format
     return opts

@@ -31,10 +31,18 @@ def encode(
     format_: FormatOpt = None,
     drop_empty: DropEmptyOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the embedding cache.")] = False,
+    cache_embeddings: Annotated[bool, typer.Option("--cache-embeddings", help="A file's encodings also go to the "
+                                                                               "cache (VEIL_HOME/embeddings) for "
+                                                                               "later runs; default: only to "
+                                                                               "--out.")] = False,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Encode a corpus split into a float32 .npy matrix (one row per text)."""
+    """Encode a corpus split into a float32 .npy matrix (one row per text).
+
+    A built-in corpus' encodings are cached under VEIL_HOME/embeddings; a file's go to --out only, unless
+    --cache-embeddings.
+    """
     from veil.encoders.jobs import EncodeJob, run_encode
     from veil.outputs import check_output_file
 
@@ -43,9 +51,13 @@ def encode(
     if pooling not in ("mean", "cls"):
         raise typer.BadParameter(f"--pooling must be mean or cls, got {pooling!r}")
     opts = file_options(source, text=text, label=label, encoding=encoding, format=format_, drop_empty=drop_empty)
+    if cache_embeddings and (no_cache or not opts):
+        raise typer.BadParameter("--cache-embeddings keeps a file's encodings in the cache: "
+                                 + ("it contradicts --no-cache; give one of them" if no_cache else
+                                    f"the built-in corpus {source!r} is always cached; leave it out"))
     check_output_file(out, force=force, suffixes=(".npy",))
     job = EncodeJob(source=source, out=out, split=split, model=model, pooling=pooling, batch_size=batch_size,
-                    max_length=max_length, file_options=opts, cache=not no_cache)
+                    max_length=max_length, file_options=opts, cache=not no_cache, cache_embeddings=cache_embeddings)
     result = run_encode(job)
     if as_json:
         echo_json(result)

@@ -91,6 +91,15 @@ def read_tsv(source: str, where: str, *, header: bool = True, delimiter: str | N
 
 
 _FIELD_LIMIT = 1 << 30
+#: a TSV row cut short by a quoted text that holds a line break or a tab (read GLUE-style, quotes are text)
+_QUOTED_HINT = ("a text in double quotes holds a line break or a tab: TSV is read GLUE-style, one row per line "
+                "with quotes kept as text, so that text splits its row; save the file as CSV, where a quoted "
+                "text may hold both, or remove the line breaks and tabs from the texts")
+
+
+def _opens_quote(fields: list[str]) -> bool:
+    """Whether a field opens a double quote that it does not close (a quoted text that went on past the field)."""
+    return any(f.startswith('"') and (len(f) == 1 or not f.endswith('"')) for f in fields)
 
 
 @contextlib.contextmanager
@@ -124,7 +133,8 @@ def _read_delimited(source: str, where: str, *, header: bool, delimiter: str, qu
                 if len(fields) != len(columns):
                     first = "the header has" if header else "the first row has"
                     raise DataFormatError(
-                        f"{where}: line {start} has {len(fields)} fields but {first} {len(columns)} ({hint})"
+                        f"{where}: line {start} has {len(fields)} fields but {first} {len(columns)} "
+                        f"({_QUOTED_HINT if quoting == csv.QUOTE_NONE and _opens_quote(fields) else hint})"
                     )
                 rows.append((start, dict(zip(columns, fields))))
         except csv.Error as exc:

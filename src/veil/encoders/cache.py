@@ -18,18 +18,28 @@ between the two writes, which leaves a complete array) passes the shape,
 dtype and finiteness checks as before, and its checksum is then recorded.
 Writes to a cache folder that cannot be written raise
 :class:`~veil.errors.CacheLocationError` before the model runs.
+
+A user's private texts are not cached unless the user asks. Inside
+:func:`private_texts` (``veil bench --data`` and ``veil encode FILE`` run in
+one), any list of texts holding one of the given texts is cached in this
+process' memory only (:class:`MemoryCache`) instead of the default folder, so
+that a run reuses its encodings but none stay behind, after an error or
+Ctrl-C either; ``keep=True`` (``--cache-embeddings``) caches them on disk as
+any other corpus. An explicit :class:`EmbeddingCache` passed as ``cache=`` is
+the caller's choice and is used as given.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,8 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.corpora.base import Corpus
     from veil.encoders.text import TextEncoder
 
-__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "array_sha256", "encode_cached", "encode_corpus",
-           "encode_sentences", "texts_sha256"]
+__all__ = ["CacheKey", "CacheWarning", "EmbeddingCache", "MemoryCache", "array_sha256", "encode_cached",
+           "encode_corpus", "encode_sentences", "private_texts", "resolve_store", "texts_sha256"]
 
 ALL_SPLITS = "all"  # the split name of a whole-corpus entry
 
@@ -179,6 +189,10 @@ class EmbeddingCache:
         """Raise :class:`~veil.errors.CacheLocationError` unless ``key``'s entry could be written."""
         writable_dir(self.path(key).parent)
 
+    def has(self, key: CacheKey) -> bool:
+        """Whether an entry for ``key`` exists (not read or checked here)."""
+        return self.path(key).is_file()
+
     def clear(self, model_id: str | None = None) -> int:
         """Delete every entry (or those of one model id); returns the number of entries removed.
 
@@ -213,6 +227,88 @@ class EmbeddingCache:
         path.unlink(missing_ok=True)
         _checksum_path(path).unlink(missing_ok=True)
         return None
+
+
+class MemoryCache(EmbeddingCache):
+    """Entries held in this process' memory only, never written to disk: where :func:`private_texts` keeps the
+    encodings of a user's private texts. Gone with the process (or :meth:`clear`)."""
+
+    def __init__(self) -> None:
+        self.root = Path("<memory>")
+        self._entries: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryCache({len(self._entries)} entries)"
+
+    def get(self, key: CacheKey) -> np.ndarray | None:
+        arr = self._entries.get(key.digest())
+        return None if arr is None else arr.copy()
+
+    def put(self, key: CacheKey, embeddings: np.ndarray) -> Path:
+        if not isinstance(embeddings, np.ndarray):
+            raise InvalidTypeError(f"embeddings must be a numpy array, not {type(embeddings).__name__}")
+        if embeddings.dtype != np.float32 or embeddings.shape != (key.n, key.dim):
+            raise InvalidParameterError(f"embeddings are {embeddings.dtype} {embeddings.shape}, but the key expects "
+                                        f"float32 ({key.n}, {key.dim}); cast with .astype(np.float32) or fix the key")
+        self._entries[key.digest()] = np.array(embeddings, copy=True)
+        return self.path(key)
+
+    def check_writable(self, key: CacheKey) -> None:
+        return None
+
+    def has(self, key: CacheKey) -> bool:
+        return key.digest() in self._entries
+
+    def clear(self, model_id: str | None = None) -> int:
+        if model_id is not None:
+            raise InvalidParameterError("a MemoryCache clears all its entries at once: call clear() without model_id")
+        removed = len(self._entries)
+        self._entries.clear()
+        return removed
+
+
+#: the private texts of the innermost :func:`private_texts` block and the memory store their encodings go to
+_PRIVATE: contextvars.ContextVar[tuple[frozenset[str], MemoryCache] | None] = contextvars.ContextVar(
+    "veil_private_texts", default=None)
+
+
+@contextlib.contextmanager
+def private_texts(texts: Iterable[str], *, keep: bool = False) -> Iterator[None]:
+    """While the block runs, encodings of any list of texts holding one of ``texts`` (a user's private data) that
+    would go to the default on-disk cache (``cache=True``) are kept in this process' memory instead
+    (:class:`MemoryCache`: reused within the block, gone when it ends, normally, on an error or on Ctrl-C).
+    ``keep=True`` (the user asked for it: ``--cache-embeddings``) changes nothing: they are cached on disk as any
+    corpus. Blocks nest (the texts add up)."""
+    keep = check_bool("keep", keep)
+    if keep:
+        yield
+        return
+    outer = _PRIVATE.get()
+    mine = frozenset(check_texts(list(texts)))
+    store = outer[1] if outer is not None else MemoryCache()
+    token = _PRIVATE.set(((outer[0] | mine) if outer is not None else mine, store))
+    try:
+        yield
+    finally:
+        _PRIVATE.reset(token)
+        if outer is None:
+            store.clear()
+
+
+def resolve_store(cache: bool | EmbeddingCache, texts: Iterable[str]) -> EmbeddingCache | None:
+    """The store ``encode_cached(..., cache=cache)`` reads and writes for ``texts``: None for ``cache=False``, the
+    given cache, or for ``cache=True`` the default folder, unless ``texts`` hold a private text of an active
+    :func:`private_texts` block (then its memory store)."""
+    if cache is False:
+        return None
+    if not isinstance(cache, (bool, EmbeddingCache)):
+        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
+    if cache is not True:
+        return cache
+    scope = _PRIVATE.get()
+    if scope is not None and not scope[0].isdisjoint(texts):
+        return scope[1]
+    return EmbeddingCache()
 
 
 def encode_corpus(encoder: TextEncoder, corpus: Corpus, split: str | None = None, *,
@@ -269,15 +365,14 @@ def encode_cached(encoder: TextEncoder, texts: list[str], name: str, split: str,
     """Embeddings of any list of texts through the cache, keyed as ``name``/``split`` plus the texts' sha256.
 
     ``name`` and ``split`` only label the cache file (e.g. ``"news-articles"``,
-    ``"vocabulary"``); the texts' hash decides hits.
+    ``"vocabulary"``); the texts' hash decides hits. Private texts (:func:`private_texts`) are
+    cached in memory only.
     """
     texts = check_texts(texts)
-    if not isinstance(cache, (bool, EmbeddingCache)):
-        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
+    store = resolve_store(cache, texts)
     normalize = encoder.normalize if normalize is None else check_bool("normalize", normalize)
-    if cache is False:
+    if store is None:
         return encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)
-    store = EmbeddingCache() if cache is True else cache
     key = CacheKey(model_id=encoder.model_id, pooling=encoder.pooling, max_length=encoder.max_length,
                    normalize=bool(normalize), corpus=name, split=split,
                    texts_sha256=texts_sha256(texts), n=len(texts), dim=encoder.dim)

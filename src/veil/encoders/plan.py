@@ -90,14 +90,11 @@ def _cache_key(encoder: TextEncoder, texts: list[str], name: str, split: str):
 def is_cached(encoder: TextEncoder, texts: Sequence[str], name: str, split: str, *,
               cache: bool | EmbeddingCache = True) -> bool:
     """Whether ``encode_cached(encoder, texts, name, split, cache=cache)`` would find an entry (not read here)."""
-    from veil.encoders.cache import EmbeddingCache
+    from veil.encoders.cache import resolve_store
 
-    if cache is False:
-        return False
-    if not isinstance(cache, (bool, EmbeddingCache)):
-        raise InvalidTypeError(f"cache must be True, False or an EmbeddingCache, not {type(cache).__name__}")
-    store = EmbeddingCache() if cache is True else cache
-    return store.path(_cache_key(encoder, list(texts), name, split)).is_file()
+    texts = list(texts)
+    store = resolve_store(cache, texts)
+    return store is not None and store.has(_cache_key(encoder, texts, name, split))
 
 
 def _spread(n: int, k: int) -> np.ndarray:

@@ -7,7 +7,10 @@ returns the record, not written). :func:`run_sweep` then
 * checks every existing record before any work (:attr:`Sweep.finished`: a damaged record is a
   :class:`~veil.errors.DataFormatError` and one made under another configuration a
   :class:`~veil.errors.StaleResultError`, each naming the file and the fix; neither is ever counted as done) and
-  skips the cells whose record is their own (none with ``force``);
+  skips the cells whose record is their own (none with ``force``). A record is its cell's only if it was also made
+  from the same inputs: :attr:`Sweep.inputs` gives the content hash of every input whose content the cell's id does
+  not pin (a user's file, a corpus given in this process); each record keeps them (``config["inputs"]``) and one
+  made from other content is a :class:`~veil.errors.StaleResultError` naming ``--force``, never reused;
 * runs the others, writing each record atomically as soon as it is done; a cell that raises is reported (type,
   message, the last lines of its traceback) and the others go on: the failures come back in
   :attr:`SweepRun.failed` (bench turns them into an exit code; the experiment runners re-raise the first one
@@ -25,14 +28,15 @@ import contextlib
 import platform
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from veil.errors import InvalidParameterError, VeilError
 
-__all__ = ["Sweep", "SweepRun", "CellOutcome", "run_sweep", "run_records", "execute", "finished", "record_exists"]
+__all__ = ["Sweep", "SweepRun", "CellOutcome", "run_sweep", "run_records", "execute", "finished", "check_inputs",
+           "record_exists"]
 
 
 @dataclass
@@ -103,6 +107,10 @@ def _write(record: Any, path: Path) -> None:
     record.write(path)
 
 
+def _no_inputs(cell: Any) -> dict[str, str]:
+    return {}
+
+
 def record_exists(cell: Any, path: Path) -> bool:
     """The plainest reuse rule: a record at the path is the cell's (for sweeps whose path names every setting)."""
     return path.exists()
@@ -132,6 +140,11 @@ class Sweep:
     keep_warnings: bool = False
     #: how skipped cells are logged: ``"each"`` (a line per cell), ``"count"`` (one line) or ``"none"``
     skip_log: str = "each"
+    #: cell -> {input: sha256 of its content} for every input the cell reads whose content its id does not pin (a
+    #: user's file, a corpus given in this process); {} when the id pins everything (built-in corpora, whose content
+    #: veil's registry pins). A non-empty map is stamped into the record (``config["inputs"]``) and must match on
+    #: resume (:func:`check_inputs`)
+    inputs: Callable[[Any], Mapping[str, str]] = _no_inputs
 
     def __post_init__(self) -> None:
         if self.skip_log not in ("each", "count", "none"):
@@ -154,6 +167,7 @@ def execute(sweep: Sweep, cell: Any) -> CellOutcome:
                 rec.extra["warnings"] = notes
         else:
             rec, notes = sweep.run(cell), []
+        _stamp_inputs(rec, sweep.inputs(cell))
         path = sweep.path(cell)
         sweep.write(rec, path)
         return CellOutcome(cell_id, "done", str(path), wall_time_s=time.perf_counter() - start,
@@ -166,12 +180,62 @@ def execute(sweep: Sweep, cell: Any) -> CellOutcome:
                            wall_time_s=time.perf_counter() - start, exception=exc)
 
 
+def _stamp_inputs(rec: Any, inputs: Mapping[str, str]) -> None:
+    """Keep the cell's input hashes in its record (``config["inputs"]``), where :func:`check_inputs` reads them."""
+    if not inputs:
+        return
+    config = getattr(rec, "config", None)
+    if not isinstance(config, dict):
+        raise InvalidParameterError(f"a sweep with inputs needs records with a config dict (a ResultRecord), not "
+                                    f"{type(rec).__name__}")
+    config["inputs"] = dict(inputs)
+
+
+def check_inputs(sweep: Sweep, cell: Any, path: Path) -> None:
+    """Raise :class:`~veil.errors.StaleResultError` unless the record at ``path`` was made from the inputs the
+    cell reads now (:attr:`Sweep.inputs`: same names, same content hashes); nothing when the cell has none.
+
+    A record made before inputs were recorded holds none, so it never matches a cell that has some: refused, like
+    any other, never taken as done."""
+    from veil._io import read_json
+    from veil.errors import StaleResultError
+
+    wanted = dict(sweep.inputs(cell))
+    if not wanted:
+        return
+    data = read_json(path, what=f"{sweep.name} record")
+    config = data.get("config") if isinstance(data, dict) else None
+    stored = config.get("inputs") if isinstance(config, dict) else None
+    stored = dict(stored) if isinstance(stored, dict) else {}
+    if stored == wanted:
+        return
+    keys = sorted(set(stored) | set(wanted), key=str)
+    changed = [k for k in keys if stored.get(k) != wanted.get(k)]
+
+    def show(value: Any) -> str:
+        return "none" if value is None else f"sha256 {str(value)[:12]}..."
+
+    shown = "; ".join(f"{k}: {show(stored.get(k))} in the record, {show(wanted.get(k))} now" for k in changed[:3])
+    more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""
+    raise StaleResultError(
+        f"{path} was made from other input content ({shown}{more}): the data changed since, so it was not reused. "
+        "Pass --force to re-run and replace it, or write to another output folder to keep both",
+        keys=[f"inputs.{k}" for k in changed])
+
+
 def finished(sweep: Sweep, cells: Sequence[Any], *, force: bool = False) -> set[str]:
     """The ids of ``cells`` whose record exists and is their own, every record checked before any work (none with
-    ``force``); a damaged or stale record raises (:attr:`Sweep.finished`)."""
+    ``force``); a damaged or stale record, or one made from other inputs (:func:`check_inputs`), raises
+    (:attr:`Sweep.finished`)."""
     if force:
         return set()
-    return {sweep.cell_id(cell) for cell in cells if sweep.finished(cell, sweep.path(cell))}
+    done = set()
+    for cell in cells:
+        path = sweep.path(cell)
+        if sweep.finished(cell, path):
+            check_inputs(sweep, cell, path)
+            done.add(sweep.cell_id(cell))
+    return done
 
 
 def run_sweep(sweep: Sweep, cells: Sequence[Any], *, out: str | Path, workers: int = 1,
