@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.results import ResultRecord
 
 __all__ = ["RESULTS_ENV", "results_root", "default_results_dir", "check_output_file", "check_output_dir",
-           "refuse_existing", "existing_record", "tag"]
+           "check_distinct_outputs", "refuse_existing", "existing_record", "tag"]
 
 RESULTS_ENV = "VEIL_RESULTS"
 
@@ -80,6 +80,46 @@ def check_output_file(path: str | os.PathLike, *, force: bool = False, option: s
     _check_creatable(path.parent, option)
     refuse_existing(path, force)
     return path
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path (symbolic links, ``..``, relative), or, when
+    both exist, the same file (``os.path.samefile``: hard links, case-insensitive file systems)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except (OSError, RuntimeError):  # unreadable, or a loop of symbolic links: not provably the same
+        return False
+
+
+def check_distinct_outputs(outputs: Mapping[str, str | os.PathLike | None],
+                           inputs: Mapping[str, str | os.PathLike | None] | None = None) -> None:
+    """Refuse, before any work, a command whose outputs name the same file or folder, or name one of its inputs.
+
+    ``outputs`` and ``inputs`` map an option as the user typed it (``"--out"``, ``"FILE"``) to its path (None: not
+    given, skipped). Paths are compared resolved (:func:`_same_path`); the first clash raises
+    :class:`~veil.errors.InvalidParameterError` naming both options, and writes nothing.
+    """
+    given = [(o, Path(p)) for o, p in outputs.items() if p is not None]
+    sources = [(o, Path(p)) for o, p in (inputs or {}).items() if p is not None]
+    for i, (option, path) in enumerate(given):
+        for other, path2 in given[:i]:
+            if _same_path(path, path2):
+                raise InvalidParameterError(
+                    f"{other} and {option} both name {path}: one output would overwrite the other; give {option} "
+                    f"its own path, e.g. {option} {_sibling(path, option)}")
+        for source, path2 in sources:
+            if _same_path(path, path2):
+                raise InvalidParameterError(
+                    f"{option} {path} is the input {source}: veil never writes over its input; give {option} "
+                    f"another path, e.g. {option} {_sibling(path, option)}")
+
+
+def _sibling(path: Path, option: str) -> Path:
+    """A path beside ``path`` named after ``option`` (``notes.txt``, ``--spans`` -> ``notes.spans.txt``)."""
+    tag = option.lstrip("-").replace("-", "_").lower() or "out"
+    return path.with_name(f"{path.stem}.{tag}{path.suffix}" if path.suffix else f"{path.name}-{tag}")
 
 
 def refuse_existing(path: str | os.PathLike, force: bool, *, option: str = "--force") -> None:

@@ -66,7 +66,7 @@ def run(
     Flower."""
     from veil._io import atomic_write_json
     from veil.errors import InvalidParameterError
-    from veil.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_distinct_outputs, check_output_dir, default_results_dir
     from veil.federated.config import FederatedConfig
     from veil.federated.run import result_path, run_federated, stored_result
     from veil.federated.server import check_record_target
@@ -101,6 +101,7 @@ def run(
                                     "encoder, 91 MB); drop --finetune or --record")
     check_sizes(cfg)
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
+    check_distinct_outputs({"--record": record, "--results": out})
     path = result_path(cfg, out)
     if path.is_dir():
         raise InvalidParameterError(f"{path} is a folder, where the result file would go; choose another --results")
@@ -225,6 +226,9 @@ def analytic_sweep(
     from veil.experiments.federated.taps import analytic_grid, run_analytic_cells
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
+    from veil.outputs import check_distinct_outputs
+
+    check_distinct_outputs({"--taps": taps, "--results": out})
     con = console(as_json)
     paths = run_analytic_cells(analytic_grid(corpus=corpus, batch_sizes=sizes), out, taps, engine=engine,
                                force=force, log=lambda msg: con.print(msg, markup=False))
@@ -247,6 +251,9 @@ def chain_sweep(
     from veil.experiments.federated.chain import chain_grid, run_chain_cells
 
     sizes, out = _tap_sweep_args(batch_sizes, engine, results)
+    from veil.outputs import check_distinct_outputs
+
+    check_distinct_outputs({"--taps": taps, "--results": out})
     con = console(as_json)
     paths = run_chain_cells(chain_grid(corpus=corpus, batch_sizes=sizes, rounds=rounds), out, taps,
                             engine=engine, force=force, log=lambda msg: con.print(msg, markup=False))
@@ -274,6 +281,9 @@ def dp_sweep(
         if not (math.isfinite(value) and value > 0):
             raise typer.BadParameter(f"{option} must be a finite number > 0, got {value:g}")
     _, out = _tap_sweep_args(str(batch_size), "flower", results)
+    from veil.outputs import check_distinct_outputs
+
+    check_distinct_outputs({"--taps": taps, "--results": out})
     con = console(as_json)
     paths = run_chain_cells(dp_grid(corpus=corpus, rounds=rounds, batch_size=batch_size, clip=clip, noise=noise),
                             out, taps, engine="flower", force=force, log=lambda msg: con.print(msg, markup=False))

@@ -79,13 +79,14 @@ def obfuscate(
 ) -> None:
     """Obfuscate sentences: words of the hidden tags replaced by other public words of the same tag (drawn
     uniformly, or by the trained neural obfuscator)."""
-    from veil.outputs import check_output_file
+    from veil.outputs import check_distinct_outputs, check_output_file
     from veil.parsing.obfuscate_file import obfuscate_file
 
     check_level(level)
     check_method(method, neural_model, level)
     if not file.is_file():
         raise typer.BadParameter(f"{file} is not a file")
+    check_distinct_outputs({"--key": key}, {"FILE": file, "--neural-model": neural_model})
     if key is not None:
         check_output_file(key, force=force, option="--key")
     if method == "random":

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import EncodingOpt, ForceOpt, JsonOpt, console, echo_json
+from veil.cli.common import EncodingOpt, ForceOpt, JsonOpt, console, echo_json, split_names
 
 __all__ = ["register"]
 
@@ -17,7 +17,7 @@ def _entities(value: Optional[str], model: str) -> Optional[list[str]]:
         return None
     from veil.defenses.redaction import supported_entities
 
-    names = [v.strip() for v in value.split(",") if v.strip()]
+    names = split_names(value, "--entities")
     known = supported_entities(model)
     bad = [n for n in names if n not in known]
     if not names or bad:
@@ -29,7 +29,8 @@ def _entities(value: Optional[str], model: str) -> Optional[list[str]]:
 def redact(
     file: Annotated[Optional[Path], typer.Argument(help=".txt (one text per line), .jsonl or .csv (a header row) "
                                                         "to redact.")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Where to write the redacted file (same format).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Where to write the redacted file (the input's format; its "
+                                                     "suffix must not name another).")] = None,
     operator: Annotated[str, typer.Option(help="type (<PERSON>), mask (****), hash (keyed sha256) or pseudonym "
                                                "(consistent surrogate names).")] = "type",
     entities: Annotated[Optional[str], typer.Option(help="Comma-separated Presidio entity types (default: every "
@@ -65,19 +66,23 @@ def redact(
         raise typer.BadParameter(f"--operator must be one of {', '.join(OPERATORS)}, got {operator!r}")
     if scope not in SCOPES:
         raise typer.BadParameter(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    if scope != "document" and operator != "pseudonym":
+        raise typer.BadParameter(f"--scope {scope} sets where pseudonyms are consistent: it needs --operator "
+                                 f"pseudonym (the {operator} operator keeps no mapping); drop --scope, or pass "
+                                 "--operator pseudonym")
     if file is None or out is None:
         raise typer.BadParameter("give the FILE to redact and --out (e.g. `veil redact notes.txt --out "
                                  "notes.redacted.txt`)")
     if not file.is_file():
         raise typer.BadParameter(f"{file} is not a file")
-    from veil.defenses.redaction.files import read_texts
-    from veil.outputs import check_output_file
+    from veil.defenses.redaction.files import check_output_format, read_texts
+    from veil.outputs import check_distinct_outputs, check_output_file
 
+    check_distinct_outputs({"--out": out, "--spans": spans}, {"FILE": file})
+    check_output_format(file, out, format=file_format)
     check_output_file(out, force=force, option="--out")
     if spans is not None:
         check_output_file(spans, force=force, option="--spans")
-    if out.resolve() == file.resolve():
-        raise typer.BadParameter("--out is the input file; write the redacted copy elsewhere")
     read_texts(file, format=file_format, text=text, encoding=encoding or "utf-8")  # bad input fails before the model
     names = _entities(entities, model)
 

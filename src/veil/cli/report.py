@@ -23,7 +23,7 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Render Markdown result pages from result JSON files (`make report` renders docs/results/ from results/)."""
-    from veil.outputs import check_output_dir, results_root
+    from veil.outputs import check_distinct_outputs, check_output_dir, results_root
     from veil.report import render_all
 
     results = results if results is not None else results_root()
@@ -35,6 +35,7 @@ def report(
                                  f"first (e.g. `veil attack rss`), or render the committed records into a "
                                  f"scratch folder: `veil report --results results --out /tmp/veil-pages`")
     out = check_output_dir(out if out is not None else results / "report", option="--out")
+    check_distinct_outputs({"--out": out, "--docs": docs}, {"--results": results})
     pages = [str(p) for p in render_all(results, out)]
     if docs is not None:
         from veil.report.fragments import fill

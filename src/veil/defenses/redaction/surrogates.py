@@ -8,7 +8,9 @@ surrogate looks like, by entity type:
   public list of first names, every other token from the list of surnames, a lone token from the list it belongs
   to (first names, else surnames). The lists are Faker's en_US ones (pinned ``faker``: 690 first names and 1,000
   surnames, the U.S. Census' most frequent), drawn uniformly, never the real token itself. The surrogate keeps the
-  token's case pattern (all caps, lower case, capitalised). Honorifics (Mr, Dr, ...) are kept.
+  token's case pattern (all caps, lower case, capitalised). Honorifics (Mr, Dr, ...) are kept; digits between
+  or after the name tokens (a span the union of overlapping detections typed PERSON, e.g. a name with a house
+  number) are replaced as in any other value, never kept.
 * ``EMAIL_ADDRESS``: ``<first>.<last><nn>@example.<com|org|net>`` (the RFC 2606 reserved domains).
 * anything else: the same shape (each digit replaced by a random digit, each letter by a random letter of the same
   case, everything else kept), so a phone number stays a phone number and a date keeps its layout.
@@ -103,11 +105,15 @@ class Pseudonymizer:
             else:
                 key = token.casefold()
                 first = ("first", key) in self._tokens or (("last", key) not in self._tokens and key in self._first_set)
-            out.append(value[last:m.start()])
+            out.append(self._digits(value[last:m.start()]))
             out.append(self._name_token(token, first))
             last = m.end()
-        out.append(value[last:])
+        out.append(self._digits(value[last:]))
         return "".join(out)
+
+    def _digits(self, piece: str) -> str:
+        """``piece`` with each run of digits replaced by a consistent random one (:meth:`shape`)."""
+        return re.sub(r"\d+", lambda d: self.shape("PERSON", d.group()), piece)
 
     def email(self, value: str) -> str:
         key = ("EMAIL_ADDRESS", value.casefold())
