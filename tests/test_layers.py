@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "random", "_io", "progress", "_registry", "_threads", "_bf16", "validation", "kinds"},
     {"results", "outputs"},
     {"corpora", "encoders", "models", "metrics"},
-    {"defenses"},
+    {"defenses", "controls"},
     {"attacks"},
     {"training"},
     {"parsing", "federated", "services"},

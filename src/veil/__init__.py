@@ -11,12 +11,18 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"attacks", "bench", "corpora", "defenses", "encoders", "errors", "experiments", "kinds", "metrics",
-               "models", "random", "report", "training", "validation"}
+_SUBMODULES = {"attacks", "bench", "controls", "corpora", "defenses", "encoders", "errors", "experiments", "kinds",
+               "metrics", "models", "random", "report", "training", "validation"}
 
 
 def make_defense(name: str, **params: Any) -> Any:
-    """The defense registered as ``name``, built with ``params`` (``veil defenses list`` shows every name)."""
+    """The defense registered as ``name``, built with ``params`` (``veil defenses list`` shows every name).
+    Negative controls are refused here: ``veil.controls.make_control`` builds them, and warns.
+
+    >>> import numpy as np, veil
+    >>> veil.make_defense("truncation", lower=np.zeros(4), upper=np.ones(4), epsilon=10.0)
+    Truncation(d=4, epsilon=10, coverage=None)
+    """
     from veil.defenses.base import make_defense as make
 
     return make(name, **params)

@@ -22,6 +22,7 @@ __all__ = [
     "CacheCorruptError",
     "CacheLocationError",
     "PrivacyLeakWarning",
+    "NegativeControlWarning",
     "DataWarning",
     "CollapsedModelWarning",
     "FederatedError",
@@ -155,6 +156,10 @@ class ParseServiceError(VeilError, ConnectionError):
 
 class PrivacyLeakWarning(UserWarning):
     """A setting weakens a privacy guarantee (seeded secrets, tiny mask pools, ...)."""
+
+
+class NegativeControlWarning(PrivacyLeakWarning):
+    """A deliberately broken mechanism (a negative control, :mod:`veil.controls`) was built: it protects nothing."""
 
 
 class DataWarning(UserWarning):

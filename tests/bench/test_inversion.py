@@ -107,6 +107,10 @@ def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypat
                                     inverter="inverter-quick"), tmp_path)
     with pytest.raises(InvalidParameterError, match="sentence corpus; use a document corpus"):
         run_inversion(InversionCell(release="deepcandidate", epsilon=3.0, inverter="inverter-quick"), tmp_path)
+    from veil.corpora.fetch import corpora_root
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "corpora").symlink_to(corpora_root())  # the corpus is checked first (it is there)
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "empty"))
     with pytest.raises(ResourceMissingError, match="veil models train inverter"):
         run_inversion(InversionCell(inverter="inverter"), tmp_path / "out")

@@ -19,7 +19,7 @@ import pytest
 
 from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
 from veil.parsing.trees import Tree, write_conllu
-from veil.services.parse_client import ParseClient, ParseServiceError, server_health
+from veil.services.parse_client import ParseClient, ParseServiceError, redaction_placeholder, server_health
 from veil.services.parse_server import Limits, LoadedParser, background_server, create_app, read_request
 
 N_CLIENT = 48  # sentences the client parses
@@ -144,10 +144,15 @@ def test_no_replaced_word_leaves_the_client(served, world, obfuscator):
     for (words, tags), p, s in zip(sentences, parsed, sent):
         assert set(s) == {"tokens", "tags"}  # biaffine reads no spaces; nothing else (no key) is ever sent
         assert s["tokens"] == list(p.obfuscated.words) and s["tags"] == list(tags)
-        hidden = set(p.obfuscated.key.positions)
+        hidden = set(p.obfuscated.key.positions) - set(p.redacted)  # redacted: numbers and addresses (default)
         assert hidden == {i for i, t in enumerate(tags) if t in obfuscator.hidden}
+        assert set(p.redacted) == {i for i, (w, t) in enumerate(zip(words, tags))
+                                   if i not in hidden and redaction_placeholder(w, t) is not None}
         for i, (orig, tok) in enumerate(zip(words, s["tokens"])):
-            assert (tok.lower() != orig.lower()) if i in hidden else (tok == orig)
+            if i in p.redacted:
+                assert tok == redaction_placeholder(orig, tags[i])
+            else:
+                assert (tok.lower() != orig.lower()) if i in hidden else (tok == orig)
         assert list(p.tree.words) == list(words)  # the tree is put back on the original words
 
 

@@ -53,7 +53,8 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion", "public_sentences_of"]
+__all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion", "check_corpus",
+           "public_sentences_of"]
 
 #: what writes text back from a vector: the inverter (with correction) and the two baselines
 METHODS = ("inverter", "nearest-public", "bag-of-words")
@@ -202,19 +203,33 @@ def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
     if existing_record(path, requested, force=force, part="cell") is not None:
         log(f"{path}: kept (same configuration)")
         return path
+    check_corpus(cell)  # before the inverter loads (tens of seconds) and before any encoding
     from veil.models.inverter import load_inverter
 
     inverter = load_inverter(cell.inverter)  # before any work: a missing model names the command that trains it
-    from veil.bench.data import load_corpus
+    return _run(cell, inverter, path, requested, log)
+
+
+def check_corpus(cell: InversionCell) -> None:
+    """The cell's corpus exists, is pulled and suits its release, as the bench decides it (the release's defense
+    lists the tasks it runs on; :func:`veil.bench.data.corpus_task`): a document corpus for the SentDP releases,
+    which release one embedding per document, a sentence corpus for texthide-inference; a typed error naming
+    corpora that fit otherwise. Reads the pulled corpus only (fast)."""
+    from veil.bench.data import corpus_task, load_corpus
+    from veil.defenses.base import get_defense
 
     corpus = load_corpus(cell.corpus)  # an unknown or unpulled corpus is a typed error naming the fix
-    if cell.release == "texthide-inference" and corpus.documents is not None:
-        raise InvalidParameterError(f"texthide-inference releases one vector per sentence, and {cell.corpus} is a "
-                                    f"document corpus; use a sentence corpus (e.g. --corpus rt-polarity)")
-    if cell.release in _DOCUMENT_RELEASES and corpus.documents is None:
-        raise InvalidParameterError(f"{cell.release} releases one embedding per document, and {cell.corpus} is a "
-                                    f"sentence corpus; use a document corpus (e.g. --corpus drug-reviews)")
-    return _run(cell, inverter, path, requested, log)
+    task = corpus_task(corpus)
+    if task is None:
+        raise InvalidParameterError(f"{cell.corpus} has no classification labels, so the bench has no slice of it to "
+                                    "invert; use a sentence corpus (e.g. --corpus rt-polarity) or a document corpus "
+                                    "(e.g. --corpus drug-reviews)")
+    if cell.release != "none" and task not in get_defense(cell.release).tasks:
+        kind, other = (("a sentence", "a document corpus (e.g. --corpus drug-reviews)")
+                       if corpus.documents is None else ("a document", "a sentence corpus (e.g. --corpus rt-polarity)"))
+        per = "document" if cell.release in _DOCUMENT_RELEASES else "sentence"
+        raise InvalidParameterError(f"{cell.release} releases one embedding per {per}, and {cell.corpus} is {kind} "
+                                    f"corpus; use {other}")
 
 
 def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, Any],

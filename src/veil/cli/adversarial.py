@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, RayOpt, console, echo_json, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, RayOpt, console, echo_json, parse_seeds, split_names
 
 __all__ = ["register", "adversarial_app", "run_config", "result_folder", "summary", "print_result"]
 
@@ -92,7 +92,7 @@ def sweep(
     from veil.experiments.adversarial.attributes import sweep as run_sweep
 
     valid = defense_names()
-    names = tuple(valid) if defenses is None else tuple(d.strip() for d in defenses.split(",") if d.strip())
+    names = tuple(valid) if defenses is None else tuple(split_names(defenses, "--defenses"))
     bad = [d for d in names if d not in valid]
     if bad or not names:
         raise typer.BadParameter(f"--defenses must name some of {', '.join(valid)}; got {defenses!r}")

@@ -29,7 +29,7 @@ import typer
 
 from veil.cli import adversarial, parse
 from veil.cli.common import (ForceOpt, JsonOpt, RayOpt, WorkersOpt, console, echo_json, finite, parse_floats,
-                             parse_ints, parse_m, positive)
+                             parse_ints, parse_m, positive, split_names)
 from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
 from veil.cli.texthide import check_mode
 
@@ -218,7 +218,7 @@ def texthide_attacks_sweep(
     else:
         raise typer.BadParameter(f"unknown sweep {which!r}; use headline or grid")
     if attacks is not None:
-        wanted = [a.strip() for a in attacks.split(",") if a.strip()]
+        wanted = split_names(attacks, "--attacks")
         bad = [a for a in wanted if a not in ATTACKS]
         if bad or not wanted:
             raise typer.BadParameter(f"--attacks: {'unknown ' + str(bad) if bad else 'no attack named'}; use some "
@@ -309,10 +309,11 @@ def _tap(attack: str, record: Path, results: Optional[Path], seed: int, match: b
          force: bool, as_json: bool) -> None:
     from veil.attacks.gradients.tap import Tap
     from veil.experiments.federated.taps import run_tap_attack, tap_result_path
-    from veil.outputs import refuse_existing
+    from veil.outputs import check_distinct_outputs, refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
     root = _gradients_root(results)
+    check_distinct_outputs({"--results": root}, {"--record": record})
     path = tap_result_path(record, attack, root, seed)
     refuse_existing(path, force)
     rec = run_tap_attack(record, attack, seed=seed, match=match, max_evals=max_evals, restarts=restarts,
@@ -386,7 +387,7 @@ def attack_chain(
     from veil.attacks.gradients.tap import Tap
     from veil.attacks.gradients.truth import truth_dir
     from veil.experiments.federated.chain import run_chain
-    from veil.outputs import refuse_existing
+    from veil.outputs import check_distinct_outputs, refuse_existing
 
     Tap(record)  # a missing or malformed tap fails here, before any work
     if not (truth_dir(record) / "run.json").exists():
@@ -397,6 +398,7 @@ def attack_chain(
                                            f"({truth_dir(record).name}/run.json): the chain is scored against it; "
                                            "record the run with `veil federated run --record DIR --truth`")
     root = _gradients_root(results)
+    check_distinct_outputs({"--results": root}, {"--record": record})
     path = root / f"chain-{record.name}-seed{seed}.json"
     refuse_existing(path, force)
     rec = run_chain(record, seed=seed, pool_recovery=pool, progress=True)
@@ -503,6 +505,8 @@ def attack_membership(
                                                      "candidates; the rest of the train split is the attacker's "
                                                      "population).")] = 2000,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs of the target (and of every shadow).")] = 10,
+    batch_size: Annotated[int, typer.Option(min=1, help="Batch size of the target and every shadow (DP-SGD: the "
+                                                        "expected lot size); at most --members.")] = 256,
     setting: Annotated[str, typer.Option(help="head (the head on frozen MiniLM) or top-layers (MiniLM's last 2 "
                                               "layers trained too: minutes per model; use --method loss or rmia)")]
     = "head",
@@ -530,11 +534,11 @@ def attack_membership(
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
-    named = [d.strip() for d in defense.split(",") if d.strip()]
+    named = split_names(defense, "--defense")
     if not named or any(d not in _MEMBERSHIP_DEFENSES for d in named):
         raise typer.BadParameter(f"--defense must be one of {', '.join(_MEMBERSHIP_DEFENSES)} (comma-separated), "
                                  f"got {defense!r}")
-    chosen = METHODS if method == "all" else tuple(dict.fromkeys(m.strip() for m in method.split(",") if m.strip()))
+    chosen = METHODS if method == "all" else tuple(split_names(method, "--method"))
     if not chosen or any(m not in METHODS for m in chosen):
         raise typer.BadParameter(f"--method must be one of {', '.join(METHODS)} (comma-separated) or all, got "
                                  f"{method!r}")
@@ -548,7 +552,7 @@ def attack_membership(
     if setting == "top-layers" and "all" in named:  # TextHide's target is a head on frozen embeddings only
         defenses = tuple(d for d in defenses if d != "texthide")
     paths = run_membership(root, corpus=corpus, defenses=defenses, epsilons=eps,
-                           methods=chosen, shadows=shadows, members=members,
+                           methods=chosen, shadows=shadows, members=members, batch_size=batch_size,
                            epochs=epochs, seed=seed, queries=queries, model=setting, optimizer=optimizer, lr=lr,
                            force=force,
                            log=lambda line: say.print(line, highlight=False, soft_wrap=True))

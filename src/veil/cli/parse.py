@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_seeds, split_names
 from veil.cli.obfuscate import LevelOpt, TreebankOpt, check_level, check_treebank
 from veil.cli.parse_service import parse_client, parse_serve
 
@@ -65,14 +65,12 @@ def _root(results: Optional[Path]) -> Path:
 
 def _names(value: str, option: str, valid: Any) -> list[str]:
     """A comma-separated list of names: at least one, each valid, none twice."""
-    got = [v.strip() for v in value.split(",") if v.strip()]
+    got = split_names(value, option)
     if not got:
         raise typer.BadParameter(f"{option} needs at least one of {', '.join(valid)}, got {value!r}")
     bad = [g for g in got if g not in valid]
     if bad:
         raise typer.BadParameter(f"{option}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
-    if len(set(got)) != len(got):
-        raise typer.BadParameter(f"{option} names one twice ({value!r}); give each once")
     return got
 
 
@@ -259,9 +257,6 @@ def parse_sweep(
     from veil.parsing.evaluate import PARSER_NAMES
     from veil.results import ResultRecord
 
-    def names(value: str) -> list[str]:
-        return [v.strip() for v in value.split(",") if v.strip()]
-
     lvls = _names(levels, "--levels", LEVELS)
     parser_names = _names(parsers, "--parsers", PARSER_NAMES)
     attacker_names = _names(attackers, "--attackers", ATTACKERS)
@@ -280,7 +275,7 @@ def parse_sweep(
     root = _root(results)
     msg = console(as_json)
     paths = run_parsing(root, parsers=parser_names, levels=lvls, attackers=attacker_names, setup=setup,
-                        force=force, defenses=defenses, training_seeds=[int(s) for s in names(training_seeds)],
+                        force=force, defenses=defenses, training_seeds=list(parse_seeds(training_seeds)),
                         training=NeuralTraining(max_minutes=neural_minutes, privacy_weight=privacy_weight,
                                                 max_steps=neural_steps),
                         log=lambda line: msg.print(line, highlight=False))

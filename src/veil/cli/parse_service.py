@@ -141,11 +141,22 @@ def parse_client(
                                                             "OS entropy).")] = None,
     batch: Annotated[int, typer.Option(min=1, help="Sentences per request (fewer if the server takes fewer).")] = 64,
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for each answer.")] = 120.0,
+    redact_numbers: Annotated[bool, typer.Option(
+        "--redact-numbers/--send-numbers",
+        help="Replace numbers (tag CD, or any word with a digit: phone, IBAN, account digits) and e-mail and web "
+             "addresses (tag ADD) by a placeholder (0, name@example.com, example.com) before sending; no --level "
+             "hides them. --send-numbers sends them in clear (warns).")] = True,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Parse a file through a parse server without sending the hidden words: obfuscate here, parse there."""
-    from veil.outputs import check_output_file
+    """Parse a file through a parse server: obfuscate here, parse there.
+
+    Sent: the obfuscated sentence (the words of the tags --level hides replaced by public same-tag words, every
+    other word kept as it is), the tags, and the spaces for the spaCy parsers. Numbers and e-mail and web
+    addresses are replaced by placeholders before sending unless --send-numbers. Kept here: your words, and the
+    key (--key).
+    """
+    from veil.outputs import check_distinct_outputs, check_output_file
     from veil.services.parse_client import ClientJob, run_client
 
     if not file.is_file():
@@ -160,15 +171,17 @@ def parse_client(
         check_output_file(key, force=force, option="--key")
         if key.resolve() == out.resolve():
             raise typer.BadParameter("--key and --out name the same file; give the key its own file")
+    check_distinct_outputs({"--out": out, "--key": key}, {"FILE": file, "--neural-model": neural_model})
     if method == "random":
         needs_silver(check_treebank(treebank), "veil parse client (its substitution vocabulary)")
     job = ClientJob(input=file, out=out, server=server, level=check_level(level), treebank=check_treebank(treebank),
                     key=key, seed=seed, batch_sentences=batch, timeout=timeout, method=method,
-                    neural_model=neural_model)
+                    neural_model=neural_model, redact_numbers=redact_numbers)
     summary = run_client(job)
     if as_json:
         echo_json(summary)
         return
     console().print(f"parsed {summary['sentences']} sentences ({summary['words']} words, {summary['replaced']} "
-                    f"replaced before sending) with {summary['parser']} at {summary['server']} in "
+                    f"replaced and {summary['redacted']} numbers and addresses redacted before sending) with "
+                    f"{summary['parser']} at {summary['server']} in "
                     f"{summary['requests']} requests; wrote {summary['out']}", highlight=False, soft_wrap=True)

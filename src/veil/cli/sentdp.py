@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from veil.cli.common import (DropEmptyOpt, EncodingOpt, ForceOpt, FormatOpt, JsonOpt, LabelOpt, TextOpt, console,
-                             echo_json, file_options, finite, parse_floats)
+                             echo_json, file_options, finite, parse_floats, split_names)
 
 __all__ = ["register", "sentdp_app", "check_depth"]
 
@@ -97,7 +97,7 @@ def sentdp_eval(
     eps = parse_floats(epsilons, "--epsilons")
     for e in eps:
         check_epsilon(e)
-    cfg = SentDPEval(corpus=corpus, epsilons=eps, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+    cfg = SentDPEval(corpus=corpus, epsilons=eps, methods=tuple(split_names(methods, "--methods")),
                      trials=trials)
     msg = console(as_json)
     with warnings.catch_warnings():  # warned once above; the mechanisms would repeat it per trial

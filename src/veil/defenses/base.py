@@ -28,8 +28,11 @@ Every defense
 Every defense veil has is in the one registry below, by name (:func:`defense_names`,
 :func:`get_defense`, :func:`defense_table`); the CLI, the experiments and the bench
 ask it. A class marked ``control = True`` is a deliberately broken mechanism (a
-negative control the audits must catch): registered, listed as a control, never
-planned by the bench. A class marked ``abstract = True`` is a base class.
+negative control the audits must catch; :class:`NegativeControl` marks it so and
+its repr says so): registered, listed as a control, never planned by the bench,
+and never built by :func:`make_defense` (:func:`veil.controls.make_control`
+builds it, with a :class:`~veil.errors.NegativeControlWarning`). A class marked
+``abstract = True`` is a base class.
 The registry imports the implementing module only when asked, so
 ``import veil.defenses`` does not import torch. This module imports nothing heavy.
 """
@@ -44,8 +47,9 @@ from veil._registry import LazyRegistry
 from veil.errors import VeilError
 
 __all__ = ["Defense", "VectorsDefense", "TrainingEncodingsDefense", "DocumentEmbeddingsDefense", "TextDefense",
-           "ObfuscatedTextDefense", "RepresentationsDefense", "ModelDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "defense_names", "get_defense",
-           "register_defense", "defense_table", "make_defense"]
+           "ObfuscatedTextDefense", "RepresentationsDefense", "ModelDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE",
+           "InsecureKeyFileError", "NegativeControl", "defense_names", "get_defense", "register_defense",
+           "defense_table", "make_defense", "is_control"]
 
 
 class InsecureKeyFileError(VeilError, PermissionError):
@@ -134,6 +138,24 @@ class Defense(metaclass=ABCMeta):
         return {"name": cls.name, "releases": cls.releases, "verb": cls.verb(), "tasks": list(cls.tasks),
                 "guarantee": str(g), "guarantee_kind": g.kind, "paper_attack": cls.paper_attack,
                 "citation": cls.citation, "control": cls.control, "class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+class NegativeControl:
+    """Mixin (first base) of a negative control: a deliberately broken mechanism the audits must catch.
+
+    ``broken`` says in a few words what is broken; the repr leads with it, so a control is never mistaken for the
+    mechanism it breaks (``HalfNoise(...)`` does not print as ``DPSGD(...)``)."""
+
+    control: ClassVar[bool] = True
+    broken: ClassVar[str] = "deliberately broken"
+
+    def __repr__(self) -> str:
+        inner = super().__repr__()
+        head, sep, rest = inner.partition("(")
+        if sep and head.isidentifier():  # "DPSGD(epsilon=1, ...)" -> "HalfNoise(epsilon=1, ...)"
+            inner = f"{type(self).__name__}({rest}"
+        return (f"<BROKEN NEGATIVE CONTROL {getattr(self, 'name', type(self).__name__)!r}: {self.broken}; it "
+                f"protects nothing> {inner}")
 
 
 class VectorsDefense(Defense):
@@ -271,10 +293,27 @@ def defense_table(*, controls: bool = True) -> list[dict[str, Any]]:
     return [{**get_defense(n).describe(), "control": _REGISTRY.is_control(n)} for n in defense_names(controls=controls)]
 
 
+def is_control(name: str) -> bool:
+    """True when the defense registered as ``name`` is a negative control (a deliberately broken mechanism)."""
+    return _REGISTRY.is_control(name) or bool(getattr(get_defense(name), "control", False))
+
+
 def make_defense(name: str, **params: Any) -> Defense:
     """The front door: the defense registered as ``name`` built with ``params`` (validated by the defense).
 
-    >>> import veil
-    >>> veil.make_defense("truncation", epsilon=10.0)      # doctest: +SKIP
+    Negative controls (deliberately broken mechanisms) are refused: :func:`veil.controls.make_control` builds
+    them, and warns.
+
+    >>> import numpy as np, veil
+    >>> veil.make_defense("truncation", lower=np.zeros(4), upper=np.ones(4), epsilon=10.0)
+    Truncation(d=4, epsilon=10, coverage=None)
     """
-    return get_defense(name)(**params)
+    from veil.errors import InvalidParameterError
+
+    cls = get_defense(name)
+    if is_control(name):
+        raise InvalidParameterError(
+            f"{name!r} is a negative control ({getattr(cls, 'broken', 'deliberately broken')}): it protects nothing, "
+            f"and make_defense builds real defenses only ({', '.join(defense_names())}); to check that an audit "
+            f"catches it, build it with veil.controls.make_control({name!r}, ...), which warns")
+    return cls(**params)

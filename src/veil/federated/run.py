@@ -178,7 +178,9 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
     Ray; a KeyboardInterrupt in the thread that called ``run_simulation`` would wait for both (the server
     waits up to ``timeout`` for replies that never come). Here the main thread only waits; on Ctrl-C it sets
     ``stop`` (the server's grid then raises at its next poll, which ends the ServerApp and with it the
-    simulation), shuts Ray down (its workers and their processes), removes the partial tap and re-raises.
+    simulation), shuts Ray down (its workers and their processes), removes the partial tap and re-raises. While an
+    interrupted run winds down, what Flower and Ray print about the actors it stopped (an ``ActorDiedError``
+    traceback, shutdown warnings) is dropped (:class:`~veil.federated._quiet.Quiet`): the user asked for the stop.
     """
     import logging
     import threading
@@ -203,6 +205,7 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
             progress(row)
 
     finished = threading.Event()
+    on_end: list[Any] = []  # called once the simulation's thread ends (after an interrupt: the end of Quiet)
 
     def simulate() -> None:
         try:
@@ -214,6 +217,8 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
             failure.append(exc)
         finally:
             finished.set()
+            for end in list(on_end):
+                end()
 
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
@@ -230,14 +235,26 @@ def _run_flower(cfg: FederatedConfig, recorder: Any, mixing_seed: int | None, ke
             raise sink["error"]
         if "strategy" not in sink:
             raise FederatedError("the Flower simulation ended without running the server; see the log above")
-    except BaseException:
+    except BaseException as exc:
         stop.set()
-        if recorder is not None:
-            recorder.closed = True  # nothing more is written, even by a round still finishing
-        if runner.is_alive() and not finished.is_set():
-            _stop_simulation(finished)
-        if recorder is not None:
-            recorder.abort()
+        quiet = None
+        if isinstance(exc, KeyboardInterrupt):
+            from veil.federated._quiet import Quiet
+
+            quiet = Quiet().start()
+        try:
+            if recorder is not None:
+                recorder.closed = True  # nothing more is written, even by a round still finishing
+            if runner.is_alive() and not finished.is_set():
+                _stop_simulation(finished)
+            if recorder is not None:
+                recorder.abort()
+        finally:
+            if quiet is not None:
+                quiet.end_streams()  # the caller's "interrupted" line goes out
+                on_end.append(quiet.end)  # Flower's and Ray's records stay dropped while the simulation lives
+                if finished.is_set():
+                    quiet.end()
         raise
     finally:
         flwr_logger.setLevel(level)

@@ -1,9 +1,10 @@
 """Reading the model files veil writes (``.pt``): tensors and plain values only, and typed errors for the rest.
 
-Every ``.pt`` file veil loads goes through :func:`load_tensors`: ``torch.load(..., weights_only=True)`` (so a
-foreign file cannot run code while it is read), and a missing, empty, truncated or foreign file becomes one
-typed error that names the file and the fix, never a traceback. ``keys`` names what a veil file of this kind
-holds, so a valid torch file written by something else is refused too.
+:func:`file_problem` checks a cached weights file against the size and sha256 its manifest recorded (a truncated
+or altered file is named as damaged, never loaded). Every ``.pt`` file veil loads goes through :func:`load_tensors`:
+``torch.load(..., weights_only=True)`` (so a foreign file cannot run code while it is read), and a missing, empty,
+truncated or foreign file becomes one typed error that names the file and the fix, never a traceback. ``keys``
+names what a veil file of this kind holds, so a valid torch file written by something else is refused too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from veil.errors import DataFormatError, ResourceMissingError
 
-__all__ = ["load_tensors"]
+__all__ = ["load_tensors", "file_problem"]
 
 
 def load_tensors(source: str | os.PathLike | bytes, *, what: str, fix: str, keys: Iterable[str] = (),
@@ -53,3 +54,26 @@ def load_tensors(source: str | os.PathLike | bytes, *, what: str, fix: str, keys
         raise DataFormatError(f"{what} {where} is a torch file but not one veil wrote (no {', '.join(missing)}); "
                               f"it was not used. {fix}")
     return blob
+
+
+def file_problem(path: str | os.PathLike, *, sha256: Any, size: Any = None) -> str | None:
+    """None when the file ``path`` has the ``size`` (bytes; None: not recorded) and ``sha256`` its manifest
+    recorded; otherwise what is wrong, in words (missing, its size, its digest)."""
+    from veil._io import sha256_file
+
+    path = Path(path)
+    if not path.is_file():
+        return f"{path.name} is missing"
+    actual = path.stat().st_size
+    if isinstance(size, int) and not isinstance(size, bool) and actual != size:
+        return f"{path.name} has {actual:,} bytes, its manifest says {size:,} (truncated or replaced)"
+    if not isinstance(sha256, str) or not sha256:
+        return "its manifest names no sha256"
+    try:
+        digest = sha256_file(path)
+    except OSError as exc:
+        return f"{path.name} cannot be read ({exc.strerror or exc})"
+    if digest != sha256:
+        return (f"{path.name} ({actual:,} bytes) has sha256 {digest[:12]}..., its manifest says {sha256[:12]}... "
+                "(truncated or altered)")
+    return None

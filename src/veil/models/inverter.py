@@ -460,7 +460,7 @@ def load_inverter(name: str | os.PathLike = "inverter", *, device: str = "cpu") 
     from safetensors.torch import load_model
     from transformers import AutoTokenizer, BertConfig, BertLMHeadModel
 
-    from veil._io import sha256_file
+    from veil.models.files import file_problem
 
     label = str(name)
     known = label in INVERTER_NAMES
@@ -472,10 +472,9 @@ def load_inverter(name: str | os.PathLike = "inverter", *, device: str = "cpu") 
                                    message=f"veil's inverter {folder} does not exist (or is incomplete); train it "
                                            f"with `{cmd}`")
     manifest = read_manifest(folder, label if known else "inverter")
-    digest = sha256_file(folder / WEIGHTS)
-    if digest != manifest["sha256"]:
-        raise CacheCorruptError(f"the inverter {folder}", f"{WEIGHTS} has sha256 {digest[:12]}..., its manifest "
-                                f"says {str(manifest['sha256'])[:12]}...", fix)
+    problem = file_problem(folder / WEIGHTS, sha256=manifest["sha256"])
+    if problem is not None:
+        raise CacheCorruptError(f"the inverter {folder}", problem, fix)
     arch = manifest["architecture"]
     try:
         with _quiet():
@@ -483,7 +482,7 @@ def load_inverter(name: str | os.PathLike = "inverter", *, device: str = "cpu") 
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         net = _net_class()(BertLMHeadModel(config), int(arch["vector_dim"]), int(arch["prefix_tokens"]))
         missing, unexpected = load_model(net, folder / WEIGHTS, strict=False)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001  a damaged config.json or tokenizer file: transformers' many errors
         raise CacheCorruptError(f"the inverter {folder}", f"its files do not load ({type(exc).__name__}: "
                                 f"{str(exc)[:120]})", fix) from None
     if missing or unexpected:

@@ -11,8 +11,9 @@ training of the whole model from there on public text, and saves it here:
                                                         its learning curve and the sha256 of model.safetensors
         .veil-owned                                     veil wrote the folder (only such a folder is replaced)
 
-:func:`load_mlm` checks the sha256 against the manifest before use (a damaged or foreign folder is a typed error
-naming the command that rebuilds it).
+:func:`load_mlm` checks the weights' sha256 against the manifest before use (:func:`weights_problem`), and a
+file that still does not load is a typed error too: a damaged or foreign folder is a
+:class:`~veil.errors.CacheCorruptError` naming the command that rebuilds it, never a traceback.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from veil.errors import CacheCorruptError, InvalidParameterError, ResourceMissingError
 
 __all__ = ["MLM_NAMES", "MaskedLM", "mlm_dir", "load_mlm", "base_mlm", "save_mlm", "check_replaceable", "read_manifest",
-           "train_command"]
+           "train_command", "weights_problem"]
 
 #: the models ``veil models train mlm`` makes: the full one and ``--quick``
 MLM_NAMES = ("mlm", "mlm-quick")
@@ -116,14 +117,37 @@ def base_mlm(encoder: str = "minilm") -> tuple[Any, Any, str]:
     return model, tokenizer, resolved.model_id
 
 
+def missing_error(folder: Path, name: str) -> ResourceMissingError:
+    """The typed error for a masked LM that is not there, naming every way to get it."""
+    fix = train_command(name).removesuffix(" --force")
+    if name == "mlm-quick":
+        how = f"train it with `{fix}` (about 2 minutes on 2 cores)"
+    else:
+        how = (f"train it with `{fix}` (about 40 minutes on 2 cores, after `veil parse treebank`), or on a GPU "
+               "machine with deploy/gpu/train.py (pack mlm, train, unpack), or use the small model instead "
+               "(--mlm mlm-quick, trained by `veil models train mlm --quick`)")
+    return ResourceMissingError(f"the masked LM {folder}", fix,
+                                message=f"veil's masked LM {folder} does not exist (or is incomplete); {how}")
+
+
 def read_manifest(folder: str | os.PathLike, name: str = "mlm") -> dict[str, Any]:
     from veil._io import read_json
 
     path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise missing_error(Path(folder), name if name in MLM_NAMES else "mlm")
     manifest = read_json(path, what="masked-LM manifest", fix=f"run `{train_command(name)}` to rebuild it")
     if not isinstance(manifest, dict) or "sha256" not in manifest:
         raise CacheCorruptError(f"the masked LM {folder}", "its manifest.json names no sha256", train_command(name))
     return manifest
+
+
+def weights_problem(folder: str | os.PathLike, manifest: dict[str, Any]) -> str | None:
+    """None when ``folder``'s weights have the sha256 its ``manifest`` recorded; otherwise what is wrong with them
+    (:func:`veil.models.files.file_problem`: missing, or their size and digest)."""
+    from veil.models.files import file_problem
+
+    return file_problem(Path(folder) / WEIGHTS, sha256=manifest.get("sha256"))
 
 
 def load_mlm(name: str | os.PathLike = "mlm") -> MaskedLM:
@@ -131,24 +155,22 @@ def load_mlm(name: str | os.PathLike = "mlm") -> MaskedLM:
     in eval mode, after its weights' sha256 matched its manifest."""
     from transformers import AutoTokenizer, BertForMaskedLM
 
-    from veil._io import sha256_file
-
     label = str(name)
     folder = mlm_dir(label) if label in MLM_NAMES else Path(name)
     fix = train_command(label if label in MLM_NAMES else "mlm")
     if not (folder / WEIGHTS).is_file() or not (folder / MANIFEST).is_file():
-        how = ("about 2 minutes on 2 cores" if label == "mlm-quick"
-               else "about 40 minutes on 2 cores, after `veil parse treebank`")
-        raise ResourceMissingError(f"the masked LM {folder}", fix.removesuffix(" --force"),
-                                   message=f"veil's masked LM {folder} does not exist (or is incomplete); train it "
-                                           f"with `{fix.removesuffix(' --force')}` ({how})")
+        raise missing_error(folder, label if label in MLM_NAMES else "mlm")
     manifest = read_manifest(folder, label if label in MLM_NAMES else "mlm")
-    digest = sha256_file(folder / WEIGHTS)
-    if digest != manifest["sha256"]:
-        raise CacheCorruptError(f"the masked LM {folder}", f"{WEIGHTS} has sha256 {digest[:12]}..., its manifest "
-                                f"says {str(manifest['sha256'])[:12]}...", fix)
-    model = _quiet_load(BertForMaskedLM, folder)
-    tokenizer = _quiet_load(AutoTokenizer, folder)
+    problem = weights_problem(folder, manifest)
+    if problem is not None:
+        raise CacheCorruptError(f"the masked LM {folder}", problem, fix)
+    try:
+        model = _quiet_load(BertForMaskedLM, folder)
+        tokenizer = _quiet_load(AutoTokenizer, folder)
+    except Exception as exc:  # noqa: BLE001  a damaged config.json or tokenizer file: transformers' many errors
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise CacheCorruptError(f"the masked LM {folder}", f"its files do not load ({type(exc).__name__}: "
+                                f"{reason})", fix) from None
     model.eval()
     return MaskedLM(model, tokenizer, manifest, folder)
 

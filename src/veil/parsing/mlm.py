@@ -39,23 +39,35 @@ def mlm_training_data(treebank: str) -> tuple[list[Any], list[Any], dict[str, An
 
 
 def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
-    """Make sure the masked LM ``name`` is cached: the quick one is trained here if missing or made by another
-    configuration than :data:`~veil.training.mlm.QUICK_MLM` (about 2 minutes); the full one must have been trained
-    (``veil models train mlm``, about 45 minutes) and is named in the error."""
-    from veil.models.mlm import MANIFEST, WEIGHTS, load_mlm, mlm_dir
+    """Make sure the masked LM ``name`` is cached and sound: the quick one is trained here if missing, damaged (its
+    weights fail their manifest's sha256, or the manifest does not read) or made by another configuration than
+    :data:`~veil.training.mlm.QUICK_MLM` (about 2 minutes), and the log says which; the full one must have been
+    trained (``veil models train mlm``, about 45 minutes): missing or damaged, it is a typed error naming that
+    command."""
+    from veil.errors import CacheCorruptError, DataFormatError
+    from veil.models.mlm import MANIFEST, WEIGHTS, load_mlm, mlm_dir, read_manifest, train_command, weights_problem
 
     from veil.training.mlm import QUICK_MLM, train_mlm
 
     folder = mlm_dir(name)
     cached = (folder / WEIGHTS).is_file() and (folder / MANIFEST).is_file()
+    damage = None
+    if cached:
+        try:
+            manifest = read_manifest(folder, name)
+            damage = weights_problem(folder, manifest)
+        except (CacheCorruptError, DataFormatError) as exc:
+            manifest, damage = {}, f"its manifest does not read ({exc})"
     if name != "mlm-quick":
         if not cached:
             load_mlm(name)  # raises ResourceMissingError naming `veil models train mlm`
+        if damage is not None:
+            raise CacheCorruptError(f"the masked LM {folder}", damage, train_command(name))
         return
-    if cached:
-        from veil.models.mlm import read_manifest
-
-        made = dict(read_manifest(folder, name).get("config") or {})
+    if damage is not None:
+        log(f"veil's quick masked LM is damaged ({damage}): training it again (about 2 minutes)")
+    elif cached:
+        made = dict(manifest.get("config") or {})
         want = QUICK_MLM.to_dict()
         if {k: v for k, v in made.items() if k != "threads"} == {k: v for k, v in want.items() if k != "threads"}:
             return

@@ -8,6 +8,13 @@ puts each returned tree on the ORIGINAL words: obfuscation keeps every position 
 the obfuscated sentence is, by position, the tree the client wanted. The key (replaced positions and original
 words) never leaves the client; :func:`parse_file` writes it only where asked, readable by its owner only.
 
+Numbers and addresses are outside every obfuscation level (their Penn tags, CD and ADD, are in no level of the
+spectrum), so by default the client also replaces, before sending, every kept word that is a number or an
+address (:func:`redaction_placeholder`: tag CD or ADD, any word holding a digit, an e-mail or web address) by a
+placeholder (``0``, ``name@example.com``, ``example.com``): phone, IBAN and account digits never leave it. Those
+positions join the key like the obfuscated ones. ``redact_numbers=False`` sends them in clear and warns
+(:class:`~veil.errors.PrivacyLeakWarning`).
+
 Sentences go in batches sized to the limits the server announces on ``GET /health`` (sentences per request,
 tokens per sentence, body bytes), so a well-formed file is never refused for its size; a sentence longer than
 the server takes is an error before anything is sent. An unreachable server, a timeout or a refusal (4xx/5xx,
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -29,18 +37,65 @@ from veil.errors import (DataFormatError, InvalidParameterError, InvalidTypeErro
                          PrivacyLeakWarning, VeilError)
 
 __all__ = ["ParseServiceError", "ParsedSentence", "ParseClient", "read_sentences", "parse_file", "ClientJob",
-           "run_client", "server_health", "answer_problem"]
+           "run_client", "server_health", "answer_problem", "REDACTED_TAGS", "redaction_placeholder",
+           "redact_numbers"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+#: Penn tags whose words are never sent by default: CD (numbers: phone, account and IBAN digits) and ADD (e-mail
+#: and web addresses); no obfuscation level hides them
+REDACTED_TAGS = frozenset({"CD", "ADD"})
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+_WEB = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|\S+\.(?:com|org|net|edu|gov|io|info|biz)(?:/\S*)?",
+                  re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 
 
 @dataclass(frozen=True)
 class ParsedSentence:
     """One sentence's tree over its original words, and what the server was sent (``obfuscated.words``,
-    ``obfuscated.tags``) with the client's secret ``obfuscated.key``."""
+    ``obfuscated.tags``) with the client's secret ``obfuscated.key`` (its positions: the obfuscated ones and the
+    ``redacted`` ones, numbers and addresses replaced by a placeholder)."""
 
     tree: Any  # veil.parsing.trees.Tree
     obfuscated: Any  # veil.defenses.obfuscation.Obfuscated (or the neural obfuscator's equivalent)
+    redacted: tuple[int, ...] = ()
+
+
+def redaction_placeholder(word: str, tag: str) -> str | None:
+    """What the client sends instead of the kept ``word`` (tagged ``tag``), or None when the word may go out:
+    ``name@example.com`` for an e-mail address, ``example.com`` for another address (tag ADD, or a web address),
+    ``0`` for a number (tag CD, or any word holding a digit: phone numbers, IBANs, account numbers, dates)."""
+    if _EMAIL.search(word):
+        return "name@example.com"
+    if tag == "ADD" or _WEB.fullmatch(word):
+        return "example.com"
+    if tag == "CD" or _DIGIT.search(word):
+        return "0"
+    return None
+
+
+def redact_numbers(obf: Any) -> tuple[Any, tuple[int, ...]]:
+    """``(obfuscated, positions)``: ``obf`` with every word it kept that :func:`redaction_placeholder` names
+    replaced by its placeholder, those positions added to its key (with their original words), and the positions.
+    Positions the obfuscator already replaced hold public substitutes and are left as they are."""
+    from veil.defenses.obfuscation.random_substitution import ObfuscationKey, Obfuscated
+
+    done = set(obf.key.positions)
+    words = list(obf.words)
+    redacted = []
+    for i, (word, tag) in enumerate(zip(words, obf.tags)):
+        placeholder = None if i in done else redaction_placeholder(word, tag)
+        if placeholder is not None:
+            redacted.append(i)
+            words[i] = placeholder
+    if not redacted:
+        return obf, ()
+    originals = dict(zip(obf.key.positions, obf.key.originals))
+    originals.update((i, obf.words[i]) for i in redacted)
+    order = sorted(originals)
+    key = ObfuscationKey(tuple(order), tuple(originals[i] for i in order))
+    return Obfuscated(tuple(words), tuple(obf.tags), key), tuple(redacted)
 
 
 def _as_tree(item: Any, i: int) -> Any:
@@ -110,15 +165,18 @@ def server_health(server_url: str, *, timeout: float = 10.0) -> dict[str, Any]:
 
 
 class ParseClient:
-    """Parse sentences through the server at ``server_url`` without sending their hidden words (module docstring).
+    """Parse sentences through the server at ``server_url`` without sending their hidden words, nor (by default)
+    their numbers and addresses (module docstring).
 
     ``obfuscator``: any object with ``obfuscate(words, tags)`` returning ``.words``, ``.tags`` and ``.key``
-    (``.key.restore(words)`` gives the original words back). ``batch_sentences``: sentences per request (fewer
-    when the server takes fewer). ``timeout``: seconds to wait for each answer. Use as a context manager, or
-    call :meth:`close`.
+    (``.key.restore(words)`` gives the original words back). ``redact_numbers``: replace every kept number and
+    address by a placeholder before sending (:func:`redact_numbers`; False sends them in clear and warns).
+    ``batch_sentences``: sentences per request (fewer when the server takes fewer). ``timeout``: seconds to wait
+    for each answer. Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, server_url: str, *, obfuscator: Any, batch_sentences: int = 64, timeout: float = 120.0) -> None:
+    def __init__(self, server_url: str, *, obfuscator: Any, batch_sentences: int = 64, timeout: float = 120.0,
+                 redact_numbers: bool = True) -> None:
         import httpx
 
         if not isinstance(server_url, str) or not server_url.startswith(("http://", "https://")):
@@ -129,6 +187,13 @@ class ParseClient:
             raise InvalidParameterError(f"batch_sentences must be an int >= 1, got {batch_sentences!r}")
         if not timeout > 0:
             raise InvalidParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not isinstance(redact_numbers, bool):
+            raise InvalidTypeError(f"redact_numbers must be True or False, got {redact_numbers!r}")
+        if not redact_numbers:
+            warnings.warn("redact_numbers=False: numbers (phone, IBAN and account digits) and e-mail and web "
+                          "addresses go to the parse server in clear (no obfuscation level hides their tags, CD and "
+                          "ADD); keep the default to send placeholders instead", PrivacyLeakWarning, stacklevel=2)
+        self.redact_numbers = redact_numbers
         self.server_url = server_url.rstrip("/")
         host = httpx.URL(self.server_url).host
         if self.server_url.startswith("http://") and host not in _LOOPBACK:
@@ -163,13 +228,13 @@ class ParseClient:
             out["spaces"] = list(tree.spaces)
         return out
 
-    def _obfuscate(self, tree: Any, i: int) -> Any:
+    def _obfuscate(self, tree: Any, i: int) -> tuple[Any, tuple[int, ...]]:
         obf = self.obfuscator.obfuscate(list(tree.words), list(tree.tags))
         if len(obf.words) != len(tree) or len(obf.tags) != len(tree) or \
                 list(obf.key.restore(obf.words)) != list(tree.words):
             raise DataFormatError(f"sentence {i}: the obfuscator changed the sentence's length or its key does not "
                                   "restore the original words; the tree could not be put back on them")
-        return obf
+        return redact_numbers(obf) if self.redact_numbers else (obf, ())
 
     def parse(self, sentences: Iterable[Any], *, progress: bool = False) -> list[ParsedSentence]:
         """The tree of each sentence (a :class:`~veil.parsing.trees.Tree`, or ``(words, tags[, spaces])``)."""
@@ -185,11 +250,11 @@ class ParseClient:
         per_request = min(self.batch_sentences, limits["max_sentences"])
         empty = len(b'{"sentences": []}')
         out: list[ParsedSentence] = []
-        batch: list[tuple[Any, Any]] = []
+        batch: list[tuple[Any, Any, tuple[int, ...]]] = []
         size = empty
         with progress_bar(len(trees), f"parsing via {self.server_url}", progress) as advance:
             for i, tree in enumerate(trees):
-                obf = self._obfuscate(tree, i)
+                obf, redacted = self._obfuscate(tree, i)
                 item = len(json.dumps(self._payload(tree, obf, reads), ensure_ascii=False).encode("utf-8")) + 2
                 if empty + item > limits["max_body_bytes"]:
                     raise DataFormatError(f"sentence {i} alone is {item} bytes of JSON; the server takes at most "
@@ -198,17 +263,18 @@ class ParseClient:
                     out += self._send(batch, len(out), reads)
                     advance(len(batch))
                     batch, size = [], empty
-                batch.append((tree, obf))
+                batch.append((tree, obf, redacted))
                 size += item
             if batch:
                 out += self._send(batch, len(out), reads)
                 advance(len(batch))
         return out
 
-    def _send(self, batch: list[tuple[Any, Any]], start: int, reads: Sequence[str]) -> list[ParsedSentence]:
+    def _send(self, batch: list[tuple[Any, Any, tuple[int, ...]]], start: int,
+              reads: Sequence[str]) -> list[ParsedSentence]:
         from veil.parsing.trees import Tree
 
-        body = self._call("POST", "/parse", json={"sentences": [self._payload(t, o, reads) for t, o in batch]})
+        body = self._call("POST", "/parse", json={"sentences": [self._payload(t, o, reads) for t, o, _ in batch]})
         self.requests += 1
         answers = body.get("trees")
         if not isinstance(answers, list) or len(answers) != len(batch):
@@ -216,7 +282,7 @@ class ParseClient:
                                     f"{len(answers) if isinstance(answers, list) else 'no'} trees for {len(batch)} "
                                     "sentences")
         out = []
-        for k, ((tree, obf), ans) in enumerate(zip(batch, answers)):
+        for k, ((tree, obf, redacted), ans) in enumerate(zip(batch, answers)):
             problem = answer_problem(ans, len(tree))
             if problem is None:
                 try:
@@ -228,7 +294,7 @@ class ParseClient:
                 raise ParseServiceError(f"the parse server at {self.server_url} answered a malformed tree for "
                                         f"sentence {start + k} ({problem}); nothing was written. Is it a veil parse "
                                         "server you trust? Start one with `veil parse serve`", error="bad_answer")
-            out.append(ParsedSentence(parsed, obf))
+            out.append(ParsedSentence(parsed, obf, redacted))
         return out
 
 
@@ -286,7 +352,8 @@ def parse_file(path: str | os.PathLike, out: str | os.PathLike, client: ParseCli
     return {"input": str(path), "out": str(out), "key": None if key_path is None else str(key_path),
             "server": client.server_url, "parser": health.get("parser"), "sentences": len(parsed),
             "words": sum(len(p.tree) for p in parsed),
-            "replaced": sum(len(p.obfuscated.key.positions) for p in parsed), "requests": client.requests,
+            "replaced": sum(len(p.obfuscated.key.positions) - len(p.redacted) for p in parsed),
+            "redacted": sum(len(p.redacted) for p in parsed), "requests": client.requests,
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -295,7 +362,8 @@ class ClientJob:
     """``veil parse client``: sentences of ``input`` obfuscated at ``level`` and parsed by the server at
     ``server``. ``method`` ``"random"``: random same-POS substitution (vocabulary: ``treebank``'s training
     split); ``"neural"``: the trained neural obfuscator saved at ``neural_model`` (its level must be ``level``).
-    ``seed`` None draws from the OS CSPRNG (a seed is for experiments only and warns)."""
+    ``seed`` None draws from the OS CSPRNG (a seed is for experiments only and warns). ``redact_numbers``: send
+    placeholders for numbers and addresses (the default; False sends them in clear and warns)."""
 
     input: Path
     out: Path
@@ -308,6 +376,7 @@ class ClientJob:
     timeout: float = 120.0
     method: str = "random"
     neural_model: Path | None = None
+    redact_numbers: bool = True
 
 
 def _obfuscator(job: ClientJob) -> Any:
@@ -325,5 +394,5 @@ def run_client(job: ClientJob, *, progress: bool = True) -> dict[str, Any]:
     server_health(job.server, timeout=min(job.timeout, 10.0))
     obfuscator = _obfuscator(job)
     with ParseClient(job.server, obfuscator=obfuscator, batch_sentences=job.batch_sentences,
-                     timeout=job.timeout) as client:
+                     timeout=job.timeout, redact_numbers=job.redact_numbers) as client:
         return parse_file(job.input, job.out, client, key_path=job.key, progress=progress)

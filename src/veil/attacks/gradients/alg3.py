@@ -58,10 +58,36 @@ from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, torch_generator
 
 __all__ = ["PLACEMENTS", "GradientObservation", "Alg3Truth", "Alg3Recovery", "GradMatch", "simulate_step",
-           "score_gradmatch", "SUCCESS_MSE"]
+           "score_gradmatch", "SUCCESS_MSE", "MAX_MIXED", "check_mixed"]
 
 PLACEMENTS = ("hidden", "input")
 SUCCESS_MSE = 1e-3  # Sec. 4.3: "an attack is said to be successful if the MSE ... is <= 0.001"
+#: :func:`simulate_step` redraws TextHide's mixing of the k examples (at most this many times) until a row mixes k
+#: distinct ones, which a row does with probability k! / k^k (its k - 1 permutations all miss the examples already in
+#: it)
+MIX_DRAWS = 10_000
+#: the largest k :func:`simulate_step` takes: up to k = 11 the k rows of MIX_DRAWS draws find such a row except with
+#: probability ~2e-7 (k = 12: ~2e-3; k = 16: ~0.8; k = 64: ~1); the paper's Table 2 has k = 1, 2, 4
+MAX_MIXED = 11
+
+
+def check_mixed(k: int, name: str = "k") -> int:
+    """``k`` as an int in 1..:data:`MAX_MIXED`, or a typed error saying why a larger k cannot be simulated."""
+    k = check_int(name, k, minimum=1)
+    if k > MAX_MIXED:
+        raise InvalidParameterError(
+            f"{name}={k}: one observed step mixes k distinct examples in one row, and TextHide's random mixing draws "
+            f"such a row with probability k!/k^k per row (about 10^{_log10_distinct(k):.0f} at k={k}), so "
+            f"{MIX_DRAWS:,} redraws may find none; use k <= {MAX_MIXED}, for which they do except with probability "
+            "< 1e-6 (the paper's Table 2: k = 1, 2, 4)")
+    return k
+
+
+def _log10_distinct(k: int) -> float:
+    """log10(k! / k^k): the chance that one mixed row holds k distinct examples."""
+    import math
+
+    return (math.lgamma(k + 1) - k * math.log(k)) / math.log(10)
 
 
 def _hook_at(placement: str) -> int:
@@ -213,7 +239,7 @@ def simulate_step(x: np.ndarray, y: np.ndarray, spec: ModelSpec, weights: Mappin
     defense["placement"] = placement
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    k = 1 if name == "none" else check_int("k", int(defense.get("k", 1)), minimum=1)
+    k = 1 if name == "none" else check_mixed(int(defense.get("k", 1)))
     if x.ndim != 2 or x.shape[0] != k or x.shape[1] != spec.in_dim or y.shape != (k, spec.out_dim):
         raise DataFormatError(f"x must be ({k}, {spec.in_dim}) and y ({k}, {spec.out_dim}), got {x.shape}, {y.shape}")
     layers = layers_from_state(weights, len(spec.hidden), requires_grad=True)
@@ -228,7 +254,7 @@ def simulate_step(x: np.ndarray, y: np.ndarray, spec: ModelSpec, weights: Mappin
         th = TextHide(k=k, pool=MaskPool(m, mask_dim), record_details=True)  # OS CSPRNG: pool and mixing
         with torch.no_grad():
             h = _at_hook(layers, xt, hook_at, activation)
-        for _ in range(10_000):
+        for _ in range(MIX_DRAWS):
             th.encrypt(h.float())
             d = th.last_details
             rows = [i for i in range(k) if len(set(d.private_index[i].tolist())) == k]

@@ -10,7 +10,8 @@ that passes it is broken itself.
 :class:`NoClip` clips nothing (each example's gradient enters the sum at its full norm) while the noise and the
 accountant assume the clip bound: its sensitivity is unbounded. ``veil audit dpsgd --control no-clip`` must fail it.
 
-Neither protects anything (``control = True``: listed as a control, never planned by the bench).
+Neither protects anything (:class:`~veil.defenses.base.NegativeControl`: listed as a control, never planned by
+the bench, refused by ``veil.make_defense``; :func:`veil.controls.make_control` builds them and warns).
 """
 
 from __future__ import annotations
@@ -18,24 +19,27 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+from veil.defenses.base import NegativeControl
 from veil.defenses.dpsgd.mechanism import DPSGD
 
 __all__ = ["HalfNoise", "NoClip"]
 
 
-class HalfNoise(DPSGD):
+class HalfNoise(NegativeControl, DPSGD):
     """Negative control: DP-SGD adding noise of standard deviation sigma clip / 2 while accounting sigma clip."""
 
     name = "dpsgd-broken-half-noise"
+    broken = "DP-SGD drawing half the noise it accounts for, so its epsilon is far too small"
     citation = "veil negative control (DP-SGD drawing half the noise it accounts for)"
     control: ClassVar[bool] = True
     _noise_scale: ClassVar[float] = 0.5
 
 
-class NoClip(DPSGD):
+class NoClip(NegativeControl, DPSGD):
     """Negative control: DP-SGD that does not clip (bound infinity) while its noise and accountant assume ``clip``."""
 
     name = "dpsgd-broken-no-clip"
+    broken = "DP-SGD that clips nothing while its noise and accountant assume the clip bound: unbounded sensitivity"
     citation = "veil negative control (DP-SGD without clipping, accounting the clip bound)"
     control: ClassVar[bool] = True
     _clip_scale: ClassVar[float] = math.inf

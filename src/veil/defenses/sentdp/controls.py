@@ -22,13 +22,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from veil.defenses.base import NegativeControl
 from veil.defenses.sentdp.mechanism import DeepCandidate
 from veil.defenses.sentdp.sampling import ExactSampler
 
 __all__ = ["DoubledSensitivity", "DoubledEpsilon", "NEGATIVE_CONTROLS"]
 
 
-class DoubledSensitivity(DeepCandidate):
+class DoubledSensitivity(NegativeControl, DeepCandidate):
     """Negative control: every utility doubled (sensitivity 2) with epsilon left as stated.
 
     Its log ratios reach ``2 * epsilon`` wherever a neighbour moves a candidate's depth, so the
@@ -37,6 +38,7 @@ class DoubledSensitivity(DeepCandidate):
     """
 
     name = "deepcandidate-broken-doubled-sensitivity"
+    broken = "DeepCandidate with every utility doubled (sensitivity 2) while claiming epsilon"
     citation = "veil negative control (DeepCandidate with sensitivity 2 while claiming 1)"
     control: ClassVar[bool] = True
 
@@ -44,7 +46,7 @@ class DoubledSensitivity(DeepCandidate):
         return 2.0 * depths  # both what the audit reads (utilities) and what release() samples by
 
 
-class DoubledEpsilon(DeepCandidate):
+class DoubledEpsilon(NegativeControl, DeepCandidate):
     """Negative control: releases (samples and reports probabilities) at ``2 * epsilon`` while claiming epsilon.
 
     The exact audit catches it two independent ways: the log ratios, read through the mechanism's
@@ -54,6 +56,7 @@ class DoubledEpsilon(DeepCandidate):
     """
 
     name = "deepcandidate-broken-doubled-epsilon"
+    broken = "DeepCandidate sampling at twice the epsilon it claims"
     citation = "veil negative control (DeepCandidate sampling at 2 epsilon while claiming epsilon)"
     control: ClassVar[bool] = True
 

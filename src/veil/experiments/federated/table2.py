@@ -57,12 +57,14 @@ class Table2Cell:
     corpus: str = "rt-polarity"
 
     def __post_init__(self) -> None:
-        from veil.attacks.gradients.alg3 import PLACEMENTS
+        from veil.attacks.gradients.alg3 import PLACEMENTS, check_mixed
         from veil.attacks.gradients._net import ACTIVATIONS
 
         for name in ("k", "seed"):
             if getattr(self, name) < 0:
                 raise InvalidParameterError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.k:  # 0: the no-defense row
+            check_mixed(self.k)
         for name in ("d", "runs", "max_evals", "hidden_width"):
             if getattr(self, name) < 1:
                 raise InvalidParameterError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -143,6 +143,11 @@ def planned_runs(*, corpus: str, defenses: Sequence[str], epsilons: Sequence[flo
     check_int("seed", seed, minimum=0)
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
+    if batch_size > members:  # the target (and every shadow) trains on `members` examples in lots of batch_size
+        raise InvalidParameterError(f"members={members} is fewer than one training batch (batch_size={batch_size}): "
+                                    f"the target and every shadow train on the {members} members in lots of "
+                                    f"{batch_size}; use members >= {batch_size} (--members {batch_size}) or "
+                                    f"batch_size <= {members} (--batch-size {members})")
     hidden = check_head(clip=clip, lr=lr, hidden=hidden)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     settings = ([("plain", None)] if "plain" in defenses else []) + \
@@ -250,6 +255,25 @@ def _records(runs: list[MembershipRun], data: dict[str, Any], say: Callable[[str
 
 
 # --------------------------------------------------------------------------- the sweep
+def _check_pool(corpus: str, members: int, methods: Sequence[str]) -> None:
+    """The corpus is labelled and its train split holds the game (members, as many non-members, and a population
+    of at least ``members``, more for RMIA's z samples): read from the pulled corpus, before any encoding."""
+    import veil.corpora as vc
+
+    data = vc.load(corpus)  # an unknown or unpulled corpus is a typed error naming the fix
+    if data.task != "classification" or data.labels is None:
+        raise InvalidParameterError(f"corpus {corpus!r} has no classification labels; membership inference needs a "
+                                    "labelled corpus such as rt-polarity")
+    n_train = len(data.indices("train"))
+    z = 1 if "rmia" in methods else 0  # RMIA's population holds its references' training sets and z samples
+    if 3 * members + z > n_train:
+        most = (n_train - z) // 3
+        raise InvalidParameterError(f"members={members} needs {3 * members + z} training examples (members, as many "
+                                    f"non-members, and an attacker's population at least as large"
+                                    f"{', plus a z sample for RMIA' if z else ''}); {corpus} has {n_train}: use "
+                                    f"members <= {most} (--members {most})")
+
+
 def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses: Sequence[str] = DEFENSES,
                    epsilons: Sequence[float] = (1.0, 3.0, 8.0), methods: Sequence[str] = METHODS, shadows: int = 16,
                    members: int = 2000, seed: int = 0, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
@@ -268,6 +292,8 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
     root = check_output_dir(results)
     paths = {r: record_path(root, r) for r in runs}
     kept = {r: existing_record(paths[r], r.identity(), force=force) for r in runs}  # checks all first
+    if any(rec is None for rec in kept.values()):
+        _check_pool(corpus, members, {r.method for r in runs})  # before any encoding or training
     data: dict[str, Any] | None = None
     for setting in dict.fromkeys(r.setting for r in runs):
         todo = [r for r in runs if r.setting == setting and kept[r] is None]
@@ -275,9 +301,6 @@ def run_membership(results: str | Path, *, corpus: str = "rt-polarity", defenses
             continue
         if data is None:
             data = {**_load(corpus, None, say, model), "encoder": ENCODER_TOP if model == "top-layers" else ENCODER}
-            if 3 * members > data["n_train"]:
-                raise InvalidParameterError(f"members={members} needs {3 * members} training examples (members, "
-                                            f"non-members, population); {corpus} has {data['n_train']}")
             root.mkdir(parents=True, exist_ok=True)
         for run, record in zip(todo, _records(todo, data, say).values()):
             record.write(paths[run])
