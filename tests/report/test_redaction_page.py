@@ -320,3 +320,28 @@ def test_side_by_side_rows_hold_each_releases_records(tmp_path):
     for name in SIDE[2:4] + SIDE[5:]:
         (dst / name).unlink()
     assert "## Side by side" not in _render(dst, tmp_path / "out2")
+
+
+def test_held_out_formats_section(folder, tmp_path):
+    """``formats-*`` records (``veil redaction formats``): one table per model with veil's and Presidio's recall
+    per type and variant as the record holds them, the line in the summary fragment, and the command."""
+    import json
+
+    name = "formats-sm-n100-seed1.json"
+    shutil.copy(REAL / name, folder / name)
+    rec = json.loads((folder / name).read_text())
+    page = _render(folder, tmp_path / "out")
+    assert "## Recall per entity type on a held-out draw" in page
+    m = rec["metrics"]
+    row = _row(page, "STREET_ADDRESS", "all")
+    assert row[2] == str(m["recall_STREET_ADDRESS"]["n"]) and row[3] == _pct(m["recall_STREET_ADDRESS"])
+    assert row[4] == _pct(m["presidio_recall_STREET_ADDRESS"])
+    row = _row(page, "STREET_ADDRESS", "fr_FR")
+    assert row[3] == _pct(m["recall_STREET_ADDRESS_fr_FR"])
+    assert f"veil redaction formats --model sm --n-per-variant {rec['config']['n_per_variant']} --seed 1 " \
+           "--results results/redaction" in page
+    text = render_fragment("redaction-summary", folder.parent, tmp_path / "no-bench.md")
+    assert "Held-out recall per type" in text
+    assert f"STREET_ADDRESS {100 * m['recall_STREET_ADDRESS']['mean']:.1f}% [" in text
+    (folder / name).unlink()
+    assert "held-out draw" not in _render(folder, tmp_path / "out2")

@@ -277,7 +277,7 @@ def _ops(rs: list[ResultRecord]) -> str:
 
 
 def redaction_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
-    """``veil redaction detect | news-recall | infill | reidentify | attributes``, one per configuration the records
+    """``veil redaction detect | formats | news-recall | infill | reidentify | attributes``, one per configuration the records
     hold (operators joined per corpus), each option as the configs state it."""
     if not records:
         return []
@@ -288,6 +288,8 @@ def redaction_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         if exp.startswith("detection-"):
             key = ("detect", f"--model {c['model']} --n-per-entity {c['n_per_entity']} --base {c['corpus']['base']} "
                              f"--seed {c['seed']}")
+        elif exp.startswith("formats-"):
+            key = ("formats", f"--model {c['model']} --n-per-variant {c['n_per_variant']} --seed {c['seed']}")
         elif exp.startswith("news-recall-"):
             key = ("news-recall", f"--model {c['model']} --max-passages {c['max_passages']} --seed {c['seed']}")
         elif exp.startswith("infill-"):
@@ -304,7 +306,7 @@ def redaction_commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         else:
             continue
         groups.setdefault(key, []).append(r)
-    order = ("detect", "news-recall", "infill", "reidentify", "attributes")
+    order = ("detect", "formats", "news-recall", "infill", "reidentify", "attributes")
     for key, rs in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), "--model md" in kv[0][-1],
                                                           kv[0])):
         if len(key) == 2:

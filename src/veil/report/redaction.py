@@ -17,7 +17,7 @@ from veil.results import Metric, ResultRecord
 
 __all__ = ["redaction_page", "by_kind", "side_by_side", "KINDS", "OPERATOR_ORDER"]
 
-KINDS = ("detection", "news-recall", "infill", "reidentify", "attributes")
+KINDS = ("detection", "formats", "news-recall", "infill", "reidentify", "attributes")
 MODELS = ("sm", "md")
 OPERATOR_ORDER = ("none", "type", "mask", "hash", "pseudonym")
 ALPHA = 0.05
@@ -166,7 +166,7 @@ def _detection(recs: list[ResultRecord], out_dir: Path) -> list[str]:
                   f"Covered (the recall): every letter and digit of the value inside a detection, nothing of it "
                   f"released; touched: any of them inside one (touched minus covered: a partial redaction that "
                   f"releases the rest); typed: covered by detections of the class's own Presidio type (any type for "
-                  f"STREET_ADDRESS, which has no recognizer). Percent of the values, Wilson 95% intervals.", ""]
+                  f"STREET_ADDRESS, which Presidio has no recognizer for; veil's own patterns add one). Percent of the values, Wilson 95% intervals.", ""]
         lines += ["| class | values | " + " | ".join(f"recall (covered) {m} | touched {m} | typed {m}" for m in models)
                   + " |",
                   "|---|---:|" + "---|---:|---:|" * len(models)]
@@ -634,6 +634,10 @@ def redaction_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         lines += ["No redaction records yet (`veil redaction detect`).", ""]
     if "detection" in kinds:
         lines += _detection(kinds["detection"], out_dir)
+    if "formats" in kinds:
+        from veil.report.redaction_formats import formats_section
+
+        lines += formats_section(kinds["formats"])
     if "news-recall" in kinds:
         lines += _news(kinds["news-recall"])
     if "infill" in kinds:

@@ -9,7 +9,7 @@ whose exact span is known. Per injected value, with the detector's merged detect
 * ``touched``: at least one of its letters or digits lies inside a detection (``touched - covered``: a partial
   redaction that releases the rest of the value);
 * ``typed``: covered by detections of a type that matches its class (:data:`TYPE_MATCH`; ``STREET_ADDRESS`` has no
-  Presidio recognizer, any type counts).
+  Presidio recognizer, only veil's own patterns, so any type counts).
 
 Rates are shares of the injected values with 95% Wilson intervals, per class, per variant (the hard cases) and per
 template. Precision, per detected Presidio type: a detection of the injected text whose text slice and type also
