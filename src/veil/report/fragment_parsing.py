@@ -72,7 +72,7 @@ def parsing_attackers(results: Path, bench: Path) -> str:
                 verdict = ("one seed" if lo is None else
                            _PRV_DIRECTION["below" if hi < 0 else "above" if lo > 0 else "none"])
                 cells.append(f"{level} {mean:+.1f}" + ("" if lo is None else f" [{lo:+.1f}, {hi:+.1f}]")
-                             + f" ({verdict}, {len(ns)} seeds)")
+                             + (f" ({verdict}: no interval)" if lo is None else f" ({verdict}, {len(ns)} seeds)"))
                 pairs[level] = (training_rule(ref), tuple(dict.fromkeys(training_rule(r) for r in ns)))
         if not cells:
             continue
