@@ -71,6 +71,34 @@ def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_v
     assert b.config["release"]["mask_key"] == "os-csprng"
 
 
+def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_text(home, tmp_path):
+    """Presidio's type redaction of drug-reviews test documents: the record inverts each released document's MiniLM
+    vector, scores the released text itself and the floor on the same documents, and the page names the operator
+    and the command that remakes it."""
+    from veil.report import render_all
+    from veil.results import ResultRecord
+
+    cell = InversionCell(corpus="drug-reviews", release="redaction", operator="type", queries=3,
+                         inverter="inverter-quick", steps=0, beam=2)
+    assert cell.label == "redaction-type" and cell.to_dict()["operator"] == "type"
+    root = tmp_path / "results" / "inversion"
+    root.mkdir(parents=True)
+    rec = ResultRecord.read(run_inversion(cell, root, log=lambda _: None))
+    assert rec.config["release"]["operator"] == "type" and "MiniLM" in rec.config["release"]["read_as"]
+    for key in ("inverter_token_f1", "released_text_token_f1", "floor_token_f1", "gain_over_released_text_token_f1"):
+        assert rec.metrics[key].n == 3, key
+    per = rec.extra["per_text_token_f1"]
+    assert set(per) == {"inverter", "nearest-public", "bag-of-words", "released-text", "floor"}
+    # the released text is the original with its detected spans replaced: it keeps most of its words
+    assert rec.metrics["released_text_token_f1"].mean > 50 > rec.metrics["inverter_token_f1"].mean
+    assert all(e["released-text"].strip() for e in rec.extra["examples"])
+    render_all(tmp_path / "results", tmp_path / "out")
+    page = (tmp_path / "out" / "inversion.md").read_text()
+    assert "## drug-reviews, release: redaction (type)" in page
+    assert "| the released text itself, read directly |" in page and "| released text |" in page
+    assert "veil attack invert --corpus drug-reviews --defense redaction --operator type --limit 3" in page
+
+
 def test_the_page_renders_the_record(home, tmp_path):
     from veil.report import render_all
 
@@ -94,7 +122,7 @@ def test_the_page_renders_the_record(home, tmp_path):
 def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypatch):
     with pytest.raises(InvalidParameterError, match="epsilon"):
         InversionCell(release="deepcandidate")
-    with pytest.raises(InvalidParameterError, match="applies to deepcandidate and truncation only"):
+    with pytest.raises(InvalidParameterError, match="applies to deepcandidate, truncation, metric-dp only"):
         InversionCell(release="none", epsilon=3.0)
     with pytest.raises(InvalidParameterError, match="unknown release"):
         InversionCell(release="texthide")
@@ -102,6 +130,14 @@ def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypat
         InversionCell(release="texthide-inference")
     with pytest.raises(InvalidParameterError, match="--m applies to texthide-inference only"):
         InversionCell(release="none", m=16)
+    with pytest.raises(InvalidParameterError, match="redaction needs --operator, one of type, mask, hash, pseudonym"):
+        InversionCell(release="redaction")
+    with pytest.raises(InvalidParameterError, match="--operator applies to redaction only"):
+        InversionCell(release="metric-dp", epsilon=10.0, operator="type")
+    with pytest.raises(InvalidParameterError, match="--epsilon must be a finite number > 0 for metric-dp"):
+        InversionCell(release="metric-dp")
+    with pytest.raises(InvalidParameterError, match="rewritten documents .* sentence corpus; use a document corpus"):
+        run_inversion(InversionCell(release="redaction", operator="mask", inverter="inverter-quick"), tmp_path)
     with pytest.raises(InvalidParameterError, match="document corpus; use a sentence corpus"):
         run_inversion(InversionCell(corpus="drug-reviews", release="texthide-inference", m=4,
                                     inverter="inverter-quick"), tmp_path)

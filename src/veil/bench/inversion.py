@@ -27,6 +27,13 @@ Every method sees the same released vectors (one release per cell) and nothing e
 * ``nearest-public`` and ``bag-of-words`` (:mod:`veil.attacks.inversion.baselines`), built from the inverter's own
   public training sentences and their vectors.
 
+* ``metric-dp`` at ``epsilon`` / ``redaction`` with an ``operator``: every sentence of each private (test) document
+  of a document corpus rewritten by the defense as the bench makes it (one release, fresh OS-CSPRNG draws), read
+  as anyone holding the text reads it: the mean of its sentences' MiniLM vectors
+  (:func:`veil.bench.cells.vectors.rewrite_documents`). The record also scores the **released text itself**
+  against the original (what a reader of the release gets directly, beside which the inverter's output of its
+  vector is read).
+
 For a document release the record also inverts the **floor**: a uniformly drawn public candidate per document
 (what DeepCandidate releases when its choice carries no information), scored against the same documents, and the
 paired difference says whether the release gives the inverter anything beyond it. Released document vectors are
@@ -58,9 +65,15 @@ __all__ = ["METHODS", "RELEASES", "InversionCell", "record_path", "run_inversion
 
 #: what writes text back from a vector: the inverter (with correction) and the two baselines
 METHODS = ("inverter", "nearest-public", "bag-of-words")
-#: the releases a cell inverts: none (the vectors) or one epsilon-SentDP document embedding per document
-RELEASES = ("none", "deepcandidate", "truncation", "texthide-inference")
-_DOCUMENT_RELEASES = ("deepcandidate", "truncation")
+#: the releases a cell inverts: none (the vectors), one epsilon-SentDP document embedding per document, TextHide's
+#: inference vectors, or a text release (word-level metric DP, Presidio redaction) read as its MiniLM vector
+RELEASES = ("none", "deepcandidate", "truncation", "texthide-inference", "metric-dp", "redaction")
+_SENTDP_RELEASES = ("deepcandidate", "truncation")
+#: releases of rewritten text: the attacker inverts the public encoder's vector of each released document
+_TEXT_RELEASES = ("metric-dp", "redaction")
+#: releases made per document of a document corpus (a floor cell: a random public candidate inverted alike)
+_DOCUMENT_RELEASES = _SENTDP_RELEASES + _TEXT_RELEASES
+_EPSILON_RELEASES = _SENTDP_RELEASES + ("metric-dp",)
 #: examples kept in a record (the first queried texts)
 EXAMPLES = 8
 
@@ -79,19 +92,27 @@ class InversionCell:
     quick: bool = True
     seed: int = 0
     m: int | None = None
+    operator: str | None = None
 
     def __post_init__(self) -> None:
+        from veil.defenses.redaction.presidio import OPERATORS
         from veil.validation import check_int
 
         if self.release not in RELEASES:
             raise InvalidParameterError(f"unknown release {self.release!r}; use one of {', '.join(RELEASES)}")
-        if self.release in _DOCUMENT_RELEASES:
+        if self.release in _EPSILON_RELEASES:
             e = self.epsilon
             if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
                 raise InvalidParameterError(f"--epsilon must be a finite number > 0 for {self.release}, got {e!r}")
         elif self.epsilon is not None:
-            raise InvalidParameterError(f"--epsilon applies to {' and '.join(_DOCUMENT_RELEASES)} only, not to "
+            raise InvalidParameterError(f"--epsilon applies to {', '.join(_EPSILON_RELEASES)} only, not to "
                                         f"{self.release!r}")
+        if self.release == "redaction":
+            if self.operator not in OPERATORS:
+                raise InvalidParameterError(f"redaction needs --operator, one of {', '.join(OPERATORS)}, got "
+                                            f"{self.operator!r}")
+        elif self.operator is not None:
+            raise InvalidParameterError(f"--operator applies to redaction only, not to {self.release!r}")
         if self.release == "texthide-inference":
             hint = " (--m: the number of secret masks in TextHide's pool, e.g. 256)"
             if self.m is None:
@@ -106,17 +127,20 @@ class InversionCell:
 
     @property
     def label(self) -> str:
-        """``none``, ``<release>-eps<epsilon>`` or ``texthide-inference-m<m>``."""
+        """``none``, ``<release>-eps<epsilon>``, ``texthide-inference-m<m>`` or ``redaction-<operator>``."""
         if self.m is not None:
             return f"{self.release}-m{self.m}"
+        if self.operator is not None:
+            return f"{self.release}-{self.operator}"
         return self.release if self.epsilon is None else f"{self.release}-eps{float(self.epsilon):g}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["epsilon"] is not None:
             d["epsilon"] = float(d["epsilon"])
-        if d["m"] is None:  # records made before TextHide was invertible here hold no m
-            del d["m"]
+        for key in ("m", "operator"):  # records made before these releases were invertible here hold neither
+            if d[key] is None:
+                del d[key]
         return d
 
 
@@ -136,18 +160,27 @@ def _requested(cell: InversionCell) -> dict[str, Any]:
 
 
 def _released(cell: InversionCell, data: Any, ids: np.ndarray, public_vectors: np.ndarray,
-              log: Callable[[str], None]) -> tuple[np.ndarray, dict[str, Any]]:
-    """The released vectors of the queried items (for TextHide: unmasked by the attacker) and the release's public
-    description."""
+              log: Callable[[str], None]) -> tuple[np.ndarray, dict[str, Any], list[str] | None]:
+    """The released vectors of the queried items (for TextHide: unmasked by the attacker), the release's public
+    description, and for a text release the released documents themselves (else None)."""
     if cell.release == "none":
-        return data.X[ids].astype(np.float32), {"defense": "none"}
+        return data.X[ids].astype(np.float32), {"defense": "none"}, None
     if cell.release == "texthide-inference":
-        return _unmasked_texthide(cell, data, ids, public_vectors, log)
+        return (*_unmasked_texthide(cell, data, ids, public_vectors, log), None)
     from veil.defenses.base import get_defense
 
+    if cell.release in _TEXT_RELEASES:  # the released text, read as anyone holding it reads it: its MiniLM vector
+        from veil.bench.cells.vectors import rewrite_documents
+
+        setting = {"operator": cell.operator} if cell.release == "redaction" else {"epsilon": float(cell.epsilon)}
+        defense = get_defense(cell.release).bench_make(setting, data, rng=None)
+        log(f"rewriting the {len(ids)} private documents with {cell.label} and encoding them")
+        rewritten, X = rewrite_documents(defense, data, ids)
+        return X, {**defense.config(), "read_as": "the mean of the released sentences' MiniLM vectors per document"
+                   }, [" ".join(doc) for doc in rewritten]
     defense = get_defense(cell.release).bench_make({"epsilon": float(cell.epsilon)}, data, rng=None)
     emb = defense.release_embeddings([data.documents[i] for i in ids])
-    return np.asarray(emb, dtype=np.float32), dict(defense.config())
+    return np.asarray(emb, dtype=np.float32), dict(defense.config()), None
 
 
 def _unmasked_texthide(cell: InversionCell, data: Any, ids: np.ndarray, public_vectors: np.ndarray,
@@ -227,9 +260,10 @@ def check_corpus(cell: InversionCell) -> None:
     if cell.release != "none" and task not in get_defense(cell.release).tasks:
         kind, other = (("a sentence", "a document corpus (e.g. --corpus drug-reviews)")
                        if corpus.documents is None else ("a document", "a sentence corpus (e.g. --corpus rt-polarity)"))
-        per = "document" if cell.release in _DOCUMENT_RELEASES else "sentence"
-        raise InvalidParameterError(f"{cell.release} releases one embedding per {per}, and {cell.corpus} is {kind} "
-                                    f"corpus; use {other}")
+        what = ("rewritten documents (the bench runs it on document corpora)" if cell.release in _TEXT_RELEASES
+                else f"one embedding per {'document' if cell.release in _DOCUMENT_RELEASES else 'sentence'}")
+        raise InvalidParameterError(f"{cell.release} releases {what}, and {cell.corpus} is {kind} corpus; use "
+                                    f"{other}")
 
 
 def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, Any],
@@ -248,7 +282,7 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     ids = np.sort(np.random.default_rng(cell.seed).choice(private, size=n, replace=False))
     refs = [data.texts[i] for i in ids]
     public_texts, public_vectors, public = public_sentences_of(inverter, log)
-    released, described = _released(cell, data, ids, public_vectors, log)
+    released, described, released_texts = _released(cell, data, ids, public_vectors, log)
     targets = _unit(released)
     encoder = TextEncoder(inverter.manifest["encoder"]["name"])
     log(f"inverting {n} released vectors of {cell.corpus} ({cell.label}) with {cell.inverter}, {cell.steps} "
@@ -275,11 +309,13 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     outputs["bag-of-words"] = bow.run(targets)
     seconds["bag-of-words"] = time.perf_counter() - t0
     scores = {m: score(outputs[m]) for m in METHODS}
+    if released_texts is not None:  # the reference of a text release: the released text itself, read directly
+        scores["released-text"] = score(released_texts)
     metrics: dict[str, Any] = {}
-    for m in METHODS:
+    for m in scores:
         for k, v in scores[m].metrics().items():
             metrics[f"{m.replace('-', '_')}_{k}"] = v
-    for base in ("nearest-public", "bag-of-words"):
+    for base in ("nearest-public", "bag-of-words") + (("released-text",) if released_texts is not None else ()):
         metrics[f"gain_over_{base.replace('-', '_')}_token_f1"] = paired_difference(scores["inverter"], scores[base])
     if cell.release == "texthide-inference":  # how close the unmasked vectors are to the texts' own
         from veil.metrics.stats import bootstrap_mean
@@ -304,7 +340,9 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
                       "bleu": round(s.point("bleu"), 3), "cosine": round(s.point("cosine"), 5),
                       "target_cosine": round(float(np.mean(corrected["cosines"][step])), 5),
                       "seconds_per_text": round(corrected["seconds"][step] / n, 4)})
-    examples = [{"original": refs[i], **{m: outputs[m][i] for m in METHODS}} for i in range(min(EXAMPLES, n))]
+    examples = [{"original": refs[i], **{m: outputs[m][i] for m in METHODS},
+                 **({} if released_texts is None else {"released-text": released_texts[i]})}
+                for i in range(min(EXAMPLES, n))]
     config = {"cell": requested, "release": described, "encoder": encoder_identity(encoder),
               "inverter": {"name": cell.inverter, "sha256": inverter.manifest.get("sha256"),
                            "steps_trained": inverter.manifest.get("steps"),

@@ -570,12 +570,17 @@ def attack_membership(
 def attack_invert(
     corpus: Annotated[str, typer.Option(help="A sentence corpus (every text private, e.g. rt-polarity) for --defense "
                                              "none, a document corpus (test documents private, e.g. drug-reviews) "
-                                             "for deepcandidate and truncation.")] = "rt-polarity",
+                                             "for deepcandidate, truncation, metric-dp and redaction.")
+                      ] = "rt-polarity",
     defense: Annotated[str, typer.Option(help="none (the MiniLM vectors themselves), deepcandidate or truncation "
                                               "(one epsilon-SentDP embedding per document), texthide-inference "
-                                              "(TextHide's masked vectors, unmasked by the attacker first).")
-                       ] = "none",
-    epsilon: Annotated[Optional[float], typer.Option(help="SentDP epsilon of deepcandidate / truncation.")] = None,
+                                              "(TextHide's masked vectors, unmasked by the attacker first), "
+                                              "metric-dp or redaction (the released text, read as its MiniLM "
+                                              "vector).")] = "none",
+    epsilon: Annotated[Optional[float], typer.Option(help="Epsilon of deepcandidate / truncation (SentDP) or "
+                                                          "metric-dp (per word).")] = None,
+    operator: Annotated[Optional[str], typer.Option(help="Redaction operator (redaction): type, mask, hash or "
+                                                         "pseudonym.")] = None,
     m: Annotated[Optional[int], typer.Option("--m", help="Secret masks in TextHide's pool (texthide-inference; "
                                                          "the paper's 256).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Private texts inverted (drawn with --seed).")] = 200,
@@ -604,7 +609,7 @@ def attack_invert(
     if epsilon is not None:
         finite("--epsilon", epsilon, low=0.0)
     cell = InversionCell(corpus=corpus, release=defense, epsilon=epsilon, queries=limit, inverter=inverter,
-                         steps=steps, beam=beam, quick=not full, seed=seed, m=m)
+                         steps=steps, beam=beam, quick=not full, seed=seed, m=m, operator=operator)
     root = check_output_dir(results if results is not None else default_results_dir("inversion"))
     say = console(as_json)
     path = run_inversion(cell, root, force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))

@@ -9,10 +9,11 @@ from veil.report.markdown import proportion_interval, regenerate_section, regist
 from veil.results import Metric, ResultRecord
 
 _METHODS = (("inverter", "inverter + correction"), ("nearest_public", "nearest public sentence"),
-            ("bag_of_words", "bag of words"), ("floor", "floor: inverter on a random public candidate"))
+            ("bag_of_words", "bag of words"), ("floor", "floor: inverter on a random public candidate"),
+            ("released_text", "the released text itself, read directly"))
 _COLUMNS = (("token_f1", "token F1"), ("bleu", "BLEU-4"), ("rouge_l", "ROUGE-L"), ("exact_match", "exact"),
             ("cosine", "cosine"), ("names_recovered", "names"))
-_RELEASE_ORDER = ("none", "texthide-inference", "deepcandidate", "truncation")
+_RELEASE_ORDER = ("none", "texthide-inference", "deepcandidate", "truncation", "metric-dp", "redaction")
 
 
 def _m(m: Metric | None, digits: int = 1) -> str:
@@ -34,12 +35,15 @@ def _exact(m: Metric | None) -> str:
 def _key(rec: ResultRecord) -> tuple:
     c = rec.config["cell"]
     return (c["corpus"], _RELEASE_ORDER.index(c["release"]) if c["release"] in _RELEASE_ORDER else 9,
-            c.get("epsilon") or 0.0, c.get("m") or 0, c["inverter"], c["steps"], c["queries"])
+            c.get("epsilon") or 0.0, c.get("m") or 0, c.get("operator") or "", c["inverter"], c["steps"],
+            c["queries"])
 
 
 def _release(c: dict) -> str:
     if c.get("m") is not None:
         return f"{c['release']} m={c['m']}"
+    if c.get("operator") is not None:
+        return f"{c['release']} ({c['operator']})"
     return c["release"] if c.get("epsilon") is None else f"{c['release']} ε={c['epsilon']:g}"
 
 
@@ -54,6 +58,8 @@ def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
             parts.append(f"--epsilon {c['epsilon']:g}")
         if c.get("m") is not None:
             parts.append(f"--m {c['m']}")
+        if c.get("operator") is not None:
+            parts.append(f"--operator {c['operator']}")
         parts.append(f"--limit {c['queries']} --inverter {c['inverter']} --steps {c['steps']} --beam {c['beam']}")
         if not c.get("quick", True):
             parts.append("--full")
@@ -93,7 +99,7 @@ def _plot_curves(records: list[ResultRecord], path: Path) -> None:
     series = []
     for rec in records:
         c, curve = rec.config["cell"], rec.extra.get("curve") or []
-        series.append((f"{c['corpus']}, {_release(c)}", [p["step"] for p in curve],
+        series.append((f"{c['corpus']}, {_release(c)}, {c['inverter']}", [p["step"] for p in curve],
                        [p["seconds_per_text"] for p in curve], [p["token_f1"] for p in curve]))
     _two_panels(path, series, ("correction steps", "token F1 (%)", "seconds per text (cumulative)"))
 
@@ -141,6 +147,45 @@ def _training_section(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     return lines
 
 
+#: the full inverter's target on rt-polarity (Li et al.'s GEIA decoder reaches 47 token F1 on GTR embeddings)
+TARGET_F1, TARGET_GAIN = 45.0, 10.0
+
+
+def _target_section(recs: list[ResultRecord]) -> list[str]:
+    """The full inverter against its target on rt-polarity's undefended vectors: token F1 >= 45 with correction,
+    and >= 10 points above each baseline (met when the paired 95% interval lies at or above 10)."""
+    full = [r for r in recs if r.config["cell"]["inverter"] == "inverter" and r.config["cell"]["corpus"] ==
+            "rt-polarity" and r.config["cell"]["release"] == "none"]
+    if not full:
+        return ["## Target: the full inverter on rt-polarity", "",
+                "No record of the full inverter on rt-polarity's vectors yet (`veil models import DIR` or `veil "
+                "models train inverter`, then `veil attack invert --corpus rt-polarity --defense none --inverter "
+                "inverter --steps 5 --limit 100`).", ""]
+    rec = max(full, key=lambda r: (r.config["cell"]["steps"], r.config["cell"]["queries"]))
+    c, f1 = rec.config["cell"], rec.metrics["inverter_token_f1"]
+    met = f1.ci_low is not None and f1.ci_low >= TARGET_F1
+    lines = ["## Target: the full inverter on rt-polarity", "",
+             f"With the full inverter and {c['steps']} correction steps on {rec.config['queries']['n']} rt-polarity "
+             f"texts (never learned from). Targets: token F1 at least {TARGET_F1:g} (Li et al.'s GEIA decoder "
+             f"reaches 47 on GTR embeddings) and at least {TARGET_GAIN:g} points above each baseline; a target is "
+             "met when its 95% interval (bootstrap over the texts; paired for the gains) lies at or above it.", "",
+             "| target | measured | verdict |", "|---|---|---|",
+             f"| token F1 >= {TARGET_F1:g} | {_m(f1)} | " + ("met" if met else
+                                                            f"not met: the mean is {f1.mean - TARGET_F1:+.1f} points "
+                                                            "from it" + ("" if f1.mean < TARGET_F1 else
+                                                                         ", the interval reaches below it")) + " |"]
+    for key, title in (("nearest_public", "the nearest public sentence"), ("bag_of_words", "the bag of words")):
+        g = rec.metrics.get(f"gain_over_{key}_token_f1")
+        if g is None:
+            continue
+        ok = g.ci_low is not None and g.ci_low >= TARGET_GAIN
+        lines.append(f"| >= {TARGET_GAIN:g} points above {title} | {_m(g)} | " +
+                     ("met" if ok else f"not met: the mean is {g.mean - TARGET_GAIN:+.1f} points from it" +
+                      ("" if g.mean < TARGET_GAIN else ", the interval reaches below it")) + " |")
+    lines += ["", "The correction curve and the inverter's learning curve are below.", ""]
+    return lines
+
+
 @register_renderer("inversion")
 def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = sorted((r for _, r in records), key=_key)
@@ -155,11 +200,12 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
         lines += ["**Records made with `inverter-quick`** (the small model of the tests: 10000 news-articles "
                   "sentences) say how far a small inverter gets, not what veil's full inverter recovers; they are "
                   "no verdict on a defense beyond what their gains show.", ""]
+    lines += _target_section(recs)
     for rec in recs:
         c = rec.config["cell"]
         inv = rec.config.get("inverter", {})
         held = (inv.get("heldout") or {}).get("token_f1")
-        lines += [f"## {c['corpus']}, release: {_release(c)}", "",
+        lines += [f"## {c['corpus']}, release: {_release(c)}, `{c['inverter']}`", "",
                   f"{rec.config['queries']['n']} private texts: {rec.config['queries']['from']}; inverter "
                   f"`{c['inverter']}` ({inv.get('train_sentences')} training sentences, {inv.get('steps_trained')} "
                   f"steps" + (f", held-out token F1 {held:.1f}" if isinstance(held, (int, float)) else "")
@@ -181,7 +227,8 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                       f"(1: the masking is undone exactly).", ""]
         gains = [(k, t) for k, t in (("gain_over_nearest_public_token_f1", "the nearest public sentence"),
                                       ("gain_over_bag_of_words_token_f1", "the bag of words"),
-                                      ("gain_over_floor_token_f1", "the floor (a random public candidate)"))
+                                      ("gain_over_floor_token_f1", "the floor (a random public candidate)"),
+                                      ("gain_over_released_text_token_f1", "the released text itself"))
                  if k in rec.metrics]
         for k, title in gains:
             g = rec.metrics[k]
@@ -200,12 +247,12 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                   "Token F1 of the inverter's output after each correction step (step 0: the beam's hypotheses "
                   "reranked by the cosine of their re-embedding with the released vector), and the cumulative cost "
                   "per text on the machine that made the record.", "", f"![correction curve]({png.name})", "",
-                  "| corpus | release | step | token F1 | BLEU-4 | cosine to the original | cosine to the released "
-                  "vector | seconds per text |", "|---" * 8 + "|"]
+                  "| corpus | release | inverter | step | token F1 | BLEU-4 | cosine to the original | cosine to the "
+                  "released vector | seconds per text |", "|---" * 9 + "|"]
         for rec in curved:
             c = rec.config["cell"]
             for p in rec.extra["curve"]:
-                lines.append(f"| {c['corpus']} | {_release(c)} | {p['step']} | {p['token_f1']:.1f} | "
+                lines.append(f"| {c['corpus']} | {_release(c)} | `{c['inverter']}` | {p['step']} | {p['token_f1']:.1f} | "
                              f"{p['bleu']:.1f} | {p['cosine']:.3f} | {p['target_cosine']:.3f} | "
                              f"{p['seconds_per_text']:.2f} |")
         lines.append("")
@@ -214,10 +261,14 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
               "(the corpora are public; the inverter writes lower-cased WordPiece text).", ""]
     for rec in recs:
         c = rec.config["cell"]
-        lines += [f"### {c['corpus']}, {_release(c)}", "", "| original | inverter | nearest public | bag of words |",
-                  "|---|---|---|---|"]
-        for ex in rec.extra.get("examples", [])[:5]:
-            cells = [ex.get(k, "") for k in ("original", "inverter", "nearest-public", "bag-of-words")]
+        examples = rec.extra.get("examples", [])[:5]
+        cols = (("original", "original"),) + ((("released-text", "released text"),)
+                                              if any("released-text" in ex for ex in examples) else ()) + (
+            ("inverter", "inverter"), ("nearest-public", "nearest public"), ("bag-of-words", "bag of words"))
+        lines += [f"### {c['corpus']}, {_release(c)}, `{c['inverter']}`", "", "| " + " | ".join(t for _, t in cols) + " |",
+                  "|---" * len(cols) + "|"]
+        for ex in examples:
+            cells = [ex.get(k, "") for k, _ in cols]
             lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ")[:300] for x in cells) + " |")
         lines.append("")
     lines += regenerate_section(_commands(records), "inversion", configs=[r.config["cell"] for _, r in records])

@@ -19,8 +19,8 @@ from veil.bench.cells.common import ALPHA, AttackResources, bench_block, cell_qu
 from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
-__all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "known_pairs", "retrieval_cell", "inversion_cell",
-           "unmasked_inversion_cell", "inversion_record", "INVERSION_QUERIES"]
+__all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "rewrite_documents", "known_pairs", "retrieval_cell",
+           "inversion_cell", "unmasked_inversion_cell", "inversion_record", "INVERSION_QUERIES"]
 
 #: the most private items an inversion cell inverts (quick, full bench): correction costs about a second per text
 INVERSION_QUERIES = (50, 200)
@@ -46,10 +46,10 @@ def _document_embeddings(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any
     return Observation(emb, defense=defense.config(), source="defense"), None
 
 
-def _rewritten(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
-    """``text``: every sentence of each private item rewritten by the defense (one fresh draw per release), then
-    encoded with the public encoder as anyone holding the text can, and averaged per document."""
-    from veil.attacks.base import Observation
+def rewrite_documents(defense: Any, data: Any, rows: np.ndarray) -> tuple[list[list[str]], np.ndarray]:
+    """Every sentence of each private item ``rows`` rewritten by the text defense (one ``transform`` of them all:
+    one fresh draw per release, pseudonyms consistent over it), and each item's vector as anyone holding the text
+    makes it: the mean of its rewritten sentences' MiniLM vectors. Returns (rewritten sentences per item, (n, d))."""
     from veil.encoders import TextEncoder
 
     sentences = [data.sentences[i] for i in rows]
@@ -57,6 +57,15 @@ def _rewritten(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
     E = TextEncoder("minilm").encode(flat, progress=False).astype(np.float64)
     cuts = np.cumsum([0] + [len(item) for item in sentences])
     X = np.stack([E[a:b].mean(axis=0) for a, b in zip(cuts[:-1], cuts[1:])]).astype(np.float32)
+    return [list(flat[a:b]) for a, b in zip(cuts[:-1], cuts[1:])], X
+
+
+def _rewritten(defense: Any, data: Any, rows: np.ndarray) -> tuple[Any, Any]:
+    """``text``: every sentence of each private item rewritten by the defense (one fresh draw per release), then
+    encoded with the public encoder as anyone holding the text can, and averaged per document."""
+    from veil.attacks.base import Observation
+
+    _, X = rewrite_documents(defense, data, rows)
     return Observation(X, defense=defense.config(), source="defense"), None
 
 
