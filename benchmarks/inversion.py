@@ -17,7 +17,7 @@ against the originals (so the cost is set against what it buys).
 Usage::
 
     veil corpora pull rt-polarity            # once
-    veil models train inverter [--quick]     # once (the full model: hours on 2 cores, minutes on a GPU)
+    veil models train inverter [--quick]     # once (the full model: 5 minutes on a GPU, or veil models import DIR)
     python benchmarks/inversion.py [--inverter inverter] [--n 100] [--reps 2] [--threads 2] [--note TEXT]
         [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
 

@@ -268,6 +268,6 @@ def test_a_full_bench_with_inversion_cells_names_the_missing_inverter_before_any
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     cells = [Cell.make("rt-polarity", "none", {}, "invert", BenchConfig(quick=False))]
-    with pytest.raises(ResourceMissingError, match="veil models train inverter"):
+    with pytest.raises(ResourceMissingError, match="veil models import DIR.*veil models train inverter --device cuda"):
         run_bench(cells, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()

@@ -90,7 +90,8 @@ def test_the_full_and_quick_configurations_learn_from_public_text_only(tmp_path,
     FULL_INVERTER.check_corpora()
     assert len(FULL_INVERTER.sources) >= 10 and QUICK_INVERTER.sources == (("news-articles", 10000),)
     monkeypatch.setenv("VEIL_HOME", str(tmp_path))
-    with pytest.raises(ResourceMissingError, match="`veil models train inverter`"):
+    with pytest.raises(ResourceMissingError, match=r"`veil models import DIR`.*`veil models train inverter --device "
+                                                   r"cuda`"):
         ensure_inverter("inverter")  # the full model is never trained behind the user's back
 
 

@@ -468,9 +468,15 @@ def load_inverter(name: str | os.PathLike = "inverter", *, device: str = "cpu") 
     fix = train_command(label if known else "inverter")
     if not (folder / WEIGHTS).is_file() or not (folder / MANIFEST).is_file():
         cmd = fix.removesuffix(" --force")
+        if cmd.endswith("--quick"):
+            how = f"train it with `{cmd}`"
+        else:  # the full model: minutes on a GPU, or brought from a machine that has it
+            cmd = "veil models import DIR"
+            how = ("bring one with `veil models import DIR` (a folder that `veil models export inverter DIR` wrote "
+                   "where the model is), or train it with `veil models train inverter --device cuda` on a machine "
+                   "with a GPU (about 5 minutes on an H200; docs/inversion.md)")
         raise ResourceMissingError(f"the inverter {folder}", cmd,
-                                   message=f"veil's inverter {folder} does not exist (or is incomplete); train it "
-                                           f"with `{cmd}`")
+                                   message=f"veil's inverter {folder} does not exist (or is incomplete); {how}")
     manifest = read_manifest(folder, label if known else "inverter")
     problem = file_problem(folder / WEIGHTS, sha256=manifest["sha256"])
     if problem is not None:

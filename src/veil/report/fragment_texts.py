@@ -456,3 +456,4 @@ def dpsgd_top_layers(results: Path, bench: Path) -> str:
 
 
 from veil.report import fragment_parsing as _fragment_parsing  # noqa: E402,F401  (registers the parsing fragments)
+from veil.report import fragment_inversion as _fragment_inversion  # noqa: E402,F401  (registers the inversion ones)
