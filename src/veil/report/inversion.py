@@ -129,7 +129,8 @@ def _training_section(recs: list[ResultRecord], out_dir: Path) -> list[str]:
              "| inverter | trained on | steps | minutes | held-out token F1 | exact | held-out token F1 here |",
              "|---|---|---|---|---|---|---|"]
     for name, inv in seen.items():
-        held, here = inv.get("heldout") or {}, inv.get("heldout_here") or {}
+        held = inv.get("heldout") or {}
+        here = inv.get("heldout_here") or (inv.get("transfer") or {}).get("heldout_here") or {}
         last = inv["curve"][-1]
         lines.append(f"| `{name}` | {inv.get('device') or 'cpu'} | {last['step']} | {last['minutes']:.1f} | "
                      f"{held.get('token_f1', float('nan')):.1f} | {held.get('exact_match', float('nan')):.1f} | "
@@ -138,13 +139,26 @@ def _training_section(recs: list[ResultRecord], out_dir: Path) -> list[str]:
     for name, inv in seen.items():
         t = inv.get("transfer")
         if t:
-            check = t.get("rounding_check") or {}
-            lines += [f"`{name}` was trained on a GPU machine without veil's corpora ({t.get('script')}): "
-                      f"{t.get('weights_to_gpu')}; its training vectors were {t.get('training_vectors')} (minimum "
-                      f"cosine {check.get('min_cosine', float('nan')):.7f} to the float32 vectors over "
-                      f"{check.get('sentences')} training sentences); {t.get('weights_back')}. \"Held-out token F1 "
-                      "here\" decodes this machine's vectors with the widened weights.", ""]
+            lines += [_transfer_sentence(name, t), ""]
     return lines
+
+
+def _transfer_sentence(name: str, t: dict) -> str:
+    """How an imported inverter came here, from the transfer block `veil models import` writes into its manifest."""
+    exported = t.get("exported") or {}
+    check = t.get("rounding_check") or {}
+    here = t.get("heldout_here") or {}
+    parts = [f"`{name}` was trained on {exported.get('device') or 'another machine'} "
+             f"(`{exported.get('by', '?')}`, {str(exported.get('created', '?'))[:10]}) and imported here with "
+             f"`veil models import` ({str(t.get('imported', '?'))[:10]}): {t.get('rounding', 'no rounding stated')}"]
+    if check:
+        parts.append(f"; MiniLM's vectors with float16-rounded weights keep a minimum cosine of "
+                     f"{check.get('min_cosine', float('nan')):.7f} to the float32 ones over {check.get('sentences')} "
+                     "training sentences")
+    if isinstance(here.get("token_f1"), (int, float)):
+        parts.append(f"; decoding this machine's vectors of the {here.get('sentences')} held-out sentences with the "
+                     f"widened weights gives token F1 {here['token_f1']:.1f} (\"held-out token F1 here\")")
+    return "".join(parts) + "."
 
 
 #: the full inverter's target on rt-polarity (Li et al.'s GEIA decoder reaches 47 token F1 on GTR embeddings)
