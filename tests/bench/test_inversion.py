@@ -62,8 +62,12 @@ def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_v
                            inverter="inverter-quick", steps=0, beam=2)
     assert masked.label == "texthide-inference-m4" and "m" not in plain.to_dict()  # old records still match
     a = ResultRecord.read(run_inversion(plain, tmp_path, log=lambda _: None))
-    b = ResultRecord.read(run_inversion(masked, tmp_path, log=lambda _: None))
+    lines: list[str] = []
+    b = ResultRecord.read(run_inversion(masked, tmp_path, log=lines.append))
     assert [e["original"] for e in a.extra["examples"]] == [e["original"] for e in b.extra["examples"]]
+    # the second record on the same public sentences reads the first one's bag-of-words predictor
+    assert any(line.startswith("bag-of-words predictor: ") and "(cached" in line for line in lines)
+    assert a.config["bag_of_words"] == b.config["bag_of_words"]
     unmask = b.config["release"]["unmask"]
     assert unmask["masks_found"] == 4 and unmask["encodings"] > 10_000
     # statistics from 80 news sentences (the small inverter's): a few bits stay flipped after the repair

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.report.inversion import _target_section, _transfer_sentence
+from veil.report.inversion import _bag_of_words_budget, _target_section, _transfer_sentence
 from veil.results import ResultRecord
 
 FULL = Path(__file__).resolve().parents[2] / "results" / "inversion" / \
@@ -42,3 +42,12 @@ def test_the_target_verdict_follows_the_interval(full: ResultRecord) -> None:
     gain = full.metrics["gain_over_bag_of_words_token_f1"]
     row = next(line for line in text.splitlines() if "bag of words" in line and line.startswith("|"))
     assert (gain.ci_low >= 10) == ("| met" in row)
+
+
+def test_the_bag_of_words_budget_is_judged_from_its_curve(full: ResultRecord) -> None:
+    b = full.config["bag_of_words"]
+    text = _bag_of_words_budget(b)
+    assert ("step cap" in text) == (b["stopped"] == "max_steps") and "None" not in text
+    early = {**b, "stopped": "patience", "curve": b["curve"][:3]}
+    assert "budget was enough" in _bag_of_words_budget(early)
+    assert _bag_of_words_budget({}) == ""

@@ -226,6 +226,46 @@ def public_sentences_of(inverter: Any, log: Callable[[str], None] = print
         "what": "the inverter's own training sentences (public train splits) and their MiniLM vectors"}
 
 
+#: the bag-of-words predictor's budget in every inversion record: a step cap, early stopping on its own held-out
+#: token F1 (evaluated every ``eval_every`` steps, ``patience`` evaluations without a gain), and a minute cap that
+#: only marks a fit as cut short (such a fit is not cached, so no record reuses it)
+BAG_OF_WORDS = {"max_steps": 5000, "eval_every": 100, "patience": 5, "max_minutes": 30.0}
+
+
+def bag_of_words(texts: list[str], vectors: np.ndarray, public: dict[str, Any], encoder: dict[str, Any], seed: int,
+                 log: Callable[[str], None] = print) -> Any:
+    """The bag-of-words baseline fitted on the public sentences (:data:`BAG_OF_WORDS`), cached under
+    ``VEIL_HOME/attackers/bag-of-words/`` by the public texts' sha256, the encoder, the settings and the seed: it
+    holds public material only, and a fit recomputes it exactly, so every record on the same public set reads the
+    same predictor. A damaged file is refitted with a warning; a fit cut short by the minute cap is not cached."""
+    import hashlib
+    import json
+    import warnings
+
+    from veil._io import veil_home, writable_dir
+    from veil.attacks.inversion.baselines import BagOfWords
+    from veil.encoders import CacheWarning
+    from veil.errors import CacheCorruptError
+
+    key = json.dumps({"texts_sha256": public["texts_sha256"], "sentences": len(texts), "encoder": encoder,
+                      "settings": BAG_OF_WORDS, "seed": seed, "format": BagOfWords.FORMAT}, sort_keys=True)
+    path = veil_home() / "attackers" / "bag-of-words" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
+    if path.is_file():
+        try:
+            bow = BagOfWords.load(path)
+            log(f"bag-of-words predictor: {path} (cached, fitted on the same public sentences)")
+            return bow
+        except CacheCorruptError as exc:
+            warnings.warn(f"{exc}; refitting it", CacheWarning, stacklevel=2)
+    writable_dir(path.parent)
+    log(f"fitting the bag-of-words predictor on {len(texts):,} public sentences (at most "
+        f"{BAG_OF_WORDS['max_steps']:,} steps; cached for the next record)")
+    bow = BagOfWords(texts, vectors, rng=seed, **BAG_OF_WORDS)
+    if bow.stopped != "max_minutes":
+        bow.save(path)
+    return bow
+
+
 def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
                   log: Callable[[str], None] = print) -> Path:
     """Run ``cell`` (or keep its record when one made under the same cell exists) and return the record's path."""
@@ -268,7 +308,7 @@ def check_corpus(cell: InversionCell) -> None:
 
 def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, Any],
          log: Callable[[str], None]) -> Path:
-    from veil.attacks.inversion.baselines import BagOfWords, NearestPublic
+    from veil.attacks.inversion.baselines import NearestPublic
     from veil.bench.data import bench_data
     from veil.encoders import TextEncoder
     from veil.metrics.inversion import paired_difference, person_names, score_inversions
@@ -305,7 +345,7 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     outputs["nearest-public"] = NearestPublic(public_texts, public_vectors).run(targets)
     seconds["nearest-public"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    bow = BagOfWords(public_texts, public_vectors, rng=cell.seed)
+    bow = bag_of_words(public_texts, public_vectors, public, encoder_identity(encoder), cell.seed, log)
     outputs["bag-of-words"] = bow.run(targets)
     seconds["bag-of-words"] = time.perf_counter() - t0
     scores = {m: score(outputs[m]) for m in METHODS}

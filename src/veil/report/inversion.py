@@ -200,6 +200,26 @@ def _target_section(recs: list[ResultRecord]) -> list[str]:
     return lines
 
 
+def _bag_of_words_budget(b: dict) -> str:
+    """Whether the bag-of-words baseline's budget was enough: where it stopped, and its held-out curve's last gain
+    (a baseline stopped by its step cap while still rising is weaker than it could be, and a gain over it flatters
+    the inverter)."""
+    curve = b.get("curve") or []
+    if not curve:
+        return ""
+    best = max(r["dev_token_f1"] for r in curve)
+    head = (f"The bag of words trained {b.get('steps')} steps on {b.get('train_sentences'):,} public sentences "
+            f"(held-out token F1 {best:.1f} at step {b.get('selected_step')})")
+    if b.get("stopped") == "patience":
+        return head + f": it stopped early ({b.get('patience')} evaluations without a gain), so its budget was enough."
+    tail = [r for r in curve if r["step"] >= curve[-1]["step"] - 10 * int(b.get("eval_every") or 1)]
+    rise = tail[-1]["dev_token_f1"] - tail[0]["dev_token_f1"]
+    why = "its step cap" if b.get("stopped") == "max_steps" else "its minute cap (cut short)"
+    return (head + f": it stopped at {why}, still gaining {rise:+.1f} points over its last "
+            f"{tail[-1]['step'] - tail[0]['step']:,} steps, so a longer fit would likely be stronger and the gain "
+            "over it smaller.")
+
+
 @register_renderer("inversion")
 def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = sorted((r for _, r in records), key=_key)
@@ -252,6 +272,9 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                        "below it (the paired 95% interval excludes 0)" if below else
                        "not distinguishable from it (the paired 95% interval includes 0)")
             lines.append(f"- Inverter minus {title}, token F1: {_m(g)} points: {verdict}.")
+        bow = _bag_of_words_budget(rec.config.get("bag_of_words") or {})
+        if bow:
+            lines.append(f"- {bow}")
         lines.append("")
     curved = [r for r in recs if r.extra.get("curve")]
     if curved:

@@ -146,3 +146,26 @@ def test_bad_inputs_are_typed_errors(news):
         bow.run(np.ones((2, 10)))
     with pytest.raises(DataFormatError, match="NaN"):
         bow.run(np.full((1, 384), np.nan))
+
+
+def test_bag_of_words_saves_and_loads_bit_for_bit_and_refuses_a_damaged_file(news, tmp_path):
+    from veil._threads import torch_threads
+    from veil.errors import CacheCorruptError
+
+    _, tr, Xtr, _, Xte = news
+    with torch_threads(1):
+        bow = BagOfWords(tr[:300], Xtr[:300], vocab_size=500, max_steps=20, eval_every=10, rng=5)
+    path = bow.save(tmp_path / "bow.pt")
+    back = BagOfWords.load(path)
+    assert back.run(Xte[:10]) == bow.run(Xte[:10])
+    assert np.array_equal(back.probabilities(Xte[:10]), bow.probabilities(Xte[:10]))
+    assert back.config() == bow.config()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside the weights
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CacheCorruptError, match="bad.pt"):
+        BagOfWords.load(bad)
+    (tmp_path / "foreign.pt").write_bytes(b"not a torch file")
+    with pytest.raises(CacheCorruptError, match="foreign.pt"):
+        BagOfWords.load(tmp_path / "foreign.pt")

@@ -22,9 +22,11 @@ count; training stops early on its held-out token F1.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -260,6 +262,70 @@ class BagOfWords(Attack):
         self.selected_step, self.steps, self.stopped = int(best[1]), step, stop
         self.train_sentences, self.dev_sentences = len(train), len(dev)
         self.minutes = (time.perf_counter() - start) / 60.0
+
+    # ------------------------------------------------------------------ saving
+    #: bumped whenever the fit changes, so a file fitted by other code is not read as this one
+    FORMAT: ClassVar[int] = 1
+    _SETTINGS: ClassVar[tuple[str, ...]] = ("vocab_size", "dev_share", "max_dev", "batch_size", "lr", "max_steps",
+                                            "max_minutes", "eval_every", "patience", "_rng_desc", "_dim",
+                                            "selected_step", "steps", "stopped", "train_sentences", "dev_sentences",
+                                            "minutes")
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the fitted predictor (weights, vocabulary, settings, learning curve: public material only)
+        atomically to one file that records the sha256 of its contents, which :meth:`load` checks."""
+        import torch
+
+        from veil._io import atomic_write
+        from veil.defenses.sentdp.pipeline import state_sha256
+
+        state: dict[str, Any] = {"format": self.FORMAT, "weight": self.linear.weight.detach().clone(),
+                                 "bias": self.linear.bias.detach().clone(), "vocab": list(self.vocab),
+                                 "settings": {k: getattr(self, k) for k in self._SETTINGS},
+                                 "curve": [dict(r) for r in self.curve]}
+        state["sha256"] = state_sha256(state)
+        path = Path(path)
+        with atomic_write(path, "wb") as fh:
+            torch.save(state, fh)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BagOfWords":
+        """Read a file written by :meth:`save`. A file that is not one, was written by another format, or whose
+        contents do not match its recorded sha256 raises :class:`~veil.errors.CacheCorruptError` (nothing of it
+        is used)."""
+        import torch
+
+        from veil.defenses.sentdp.pipeline import state_sha256
+        from veil.errors import CacheCorruptError
+
+        path = Path(path)
+        fix = f"rm {path}, then run again (it is refitted from public data)"
+        try:
+            state = torch.load(path, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
+            raise CacheCorruptError(f"saved bag-of-words predictor {path}",
+                                    f"it cannot be read ({type(exc).__name__})", fix) from None
+        if not isinstance(state, dict) or state.get("format") != cls.FORMAT:
+            raise CacheCorruptError(f"saved bag-of-words predictor {path}",
+                                    f"it is not format {cls.FORMAT} of a saved BagOfWords", fix)
+        recorded = state.pop("sha256", None)
+        if recorded != state_sha256(state):
+            raise CacheCorruptError(f"saved bag-of-words predictor {path}",
+                                    "its contents do not match the sha256 it records", fix)
+        import torch.nn
+
+        self = cls.__new__(cls)
+        for k, v in state["settings"].items():
+            setattr(self, k, v)
+        self.vocab = tuple(state["vocab"])
+        self.curve = [dict(r) for r in state["curve"]]
+        self.linear = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
+        with torch.no_grad():
+            self.linear.weight.copy_(state["weight"])
+            self.linear.bias.copy_(state["bias"])
+        self.linear.eval()
+        return self
 
     # ------------------------------------------------------------------ inference
     @property
