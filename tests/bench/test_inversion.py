@@ -50,6 +50,12 @@ def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home,
     path.write_text(json.dumps(data))
     with pytest.raises(StaleResultError, match="beam"):
         run_inversion(cell, tmp_path, log=lines.append)
+    # a record whose bag-of-words baseline had another budget is another result: refused, naming it
+    data["config"]["cell"]["beam"] = cell.beam
+    data["config"]["bag_of_words"]["max_steps"] = 5000
+    path.write_text(json.dumps(data))
+    with pytest.raises(StaleResultError, match="bag_of_words"):
+        run_inversion(cell, tmp_path, log=lines.append)
 
 
 def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_vectors(home, tmp_path):
