@@ -51,3 +51,30 @@ def test_the_bag_of_words_budget_is_judged_from_its_curve(full: ResultRecord) ->
     early = {**b, "stopped": "patience", "curve": b["curve"][:3]}
     assert "budget was enough" in _bag_of_words_budget(early)
     assert _bag_of_words_budget({}) == ""
+
+
+def test_the_cpu_cost_line_reads_the_benchmark_section_it_writes(tmp_path: Path) -> None:
+    """The fragment parses exactly what benchmarks/inverter_training.py appends, and says 'not measured' without it."""
+    import importlib.util
+
+    from veil.report.fragment_inversion import _cpu_cost
+
+    assert "not measured yet" in _cpu_cost(tmp_path / "missing.md")
+    spec = importlib.util.spec_from_file_location(
+        "inverter_training", Path(__file__).resolve().parents[2] / "benchmarks" / "inverter_training.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run = {"sentences": 1000, "batch_size": 96, "epochs": 4, "max_tokens": 48, "evaluation_minutes": 0.5,
+           "train_minutes": 2.0, "wall_minutes": 4.0, "sentences_per_second": 48.0}
+    section = bench.markdown({
+        "date": "2026-12-05T00:00:00+00:00", "git_commit": "abcdef123456", "machine": "Linux, 2 CPUs", "threads": 2,
+        "torch": "2.13.0", "load_after": 1.5, "note": "", "command": "python benchmarks/inverter_training.py",
+        "minutes_cap": 3.0, "full_step_over_quick_step": 4.0, "full_planned_hours": 28.5,
+        "runs": {"quick": {**run, "name": "inverter-quick", "steps_done": 240, "seconds_per_step": 0.5,
+                           "planned_steps": 626, "planned_minutes": 5.2},
+                 "full": {**run, "name": "inverter", "steps_done": 60, "seconds_per_step": 10.0,
+                          "planned_steps": 10252, "planned_minutes": 1708.7}}})
+    (tmp_path / "RESULTS.md").write_text("# Benchmark results\n\n" + section)
+    line = _cpu_cost(tmp_path / "RESULTS.md")
+    assert "10.000 s per step of 96" in line and "10,252 steps" in line and "about 28 hours" in line
+    assert "from 60 steps" in line and "commit abcdef1" in line and "load 1.5" in line

@@ -1,5 +1,6 @@
 """The fragments of docs/inversion.md (see ``veil.report.fragments``): what each inverter cost to train, from the
-manifest every inversion record copies (``config["inverter"]``) in ``results/inversion``."""
+manifest every inversion record copies (``config["inverter"]``) in ``results/inversion``, and what the full one
+would cost on the CPU, from the newest bounded run of ``benchmarks/inverter_training.py`` in RESULTS.md."""
 
 from __future__ import annotations
 
@@ -21,9 +22,7 @@ def inversion_training_cost(results: Path, bench: Path) -> str:
         inv = rec.config.get("inverter") or {}
         if inv.get("name"):
             seen[inv["name"]] = inv
-    if not seen:
-        return "No inversion record yet (`veil attack invert`)."
-    lines = []
+    lines = [] if seen else ["No inversion record yet (`veil attack invert`)."]
     for name in sorted(seen):
         inv = seen[name]
         minutes = inv.get("minutes")
@@ -31,4 +30,27 @@ def inversion_training_cost(results: Path, bench: Path) -> str:
         lines.append(f"- `{name}`: {inv.get('steps_trained'):,} steps on {inv.get('train_sentences'):,} sentences, "
                      f"{took} on {inv.get('device') or 'an unrecorded device'} (its manifest, as the inversion "
                      f"records copy it).")
-    return "\n".join(lines)
+    return "\n".join(lines + [_cpu_cost(bench)])
+
+
+def _cpu_cost(bench: Path) -> str:
+    """The full inverter's extrapolated cost on the CPU, or that it has not been measured."""
+    import re
+
+    from veil.errors import DataFormatError
+    from veil.report.fragment_texts import _commit, _section
+
+    try:
+        head, rows, lines = _section(bench, "Inverter training cost on this CPU")
+    except DataFormatError:
+        return ("- On 2 CPU cores: not measured yet (`python benchmarks/inverter_training.py` times a bounded run "
+                "of each model and extrapolates).")
+    full = next(r for r in rows[1:] if r[0] == "`inverter`")
+    machine = next((ln for ln in lines if ln.startswith("- machine:")), "")
+    load = re.search(r"load average ([\d.]+)", machine)
+    cores = re.search(r"(\d+) CPUs", machine)
+    hours = float(full[7].replace(",", "")) / 60
+    return (f"- `inverter` on {cores.group(1) if cores else '?'} CPU cores: {full[4]} s per step of {full[2]} "
+            f"sentences, so its {full[6]} steps would take about {hours:.0f} hours: an extrapolation from "
+            f"{full[3]} steps of a bounded run, not a run (`benchmarks/inverter_training.py`, commit "
+            f"{_commit(lines)}, 1-min load {load.group(1) if load else '?'} after it).")

@@ -134,7 +134,8 @@ class InverterConfig:
 
 
 #: the full model: about 250k public sentences of 13 corpora, four passes, about 10.3k steps of 96 sentences
-#: (meant for a GPU, ``device="cuda"``; on 2 CPU cores it takes hours: resumable, ``max_minutes`` per session)
+#: (meant for a GPU, ``device="cuda"``; on a CPU it is resumable, ``max_minutes`` per session, and
+#: benchmarks/inverter_training.py extrapolates its cost there from a bounded run)
 FULL_INVERTER = InverterConfig(epochs=4, batch_size=96)
 #: the quick model (tests, the quick bench): 10000 news-articles sentences, two passes
 QUICK_INVERTER = InverterConfig(name="inverter-quick", sources=(("news-articles", 10000),), max_tokens=32, epochs=2,
