@@ -194,3 +194,48 @@ def test_bad_input_is_a_typed_error(models, targets):
         correct(inverter, encoder_identity(encoder), v)  # an identity cannot re-embed the guesses
     with pytest.raises(InvalidParameterError, match="trained for"):
         correct(inverter, TextEncoder("minilm", normalize=False), v)  # another encoder's vectors
+
+
+def test_the_shortlist_gradient_matches_finite_differences(models, targets):
+    """The first-order estimate's gradient is the cosine's: along a random direction of the input word embeddings,
+    g . d matches the central difference of the cosine (float64 module copy, eps 1e-4)."""
+    import copy
+
+    import torch
+
+    from veil.attacks.inversion.correct import _Shortlist
+    from veil.encoders.pooling import pool
+
+    inverter, encoder = models
+    short = _Shortlist(encoder, inverter.tokenizer, 8)
+    seq = inverter.tokenizer("a gripping , funny and moving film", add_special_tokens=False)["input_ids"]
+    grad, table = short._gradients([seq], targets[:1])
+    module = copy.deepcopy(encoder.module).double().eval()
+    ids = torch.as_tensor([[short.cls_id, *seq, short.sep_id]])
+    att = torch.ones_like(ids)
+    x0 = module.get_input_embeddings()(ids).detach()
+    d = torch.randn(x0.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    t = torch.as_tensor(targets[:1], dtype=torch.float64)
+
+    def cos(x):
+        with torch.no_grad():
+            return float((pool(encoder.pooling, module(inputs_embeds=x, attention_mask=att).last_hidden_state, att,
+                               normalize=True) * t).sum())
+
+    eps = 1e-4
+    numeric = (cos(x0 + eps * d) - cos(x0 - eps * d)) / (2 * eps)
+    analytic = float((grad.double() * d).sum())
+    assert analytic == pytest.approx(numeric, rel=2e-2, abs=1e-5)
+    assert table.shape[0] == len(inverter.tokenizer)
+
+
+def test_the_shortlist_bounds_the_re_embedded_edits_and_keeps_the_search_monotone(models, targets):
+    inverter, encoder = models
+    full = correct(inverter, encoder, targets[:8], steps=2, beam=2, n_best=2)
+    short = correct(inverter, encoder, targets[:8], steps=2, beam=2, n_best=2, shortlist=5)
+    assert short.config["shortlist"] == 5 and "shortlist" not in full.config
+    assert short.candidates[0] == full.candidates[0]  # step 0 is the same reranked beam
+    assert all(c <= 5 * 8 for c in short.candidates[1:]) and full.candidates[1] > 5 * 8
+    assert np.all(np.diff(short.cosines, axis=0) >= -1e-6)
+    with pytest.raises(InvalidParameterError, match="shortlist"):
+        correct(inverter, encoder, targets[:2], steps=1, shortlist=0)

@@ -163,8 +163,10 @@ class _Edits:
         self.positions, self.fillers, self.batch_size = positions, fillers, batch_size
         self.deletions, self.insertions = deletions, insertions
 
-    def propose(self, texts: Sequence[str], vectors: np.ndarray) -> list[list[tuple[str, str]]]:
-        """For each text (``vectors``: its target, unit length): ``(candidate, kind)`` pairs."""
+    def propose(self, texts: Sequence[str], vectors: np.ndarray, shortlist: Any = None
+                ) -> list[list[tuple[str, str]]]:
+        """For each text (``vectors``: its target, unit length): ``(candidate, kind)`` pairs; with ``shortlist``
+        (a :class:`_Shortlist`), only the candidates it ranks highest per text."""
         import torch
 
         tok = self.tok
@@ -179,6 +181,7 @@ class _Edits:
             if self.insertions and ids:
                 slots += [(r, j, 1) for j in at + [len(ids)]]
         out: list[list[tuple[str, str]]] = [[] for _ in texts]
+        edits: list[list[tuple[int, int, int]]] = [[] for _ in texts]  # per candidate: (position, token, kind)
         prior = self._inverter_logprobs(seqs, vectors) if self.inverter is not None and slots else None
         with torch.inference_mode():
             for s in range(0, len(slots), self.batch_size):
@@ -195,12 +198,16 @@ class _Edits:
                 for (r, j, ins), fill in zip(part, score.topk(self.fillers, dim=-1).indices.tolist()):
                     kind = "insertion" if ins else "substitution"
                     out[r] += [(self._text(seqs[r][:j] + [f] + seqs[r][j + 1 - ins:]), kind) for f in fill]
+                    edits[r] += [(j, f, ins) for f in fill]
         if self.deletions:
             for r, ids in enumerate(seqs):
                 starts = [j for j, t in enumerate(tok.convert_ids_to_tokens(ids)) if not t.startswith("##")]
                 if len(starts) > 1:
                     for a, b in zip(starts, starts[1:] + [len(ids)]):
                         out[r].append((self._text(ids[:a] + ids[b:]), "deletion"))
+                        edits[r].append((a, b, 2))
+        if shortlist is not None:
+            out = shortlist.keep(seqs, vectors, out, edits)
         return out
 
     def _limit(self) -> int:
@@ -242,6 +249,75 @@ class _Edits:
         return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
 
 
+class _Shortlist:
+    """Re-embed only the ``size`` word edits per text that a first-order estimate ranks highest (HotFlip, Ebrahimi
+    et al. 2018, applied to the encoder): with ``g_j`` the gradient of the cosine between the encoder's vector of the
+    current text and the target with respect to the input word embedding at position ``j``, and ``E`` the encoder's
+    word-embedding table, substituting token ``w`` at ``j`` scores ``(E[w] - E[h_j]) . g_j``, inserting ``w``
+    before ``j`` scores ``E[w] . g_j`` and deleting the word at ``j..k`` scores ``-sum E[h_i] . g_i`` over its
+    pieces. One forward and backward pass of the encoder per text and step (its torch module, whatever backend
+    encodes), against the re-embedding of every candidate (about ``edit_positions * fillers`` texts)."""
+
+    def __init__(self, encoder: Any, tokenizer: Any, size: int) -> None:
+        if encoder.tokenizer.get_vocab() != tokenizer.get_vocab():
+            raise InvalidParameterError("shortlist ranks edits with the encoder's word embeddings, and the encoder's "
+                                        "vocabulary differs from the edits' tokenizer; leave shortlist=None")
+        self.encoder, self.size = encoder, size
+        self.cls_id, self.sep_id = int(encoder.tokenizer.cls_token_id), int(encoder.tokenizer.sep_token_id)
+        self.pad_id = int(encoder.tokenizer.pad_token_id)
+
+    def _gradients(self, seqs: Sequence[list[int]], vectors: np.ndarray) -> tuple[Any, Any]:
+        """(texts, longest + 2, dim) gradients of each text's cosine to its target w.r.t. its input word embeddings
+        ([CLS] at 0), and the word-embedding table."""
+        import torch
+
+        from veil.encoders.pooling import pool
+
+        module = self.encoder.module
+        table = module.get_input_embeddings()
+        width = max(map(len, seqs)) + 2
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        att = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, q in enumerate(seqs):
+            ids[r, :len(q) + 2] = torch.as_tensor([self.cls_id, *q, self.sep_id])
+            att[r, :len(q) + 2] = 1
+        was_training = module.training
+        module.eval()
+        try:
+            with torch.enable_grad():
+                x = table(ids).detach().requires_grad_(True)
+                hidden = module(inputs_embeds=x, attention_mask=att).last_hidden_state
+                v = pool(self.encoder.pooling, hidden, att, normalize=True)
+                (v * torch.as_tensor(vectors, dtype=v.dtype)).sum().backward()
+        finally:
+            module.train(was_training)
+        return x.grad.detach(), table.weight.detach()
+
+    def keep(self, seqs: Sequence[list[int]], vectors: np.ndarray, out: list[list[tuple[str, str]]],
+             edits: list[list[tuple[int, int, int]]]) -> list[list[tuple[str, str]]]:
+        import torch
+
+        rows = [r for r, q in enumerate(seqs) if q and len(out[r]) > self.size]
+        if not rows:
+            return out
+        grad, table = self._gradients([seqs[r] for r in rows], vectors[rows])
+        kept = list(out)
+        for b, r in enumerate(rows):
+            g, q = grad[b], seqs[r]
+            cur = table[torch.as_tensor(q)]  # (len, dim) the current tokens' embeddings
+            gain_cur = (cur * g[1:len(q) + 1]).sum(-1)  # E[h_j] . g_j
+            score = []
+            for j, w, kind in edits[r]:
+                if kind == 2:  # deletion of the word at positions j..w-1
+                    score.append(-float(gain_cur[j:w].sum()))
+                else:
+                    lift = float(table[w] @ g[j + 1])
+                    score.append(lift - float(gain_cur[j]) if kind == 0 else lift)
+            top = np.argsort(-np.asarray(score), kind="stable")[:self.size]
+            kept[r] = [out[r][k] for k in sorted(top.tolist())]
+        return kept
+
+
 # --------------------------------------------------------------------------- the search
 def _best(encoder: Any, targets: np.ndarray, pools: Sequence[Sequence[tuple[str, str]]], batch_size: int
           ) -> tuple[list[int], np.ndarray, np.ndarray]:
@@ -276,8 +352,8 @@ def _fresh(proposals: Sequence[tuple[str, str]], seen: set[str]) -> list[tuple[s
 
 def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: int = 4, n_best: int = 4,
             alphas: Sequence[float] = (), edits: str = "inverter", mlm: Any = None, edit_positions: int = 32,
-            fillers: int = 8, deletions: bool = True, insertions: bool = False, batch_size: int = 16,
-            encode_batch_size: int = 128, progress: bool = False) -> Correction:
+            fillers: int = 8, deletions: bool = True, insertions: bool = False, shortlist: int | None = None,
+            batch_size: int = 16, encode_batch_size: int = 128, progress: bool = False) -> Correction:
     """Invert ``vectors`` with ``inverter`` and correct the texts by re-embedding them with ``encoder`` for
     ``steps`` steps (the module docstring has the search, the threat model and what each option buys).
 
@@ -286,7 +362,9 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
     :class:`~veil.errors.InvalidParameterError`); ``vectors``: (n, dim) finite, non-zero target vectors;
     ``beam``, ``n_best``: the beam search's width and the hypotheses kept from it (step 0 and feedback);
     ``alphas``: the feedback extrapolations (``()``: no feedback); ``edits``: which model ranks the fillers of
-    the word edits (:data:`EDITS`); ``mlm``: the masked LM for ``edits="mlm"`` or ``"mlm+inverter"`` (``"mlm"``,
+    the word edits (:data:`EDITS`); ``shortlist``: re-embed only this many word edits per text and step, those
+    a first-order estimate of their cosine gain ranks highest (:class:`_Shortlist`; None: every edit, the
+    default until its cost in token F1 is measured); ``mlm``: the masked LM for ``edits="mlm"`` or ``"mlm+inverter"`` (``"mlm"``,
     ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`); ``edit_positions``: the most positions
     edited per text and step; ``fillers``: tokens tried per position; ``batch_size``: targets searched together
     (bounds memory: about ``batch_size * edit_positions * fillers`` candidate texts at once);
@@ -315,6 +393,8 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
     edit_positions = check_int("edit_positions", edit_positions, minimum=1)
     fillers = check_int("fillers", fillers, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    if shortlist is not None:
+        shortlist = check_int("shortlist", shortlist, minimum=1)
     encode_batch_size = check_int("encode_batch_size", encode_batch_size, minimum=1)
     if isinstance(alphas, (str, bytes)) or not isinstance(alphas, Sequence):
         raise InvalidTypeError(f"alphas must be a sequence of numbers (e.g. (1.0,); () for no feedback), not "
@@ -341,9 +421,11 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
         inverter.tokenizer if mlm is None else mlm.tokenizer, mlm=mlm,
         inverter=inverter if "inverter" in edits else None, positions=edit_positions, fillers=fillers,
         deletions=deletions, insertions=insertions)
+    ranker = None if shortlist is None or editor is None else _Shortlist(encoder, editor.tok, shortlist)
     config = {"steps": steps, "beam": beam, "n_best": n_best, "alphas": [float(a) for a in alphas], "edits": edits,
               "edit_positions": edit_positions, "fillers": fillers, "deletions": deletions, "insertions": insertions,
-              "batch_size": batch_size, "inverter": inverter.identity(), "encoder": dict(inverter.encoder),
+              "batch_size": batch_size, **({} if shortlist is None else {"shortlist": shortlist}),
+              "inverter": inverter.identity(), "encoder": dict(inverter.encoder),
               "mlm": None if mlm is None else mlm.identity()}
 
     n = len(targets)
@@ -377,7 +459,7 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
                         for pool, hyps in zip(pools, decode(u / np.linalg.norm(u, axis=1, keepdims=True))):
                             pool += [(h, "feedback") for h in hyps]
                     if editor is not None:
-                        for pool, proposed in zip(pools, editor.propose([cur[i] for i in rows], v)):
+                        for pool, proposed in zip(pools, editor.propose([cur[i] for i in rows], v, ranker)):
                             pool += proposed
                 pools = [_fresh(pool, seen[i]) for pool, i in zip(pools, rows)]
                 count += sum(map(len, pools))
