@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from veil.errors import InvalidParameterError, ResourceMissingError, StaleResultError
@@ -42,6 +43,8 @@ def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home,
     ex = rec.extra["examples"][0]
     assert set(ex) == {"original", "inverter", "nearest-public", "bag-of-words"}
     assert "floor_token_f1" not in rec.metrics  # the floor belongs to document releases
+    # rt-polarity is no training corpus of the inverter: every private item may be queried
+    assert rec.config["queries"]["unseen"] is True and rec.config["queries"]["excluded_seen"] == 0
     # the same cell again: kept, nothing recomputed; another inverter setting under the same file: refused
     lines.clear()
     assert run_inversion(cell, tmp_path, log=lines.append) == path and lines == [f"{path}: kept (same configuration)"]
@@ -161,3 +164,15 @@ def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypat
     with pytest.raises(ResourceMissingError, match="veil models train inverter"):
         run_inversion(InversionCell(inverter="inverter"), tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_queries_leave_out_the_inverters_training_sentences():
+    """A private item whose text the inverter learned from is never queried (exact text match), and the count
+    of those left out is returned; a corpus the inverter never learned from loses nothing."""
+    from veil.bench.inversion import unseen_by_inverter
+
+    texts = ["a seen sentence .", "an unseen one .", "another seen one .", "fresh text"]
+    ids, seen = unseen_by_inverter([0, 1, 2, 3], texts, ["a seen sentence .", "another seen one .", "unrelated"])
+    assert ids.tolist() == [1, 3] and seen == 2
+    ids, seen = unseen_by_inverter(np.arange(4), texts, ["nothing in common"])
+    assert ids.tolist() == [0, 1, 2, 3] and seen == 0

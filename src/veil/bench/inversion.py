@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,16 @@ def bag_of_words(texts: list[str], vectors: np.ndarray, public: dict[str, Any], 
     return bow
 
 
+def unseen_by_inverter(ids: Any, texts: Sequence[str], public_texts: Sequence[str]) -> tuple[np.ndarray, int]:
+    """The private ``ids`` whose text is none of the inverter's public training sentences (compared exactly), and
+    how many were left out: an inverter (or the nearest public sentence) that writes back a sentence it learned
+    from measures memory, not inversion. A corpus the inverter never learned from loses nothing."""
+    public = set(public_texts)
+    ids = np.asarray(ids)
+    keep = np.array([texts[i] not in public for i in ids], dtype=bool)
+    return ids[keep], int((~keep).sum())
+
+
 def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
                   log: Callable[[str], None] = print) -> Path:
     """Run ``cell`` (or keep its record when one made under the same cell exists) and return the record's path."""
@@ -276,11 +286,13 @@ def run_inversion(cell: InversionCell, root: str | Path, *, force: bool = False,
     path = record_path(root, cell)
     requested = _requested(cell)
     # the record's configuration: the cell and the bag-of-words baseline's budget (another budget is another result)
-    want = {**requested, "bag_of_words": dict(BAG_OF_WORDS)}
+    # and the query rule (only private items the inverter did not learn from)
+    want = {**requested, "bag_of_words": dict(BAG_OF_WORDS), "unseen_queries": True}
 
     def view(stored: dict[str, Any]) -> dict[str, Any]:
         bow = stored.get("bag_of_words") or {}
-        return {**(stored.get("cell") or {}), "bag_of_words": {k: bow.get(k) for k in BAG_OF_WORDS}}
+        return {**(stored.get("cell") or {}), "bag_of_words": {k: bow.get(k) for k in BAG_OF_WORDS},
+                "unseen_queries": bool((stored.get("queries") or {}).get("unseen"))}
 
     if existing_record(path, want, force=force, view=view) is not None:
         log(f"{path}: kept (same configuration)")
@@ -326,11 +338,18 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
 
     start = time.perf_counter()
     data = bench_data(cell.corpus, cell.quick)
-    private = np.asarray(data.private_ids)
+    public_texts, public_vectors, public = public_sentences_of(inverter, log)
+    private, seen = unseen_by_inverter(data.private_ids, data.texts, public_texts)
+    if seen:
+        log(f"{seen} of {len(data.private_ids)} private items of {cell.corpus} are sentences the inverter learned "
+            "from (its public training sentences); the queries are drawn from the others")
+    if not len(private):
+        raise InvalidParameterError(f"every private item of {cell.corpus} is one of the inverter's training "
+                                    "sentences, so nothing unseen is left to invert; use a corpus it never learned "
+                                    "from (e.g. --corpus rt-polarity)")
     n = min(cell.queries, len(private))
     ids = np.sort(np.random.default_rng(cell.seed).choice(private, size=n, replace=False))
     refs = [data.texts[i] for i in ids]
-    public_texts, public_vectors, public = public_sentences_of(inverter, log)
     released, described, released_texts = _released(cell, data, ids, public_vectors, log)
     targets = _unit(released)
     encoder = TextEncoder(inverter.manifest["encoder"]["name"])
@@ -405,6 +424,7 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
               "public": public, "bag_of_words": bow.config(), "correction": corrected["config"],
               "queries": {"n": n, "from": "the bench's private items" + (" (test documents)" if data.documents
                                                                           is not None else " (every text)"),
+                          "unseen": True, "excluded_seen": int(seen),
                           "draw": f"numpy default_rng({cell.seed}).choice without replacement",
                           "slice": "quick" if cell.quick else "full"},
               "floor": floor_info, "references": "the whole private text (a document's every sentence)"}

@@ -180,18 +180,23 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     texts, :func:`veil.metrics.inversion.score_inversions`), and tested text by text (a paired sign-flip
     permutation test of token F1) against the floor: the same attack on the undefended vector of a uniformly drawn
     public item, which carries nothing about the private text. The nearest public sentence (from the inverter's
-    own training sentences) is scored beside it. At most :data:`INVERSION_QUERIES` private items."""
+    own training sentences) is scored beside it. At most :data:`INVERSION_QUERIES` private items, drawn from those
+    whose text is none of the inverter's training sentences (:func:`veil.bench.inversion.unseen_by_inverter`)."""
     from veil.attacks.base import get_attack
 
+    from veil.bench.inversion import public_sentences_of, unseen_by_inverter
+
     start = time.perf_counter()
-    ids = data.private_ids
+    resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
+    attacker = get_attack(cell.attack).for_bench(resources)
+    # only private items the inverter did not learn from (writing back a training sentence is memory, not inversion)
+    ids, _ = unseen_by_inverter(data.private_ids, data.texts,
+                                public_sentences_of(attacker.inverter, log=lambda _: None)[0])
     cap = INVERSION_QUERIES[0 if cell.config.quick else 1]
     want = min(cap, cell.config.n_queries)
     n = want if want <= len(ids) else cell_queries(cell, len(ids), "private items")
     rows = np.sort(np.random.default_rng(cell.config.seed).choice(ids, size=n, replace=False))
     obs, _ = release_vectors(cell, data, rows)
-    resources = AttackResources(index=None, seed=cell.config.seed, data=data, cell=cell)
-    attacker = get_attack(cell.attack).for_bench(resources)
     texts = attacker.run(obs)
     return inversion_record(cell, attacker, _references(data, rows), texts, obs.vectors, obs.describe()["defense"],
                             _inversion_floor(cell, data, attacker, n), _floor_what(cell, data), cap, start, data)
