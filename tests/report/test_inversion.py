@@ -78,3 +78,20 @@ def test_the_cpu_cost_line_reads_the_benchmark_section_it_writes(tmp_path: Path)
     line = _cpu_cost(tmp_path / "RESULTS.md")
     assert "10.000 s per step of 96" in line and "10,252 steps" in line and "about 28 hours" in line
     assert "from 60 steps" in line and "commit abcdef1" in line and "load 1.5" in line
+
+
+@pytest.mark.parametrize("corpus, queries, expect", [
+    ("sms-spam", {"from": "the bench's private items (every text)"}, "may include sentences the inverter learned"),
+    ("sms-spam", {"from": "the bench's private items (every text)", "unseen": True, "excluded_seen": 3157},
+     "3157 left out"),
+    ("rt-polarity", {"from": "the bench's private items (every text)"}, ""),
+    ("drug-reviews", {"from": "the bench's private items (test documents)"}, ""),
+])
+def test_records_whose_queries_may_hold_training_sentences_are_marked(corpus, queries, expect):
+    from veil.report.inversion import _seen_queries
+
+    rec = ResultRecord(method="inversion", experiment="x", metrics={}, wall_time_s=0.0, git_commit="t",
+                       config={"cell": {"corpus": corpus}, "queries": queries,
+                               "public": {"corpora": ["drug-reviews", "sms-spam", "trec-questions"]}})
+    text = _seen_queries(rec)
+    assert (expect in text) if expect else text == ""

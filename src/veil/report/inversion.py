@@ -200,6 +200,24 @@ def _target_section(recs: list[ResultRecord]) -> list[str]:
     return lines
 
 
+def _seen_queries(rec: ResultRecord) -> str:
+    """Whether the queried texts could include sentences the inverter learned from: records made before queries left
+    those out, on a corpus among the inverter's public training corpora, are marked."""
+    q = rec.config.get("queries") or {}
+    corpus = rec.config["cell"]["corpus"]
+    # the inverter learns from public train splits: test documents were never among its sentences
+    learned = corpus in ((rec.config.get("public") or {}).get("corpora") or []) and \
+        "test documents" not in str(q.get("from"))
+    if q.get("unseen"):
+        left = int(q.get("excluded_seen") or 0)
+        return (f"The queries were drawn from the private items that are none of the inverter's training sentences "
+                f"({left} left out)." if left else "")
+    if learned:
+        return (f"**This record's queries may include sentences the inverter learned from** ({corpus} is one of its "
+                "training corpora, and the record predates the rule that leaves them out): re-make it with `--force`.")
+    return ""
+
+
 def _bag_of_words_budget(b: dict) -> str:
     """Whether the bag-of-words baseline's budget was enough: where it stopped, and its held-out curve's last gain
     (a baseline stopped by its step cap while still rising is weaker than it could be, and a gain over it flatters
@@ -272,6 +290,9 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                        "below it (the paired 95% interval excludes 0)" if below else
                        "not distinguishable from it (the paired 95% interval includes 0)")
             lines.append(f"- Inverter minus {title}, token F1: {_m(g)} points: {verdict}.")
+        seen = _seen_queries(rec)
+        if seen:
+            lines.append(f"- {seen}")
         bow = _bag_of_words_budget(rec.config.get("bag_of_words") or {})
         if bow:
             lines.append(f"- {bow}")
