@@ -176,3 +176,28 @@ def test_queries_leave_out_the_inverters_training_sentences():
     assert ids.tolist() == [1, 3] and seen == 2
     ids, seen = unseen_by_inverter(np.arange(4), texts, ["nothing in common"])
     assert ids.tolist() == [0, 1, 2, 3] and seen == 0
+
+
+def test_the_bag_of_words_cache_is_keyed_by_the_vectors_too(tmp_path, monkeypatch):
+    """A cached predictor is read back only for the same public texts *and* vectors: vectors from another encoder
+    backend (here: the same texts, slightly moved) fit a new one rather than reuse a predictor fitted on others."""
+    import veil.bench.inversion as inv
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    monkeypatch.setattr(inv, "BAG_OF_WORDS", {"max_steps": 4, "eval_every": 2, "patience": 1, "max_minutes": 5.0})
+    texts = [f"the film number {i} was {'good' if i % 2 else 'bad'} and {'long' if i % 3 else 'short'}"
+             for i in range(60)]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(60, 16)).astype(np.float32)
+    public = {"texts_sha256": "t" * 64}
+
+    def fit(v):
+        lines: list[str] = []
+        inv.bag_of_words(texts, v, public, {"name": "test"}, 0, lines.append)
+        return lines
+
+    assert fit(vectors)[0].startswith("fitting the bag-of-words predictor")
+    assert "(cached" in fit(vectors)[0]
+    moved = vectors + np.float32(1e-3)
+    assert fit(moved)[0].startswith("fitting the bag-of-words predictor")
+    assert len(list((tmp_path / "attackers" / "bag-of-words").glob("*.pt"))) == 2

@@ -237,7 +237,8 @@ BAG_OF_WORDS = {"max_steps": 40000, "eval_every": 250, "patience": 8, "max_minut
 def bag_of_words(texts: list[str], vectors: np.ndarray, public: dict[str, Any], encoder: dict[str, Any], seed: int,
                  log: Callable[[str], None] = print) -> Any:
     """The bag-of-words baseline fitted on the public sentences (:data:`BAG_OF_WORDS`), cached under
-    ``VEIL_HOME/attackers/bag-of-words/`` by the public texts' sha256, the encoder, the settings and the seed: it
+    ``VEIL_HOME/attackers/bag-of-words/`` by the sha256 of the public texts and of their vectors (which differ
+    slightly between encoder backends), the encoder, the settings and the seed: it
     holds public material only, and a fit recomputes it exactly, so every record on the same public set reads the
     same predictor. A damaged file is refitted with a warning; a fit cut short by the minute cap is not cached."""
     import hashlib
@@ -249,7 +250,9 @@ def bag_of_words(texts: list[str], vectors: np.ndarray, public: dict[str, Any], 
     from veil.encoders import CacheWarning
     from veil.errors import CacheCorruptError
 
-    key = json.dumps({"texts_sha256": public["texts_sha256"], "sentences": len(texts), "encoder": encoder,
+    vectors_sha256 = hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes()).hexdigest()
+    key = json.dumps({"texts_sha256": public["texts_sha256"], "vectors_sha256": vectors_sha256,
+                      "sentences": len(texts), "encoder": encoder,
                       "settings": BAG_OF_WORDS, "seed": seed, "format": BagOfWords.FORMAT}, sort_keys=True)
     path = veil_home() / "attackers" / "bag-of-words" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
     if path.is_file():

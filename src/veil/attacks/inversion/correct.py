@@ -364,12 +364,12 @@ def correct(inverter: Any, encoder: Any, vectors: Any, *, steps: int = 3, beam: 
     ``alphas``: the feedback extrapolations (``()``: no feedback); ``edits``: which model ranks the fillers of
     the word edits (:data:`EDITS`); ``shortlist``: re-embed only this many word edits per text and step, those
     a first-order estimate of their cosine gain ranks highest (:class:`_Shortlist`; None: every edit, the
-    default until its cost in token F1 is measured); ``mlm``: the masked LM for ``edits="mlm"`` or ``"mlm+inverter"`` (``"mlm"``,
-    ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`); ``edit_positions``: the most positions
-    edited per text and step; ``fillers``: tokens tried per position; ``batch_size``: targets searched together
-    (bounds memory: about ``batch_size * edit_positions * fillers`` candidate texts at once);
-    ``encode_batch_size``: the encoder's batch. The inverter and the masked LM run under bf16 autocast where it is native
-    (:mod:`veil._bf16`)."""
+    default until its cost in token F1 is measured); ``mlm``: the masked LM for ``edits="mlm"`` or
+    ``"mlm+inverter"`` (``"mlm"``, ``"mlm-quick"`` or a loaded :class:`~veil.models.mlm.MaskedLM`);
+    ``edit_positions``: the most positions edited per text and step; ``fillers``: tokens tried per position;
+    ``batch_size``: targets searched together (bounds memory: about ``batch_size * edit_positions * fillers``
+    candidate texts at once); ``encode_batch_size``: the encoder's batch. The inverter and the masked LM run
+    under bf16 autocast where it is native (:mod:`veil._bf16`)."""
     from veil.models.inverter import Inverter
     from veil.models.mlm import MaskedLM, load_mlm
     from veil.progress import progress_bar

@@ -183,7 +183,6 @@ def inversion_cell(cell: Any, data: Any) -> ResultRecord:
     own training sentences) is scored beside it. At most :data:`INVERSION_QUERIES` private items, drawn from those
     whose text is none of the inverter's training sentences (:func:`veil.bench.inversion.unseen_by_inverter`)."""
     from veil.attacks.base import get_attack
-
     from veil.bench.inversion import public_sentences_of, unseen_by_inverter
 
     start = time.perf_counter()
