@@ -156,17 +156,22 @@ def test_ensure_mlm_names_the_damage_as_its_reason(quick_mlm, monkeypatch):
         parsing_mlm.ensure_mlm("mlm", log=lines.append)
 
 
-def test_damaged_inverter_and_parser_files_are_listed_as_damaged(home, real_home, capsys):
+def test_damaged_inverter_and_parser_files_are_listed_as_damaged(home, train_tiny_parser, capsys):
+    from types import SimpleNamespace
+
     inverter = home / "models" / "inverter-quick"
     inverter.mkdir(parents=True)
     (inverter / "model.safetensors").write_bytes(b"\0" * 1000)
     manifest = {"sha256": "0" * 64, "heldout": {"token_f1": 10.0, "sentences": 5}, "steps": 3,
                 "train_sentences": 100, "minutes": 1.0, "encoder": {"model_id": "minilm-x"}}
     (inverter / "manifest.json").write_text(json.dumps(manifest))
-    parser = _need(real_home / "parsing" / "models" / "biaffine.pt", "run `veil parse train`")
-    (home / "parsing" / "models").mkdir(parents=True)
-    shutil.copyfile(parser, home / "parsing" / "models" / "biaffine.pt")
-    _truncate(home / "parsing" / "models" / "biaffine.pt", 10_000)
+    # a real parser file, trained here on one real-looking tree (the real cache need not hold a trained parser)
+    tree = SimpleNamespace(words=["The", "cat", "sat", "."], tags=["DT", "NN", "VBD", "."], heads=[2, 3, 0, 3],
+                           deprels=["det", "nsubj", "ROOT", "punct"])
+    parser = home / "parsing" / "models" / "biaffine.pt"
+    parser.parent.mkdir(parents=True)
+    train_tiny_parser([tree], steps=1)[0].save(parser)
+    _truncate(parser, parser.stat().st_size // 2)
     assert main(["models", "list", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     assert rows["inverter-quick"]["damaged"]
