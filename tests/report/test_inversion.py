@@ -95,3 +95,13 @@ def test_records_whose_queries_may_hold_training_sentences_are_marked(corpus, qu
                                "public": {"corpora": ["drug-reviews", "sms-spam", "trec-questions"]}})
     text = _seen_queries(rec)
     assert (expect in text) if expect else text == ""
+
+
+def test_a_record_made_with_an_inverter_cut_short_is_marked(full: ResultRecord, tmp_path: Path) -> None:
+    from veil.report.inversion import inversion_page
+
+    assert "cut short by its minute cap" not in inversion_page("inversion", [(FULL, full)], tmp_path)
+    cut = ResultRecord.read(FULL)
+    cut.config["inverter"].update(stopped="budget", steps_trained=80, planned_steps=626)
+    page = inversion_page("inversion", [(FULL, cut)], tmp_path)
+    assert "cut short by its minute cap** at step 80 of 626" in page and "lower bound, not a result" in page

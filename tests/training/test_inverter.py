@@ -64,6 +64,65 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp
         train_inverter(config, train, held, out=folder, log=lambda _: None)
 
 
+def test_the_minute_cap_only_marks_a_run_cut_short_and_the_result_does_not_depend_on_load(tmp_path):
+    """The budget is steps: a run stopped by its minute cap (a busy machine) saves a model marked cut short and
+    keeps its state, and resuming it session after session ends exactly where an uninterrupted run ends; a run
+    while two busy loops share the cores gives the same model too."""
+    import subprocess
+    import sys
+
+    config, train, held = _tiny(), _pairs(TEXTS, 0), _pairs(TEXTS[:2], 1)
+    whole = train_inverter(config, train, held, out=tmp_path / "whole", log=lambda _: None)
+    assert whole["stopped"] == "epochs" and whole["planned_steps"] == whole["steps"] == 6
+
+    folder, hurried = tmp_path / "capped", replace(config, max_minutes=1e-6)  # every session stops after a step
+    sessions: list[dict] = []
+    for _ in range(10):
+        lines: list[str] = []
+        sessions.append(train_inverter(hurried, train, held, out=folder, log=lines.append))
+        if sessions[-1]["stopped"] != "budget":
+            break
+        assert state_path(folder).is_file() and any("cut short" in line for line in lines)
+        assert load_inverter(folder).identity()["stopped"] == "budget"  # what a record made with it says
+    first = sessions[0]
+    assert first["stopped"] == "budget" and first["steps"] == 1 and first["planned_steps"] == 6
+    assert len(sessions) == 6 and sessions[-1]["stopped"] == "epochs" and not state_path(folder).exists()
+    key = (lambda m: [(r["step"], r["token_f1"], r["loss"]) for r in m["curve"]])
+    assert key(sessions[-1]) == key(whole) and sessions[-1]["selected_step"] == whole["selected_step"]
+    a, b = load_inverter(tmp_path / "whole").net.state_dict(), load_inverter(folder).net.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = train_inverter(config, train, held, out=tmp_path / "busy", log=lambda _: None)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    assert key(busy) == key(whole) and busy["stopped"] == "epochs"
+    c = load_inverter(tmp_path / "busy").net.state_dict()
+    assert all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_the_bench_resumes_a_quick_inverter_cut_short_by_its_minute_cap(tmp_path, monkeypatch, real_home):
+    """ensure_inverter (what the bench and `veil attack invert` call) finds the quick inverter cut short and
+    resumes it, so a busy first run does not leave the demo with a weaker model for good."""
+    import veil.training.inverter as ti
+
+    for sub in ("corpora", "embeddings", "encoders"):
+        if (real_home / sub).exists():
+            (tmp_path / sub).symlink_to(real_home / sub)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    tiny = replace(_tiny(), max_minutes=1e-6)
+    monkeypatch.setattr(ti, "QUICK_INVERTER", tiny)
+    ensure_inverter("inverter-quick", log=lambda _: None)
+    assert load_inverter("inverter-quick").manifest["stopped"] == "budget"
+    lines: list[str] = []
+    ensure_inverter("inverter-quick", log=lines.append)
+    assert any("cut short by its minute cap at step 1 of" in line and "resuming it" in line for line in lines)
+    assert load_inverter("inverter-quick").manifest["steps"] == 2
+
+
 def test_bad_configurations_and_inputs_fail_before_any_work(tmp_path):
     for bad in (dict(lr=float("nan")), dict(epochs=0), dict(max_tokens=300), dict(sources=()),
                 dict(sources=(("rt-polarity", None),)), dict(max_train=0), dict(bf16=1),

@@ -417,6 +417,8 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     config = {"cell": requested, "release": described, "encoder": encoder_identity(encoder),
               "inverter": {"name": cell.inverter, "sha256": inverter.manifest.get("sha256"),
                            "steps_trained": inverter.manifest.get("steps"),
+                           "stopped": inverter.manifest.get("stopped"),
+                           "planned_steps": inverter.manifest.get("planned_steps"),
                            "train_sentences": inverter.manifest.get("train_sentences"),
                            "heldout": inverter.manifest.get("heldout"),
                            "device": inverter.manifest.get("device"), "minutes": inverter.manifest.get("minutes"),

@@ -433,11 +433,14 @@ class Inverter:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
 
     def identity(self) -> dict[str, Any]:
-        """What a record says about the inverter it used (name, sha256, encoder, steps, held-out token F1)."""
+        """What a record says about the inverter it used (name, sha256, encoder, steps, held-out token F1, and how
+        its training stopped)."""
         m = self.manifest
         return {"name": m.get("name"), "sha256": m.get("sha256"), "encoder": m.get("encoder"),
                 "steps": m.get("steps"), "train_sentences": m.get("train_sentences"),
-                "heldout_token_f1": (m.get("heldout") or {}).get("token_f1")}
+                "heldout_token_f1": (m.get("heldout") or {}).get("token_f1"),
+                # "budget": cut short by its minute cap (a weaker model than its configuration asks for)
+                "stopped": m.get("stopped"), "planned_steps": m.get("planned_steps")}
 
 
 # --------------------------------------------------------------------------- files

@@ -261,7 +261,11 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                   f"{rec.config['queries']['n']} private texts: {rec.config['queries']['from']}; inverter "
                   f"`{c['inverter']}` ({inv.get('train_sentences')} training sentences, {inv.get('steps_trained')} "
                   f"steps" + (f", held-out token F1 {held:.1f}" if isinstance(held, (int, float)) else "")
-                  + f"), {c['steps']} correction steps, beam {c['beam']}; code {rec.git_commit}.", "",
+                  + f"), {c['steps']} correction steps, beam {c['beam']}; code {rec.git_commit}."
+                  + (f" **The inverter was cut short by its minute cap** at step {inv.get('steps_trained')} of "
+                     f"{inv.get('planned_steps')}: a weaker model than its configuration, so this record is a lower "
+                     "bound, not a result (`veil models train inverter` resumes it)."
+                     if inv.get("stopped") == "budget" else ""), "",
                   "| method | " + " | ".join(t for _, t in _COLUMNS) + " |", "|---" * (len(_COLUMNS) + 1) + "|"]
         for key, title in _METHODS:
             if f"{key}_token_f1" not in rec.metrics:

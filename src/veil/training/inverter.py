@@ -370,6 +370,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
                              {"params": fresh, "lr": config.head_lr, "base": config.head_lr}], weight_decay=0.01,
                             fused=True)  # one kernel: ten times faster than the default on these CPUs
     step, epoch, batch_at, spent, seen, seen_tok = 0, 0, 0, 0.0, 0, 0
+    resumed_running: list[float] = []
     curve: list[dict[str, Any]] = []
     best: list[Any] = []  # [held-out token F1, step, weights, examples] of the best evaluation so far
     if st is not None:
@@ -387,12 +388,18 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
             if best[2] is None and best[1] == step:  # stored once: the best weights are the current ones
                 best[2] = {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
         curve = list(st["curve"])
+        resumed_running = [float(x) for x in st.get("running") or []]  # the losses since the last evaluation
         seen, seen_tok = (int(curve[-1].get("sentences_seen", 0)), int(curve[-1].get("tokens_seen", 0))) \
             if curve else (0, 0)
-        log(f"resumed at step {step} (epoch {epoch + 1}, {spent:.1f} min spent)")
-    start = time.monotonic() - spent * 60
+        if "seen" in st:  # a run paused between evaluations (its minute cap) counts to where it paused
+            seen, seen_tok = int(st["seen"]), int(st["seen_tokens"])
+        log(f"resumed at step {step} of {planned} (epoch {epoch + 1}, {spent:.1f} min spent before)")
+    start = time.monotonic()
 
-    def minutes() -> float:
+    def minutes() -> float:  # the whole run's, over every session
+        return spent + (time.monotonic() - start) / 60
+
+    def session() -> float:  # this session's: what the minute cap bounds
         return (time.monotonic() - start) / 60
 
     def examples(hyps: list[str]) -> list[dict[str, str]]:
@@ -405,6 +412,15 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
         best[:] = [scores["token_f1"], 0, None, examples(hyps)]
         log(f"step 0: held-out token F1 {scores['token_f1']:.2f} (the untrained decoder)")
 
+    def save_state() -> None:
+        with atomic_write(spath, "wb") as fh:
+            torch.save({"config": config.to_dict(), "net": net.state_dict(), "opt": opt.state_dict(),
+                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve,
+                        "torch_rng": torch.get_rng_state(), "running": list(running),
+                        "seen": seen, "seen_tokens": seen_tok,
+                        # the best weights are the current ones most of the time: stored once, as "net"
+                        "best": best if best[1] != step else [best[0], best[1], None, best[3]]}, fh)
+
     def checkpoint(loss: float | None) -> None:
         scores, hyps = _evaluate(net, tokenizer, heldout, dev, config, device)
         row = {"step": step, "epochs_done": round(epoch + batch_at / max(n_batches, 1), 3), "minutes": round(minutes(), 2), "sentences_seen": seen,
@@ -413,12 +429,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
         if best[2] is None or row["token_f1"] > best[0]:  # the held-out best (of trained weights) is saved
             best[:] = [row["token_f1"], step, {k: v.detach().to("cpu", copy=True)
                                                for k, v in net.state_dict().items()}, examples(hyps)]
-        with atomic_write(spath, "wb") as fh:
-            torch.save({"config": config.to_dict(), "net": net.state_dict(), "opt": opt.state_dict(),
-                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve,
-                        "torch_rng": torch.get_rng_state(),
-                        # the best weights are the current ones most of the time: stored once, as "net"
-                        "best": best if best[1] != step else [best[0], best[1], None, best[3]]}, fh)
+        save_state()
         rate = seen / max(minutes() * 60, 1e-9)
         log(f"step {step}/{planned} epoch {min(epoch + 1, config.epochs)}/{config.epochs} "
             f"{format_seconds(minutes() * 60)} {rate:,.1f} sentences/s train loss "
@@ -427,7 +438,7 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
 
     net.train()
     stopped = "epochs"
-    running: list[float] = []
+    running: list[float] = resumed_running
     with progress_bar(max(planned - step, 0), f"inverter {config.name}: training", progress) as advance:
         while epoch < config.epochs:
             batches = enc.batches(config.batch_size, np.random.default_rng([config.seed, epoch]))
@@ -451,17 +462,33 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
                 if step % config.eval_every == 0:
                     checkpoint(float(np.mean(running)))
                     running = []
-                if minutes() > config.max_minutes:
+                if session() > config.max_minutes and step < planned:
                     stopped = "budget"
                     break
             if stopped == "budget":
                 break
             epoch, batch_at = epoch + 1, 0
-    if curve[-1]["step"] != step:
+    if stopped == "budget":
+        # cut short by the minute cap (a busy machine): the run pauses where it is, with no evaluation off the
+        # schedule, so that resuming it (the next `veil models train inverter`, or the bench) ends exactly where an
+        # uninterrupted run ends; the model saved meanwhile is the best so far, marked cut short
+        save_state()
+        log(f"inverter {config.name}: cut short by its {config.max_minutes:g}-minute cap at step {step} of "
+            f"{planned}: the model saved is marked cut short, and the next run of this configuration resumes it")
+    elif curve[-1]["step"] != step:
         checkpoint(float(np.mean(running)) if running else None)
+    shown = curve  # the manifest's curve
+    if stopped == "budget" and best[2] is None and best[1] != step:
+        # cut short before any evaluation of trained weights: the weights saved are this step's, scored here
+        # for the manifest only (the resume state's curve stays on the schedule)
+        scores, hyps = _evaluate(net, tokenizer, heldout, dev, config, device)
+        shown = curve + [{"step": step, "epochs_done": round(epoch + batch_at / max(n_batches, 1), 3),
+                          "minutes": round(minutes(), 2), "sentences_seen": seen, "tokens_seen": seen_tok,
+                          "train_loss": None, **scores}]
+        best[:] = [scores["token_f1"], step, None, examples(hyps)]
     if best[2] is not None and best[1] != step:
         net.load_state_dict(best[2])  # the held-out best
-    final = next(r for r in curve if r["step"] == best[1])
+    final = next(r for r in shown if r["step"] == best[1])
     from veil.models.inverter import IDENTITY_KEYS
 
     manifest = {"name": config.name, "kind": "inverter", "base": base_id, "encoder": train.encoder,
@@ -478,15 +505,17 @@ def _train(config: InverterConfig, train: InversionPairs, heldout: InversionPair
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "data": data, "train_sentences": len(train), "train_tokens": enc.tokens, "sentences_seen": seen,
                 "tokens_seen": seen_tok, "steps": step, "epochs_done": round(epoch + batch_at / max(n_batches, 1), 2),
-                "minutes": round(minutes(), 2), "stopped": stopped, "selected_step": final["step"],
+                "minutes": round(minutes(), 2), "stopped": stopped, "planned_steps": planned,
+                "selected_step": final["step"],
                 "heldout": {"split": "dev", "sentences": final["sentences"], "decoding": "greedy",
                             "token_f1": final["token_f1"], "exact_match": final["exact_match"],
                             "loss": final["loss"], "start_token_f1": curve[0]["token_f1"],
                             "metric": "token F1: bag-of-words F1 (percent) of lower-cased, accent-free word tokens "
                                       "(veil.models.inverter.token_f1); exact match: the same word tokens"},
-                "examples": best[3], "curve": curve, "config": config.to_dict()}
+                "examples": best[3], "curve": shown, "config": config.to_dict()}
     save_inverter(net.to("cpu"), tokenizer, folder, manifest)
-    spath.unlink(missing_ok=True)
+    if stopped != "budget":  # a run cut short keeps its state, to be resumed
+        spath.unlink(missing_ok=True)
     log(f"inverter {config.name}: held-out token F1 {final['token_f1']:.2f} (from {curve[0]['token_f1']:.2f}) after "
         f"{step} steps, {seen:,} sentences, {format_seconds(minutes() * 60)}; wrote {folder}")
     return read_manifest(folder, config.name)
@@ -505,8 +534,15 @@ def ensure_inverter(name: str, log: Callable[[str], None] = print) -> None:
             load_inverter(name)  # raises ResourceMissingError naming `veil models train inverter`
         return
     if cached:
-        made = {k: v for k, v in (read_manifest(folder, name).get("config") or {}).items() if k not in _BUDGET}
+        manifest = read_manifest(folder, name)
+        made = {k: v for k, v in (manifest.get("config") or {}).items() if k not in _BUDGET}
         if made == {k: v for k, v in QUICK_INVERTER.to_dict().items() if k not in _BUDGET}:
+            if manifest.get("stopped") != "budget" or not state_path(folder).is_file():
+                return
+            log(f"veil's quick inverter was cut short by its minute cap at step {manifest.get('steps')} of "
+                f"{manifest.get('planned_steps')}: resuming it")
+            train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
+            train_inverter(QUICK_INVERTER, train, heldout, data=data, log=log, progress=False)
             return
         log("veil's quick inverter was made by another configuration: training it again")
     else:

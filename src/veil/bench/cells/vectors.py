@@ -253,6 +253,15 @@ def unmasked_inversion_cell(cell: Any, data: Any) -> ResultRecord:
                             extra_metrics=extra_metrics)
 
 
+def cut_short(manifest: dict[str, Any]) -> str | None:
+    """A line for an inverter cut short by its minute cap (its success is then a lower bound), else None."""
+    if manifest.get("stopped") != "budget":
+        return None
+    return (f"the inverter {manifest.get('name')} was cut short by its minute cap at step {manifest.get('steps')} "
+            f"of {manifest.get('planned_steps')} (a weaker model than its configuration: its success is a lower "
+            "bound)")
+
+
 def _references(data: Any, rows: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The private texts of ``rows`` and their own MiniLM vectors (the scorer's references)."""
     return [data.texts[i] for i in rows], data.X[rows]
@@ -313,5 +322,6 @@ def inversion_record(cell: Any, attacker: Any, references: tuple[list[str], np.n
                         versus_success=fraction(metrics["floor_token_f1"]),
                         measure="inversion: token F1 of the text written back from each released vector against "
                                 "the private text",
-                        versus="the same attack on unrelated public vectors")
+                        versus="the same attack on unrelated public vectors",
+                        budget=cut_short(attacker.inverter.manifest))
     return finish(rec, cell, data, start, bench)
