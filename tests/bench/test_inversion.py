@@ -74,6 +74,9 @@ def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_v
     lines: list[str] = []
     b = ResultRecord.read(run_inversion(masked, tmp_path, log=lines.append))
     assert [e["original"] for e in a.extra["examples"]] == [e["original"] for e in b.extra["examples"]]
+    from veil.bench.data import bench_data, bench_sentence_texts
+
+    assert bench_sentence_texts("rt-polarity", True) == bench_data("rt-polarity", True).texts  # one slice, one order
     # the second record on the same public sentences reads the first one's bag-of-words predictor
     assert any(line.startswith("bag-of-words predictor: ") and "(cached" in line for line in lines)
     assert a.config["bag_of_words"] == b.config["bag_of_words"]
@@ -82,6 +85,40 @@ def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_v
     # statistics from 80 news sentences (the small inverter's): a few bits stay flipped after the repair
     assert 0.95 < b.metrics["unmask_cosine"].mean <= 1.0
     assert b.config["release"]["mask_key"] == "os-csprng"
+
+
+def test_the_undefended_vectors_cost_only_the_queried_texts(home, tmp_path, monkeypatch):
+    """``--defense none`` on a sentence corpus encodes the queried texts, not the corpus (issue 50, item 3): the
+    bench's encoded slice is never built, the only private texts encoded are the queries, and they are the texts
+    the bench's slice holds in the same order (so the draw is the one the other releases make)."""
+    import veil.bench.data as bench_data_module
+    from veil.bench.data import bench_sentence_texts
+    from veil.encoders import TextEncoder
+    from veil.results import ResultRecord
+
+    def no_slice(*args, **kwargs):
+        raise AssertionError("the bench's encoded slice was built for --defense none")
+
+    calls: list[int] = []
+    real = TextEncoder.encode
+
+    def counted(self, texts, *args, **kwargs):
+        calls.append(len(texts))
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(bench_data_module, "bench_data", no_slice)
+    monkeypatch.setattr(TextEncoder, "encode", counted)
+    cell = InversionCell(corpus="rt-polarity", release="none", queries=5, inverter="inverter-quick", steps=0, beam=2,
+                         seed=3)
+    lines: list[str] = []
+    rec = ResultRecord.read(run_inversion(cell, tmp_path, log=lines.append))
+    assert "encoding the 5 queried texts of rt-polarity" in lines
+    # the 5 queries first; then only the hypotheses (beam 2 per query) and each method's 5 outputs, to score them
+    assert calls and calls[0] == 5 and sum(calls) < 100
+    texts = bench_sentence_texts("rt-polarity", True)
+    assert len(texts) > 10_000 and bench_sentence_texts("drug-reviews", True) is None  # documents: the slice
+    ids = np.sort(np.random.default_rng(3).choice(np.arange(len(texts)), size=5, replace=False))
+    assert [e["original"] for e in rec.extra["examples"]] == [texts[i] for i in ids][:len(rec.extra["examples"])]
 
 
 def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_text(home, tmp_path):

@@ -22,7 +22,7 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
+__all__ = ["BenchData", "bench_data", "bench_sentence_texts", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
            "use_corpus", "use_treebank", "every_kth", "provenance_of", "encoder_backend", "corpus_inputs",
            "given_names", "given_texts", "SIZES", "TASK_CORPORA"]
 
@@ -314,6 +314,39 @@ def load_corpus(name: str) -> Any:
     return vc.load(name)
 
 
+def _bench_slice(corpus: Any, name: str, quick: bool, limit: int | None) -> tuple[Any, str]:
+    """The bench's slice of a loaded classification corpus (:data:`SIZES`; ``limit`` caps every split) and its
+    tag (quick, full, -limitN)."""
+    kind = "documents" if corpus.documents is not None else "sentences"
+    size = SIZES[kind][0 if quick else 1]
+    if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)
+        keep = np.asarray([len(d) >= 2 for d in corpus.documents])
+        picks = [every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if size is None else size[s])
+                 for s in ("train", "dev", "test")]
+    else:
+        picks = [every_kth(corpus.indices(s), None if size is None else
+                            max(1, int(round(size * len(corpus.indices(s)) / len(corpus))))) for s in
+                 ("train", "dev", "test")]
+    if limit is not None:
+        picks = [every_kth(p, limit) for p in picks]
+    sel_idx = np.sort(np.concatenate(picks))
+    tag = ("quick" if quick else "full") + ("" if limit is None else f"-limit{limit}")
+    return corpus.select(sel_idx, name=f"{name}-bench-{tag}{len(sel_idx)}"), tag
+
+
+def bench_sentence_texts(name: str, quick: bool, limit: int | None = None) -> list[str] | None:
+    """The texts of the bench's slice of the sentence corpus ``name`` (every one private), in the order
+    :func:`bench_data` gives them, read without encoding any: for an attack that encodes only the texts it queries.
+    None where ``name`` is not a plain labelled sentence corpus (a document corpus, a treebank, a user's corpus);
+    there :func:`bench_data` is the way."""
+    if name in _TREEBANKS or name in _ATTRIBUTES or name in TASK_CORPORA:
+        return None
+    corpus = load_corpus(name)
+    if corpus_task(corpus) != "sentence-classification":
+        return None
+    return list(_bench_slice(corpus, name, quick, limit)[0].texts)
+
+
 def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
     """The corpus ``name`` for the bench (loaded and encoded once per process); ``limit`` caps every split. A
     treebank (silver-sm of :data:`TASK_CORPORA`, or one given with :func:`use_treebank`) gives a
@@ -350,27 +383,14 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
                                     f"sentence or document corpus (e.g. rt-polarity, news-articles)")
     encoder = TextEncoder("minilm", backend=key[3])
     kind = "documents" if corpus.documents is not None else "sentences"
-    size = SIZES[kind][0 if quick else 1]
-    if kind == "documents":  # at least 2 sentences (SentDP's setting, App. A.4)
-        keep = np.asarray([len(d) >= 2 for d in corpus.documents])
-        picks = [every_kth(corpus.indices(s)[keep[corpus.indices(s)]], None if size is None else size[s])
-                 for s in ("train", "dev", "test")]
-    else:
-        picks = [every_kth(corpus.indices(s), None if size is None else
-                            max(1, int(round(size * len(corpus.indices(s)) / len(corpus))))) for s in
-                 ("train", "dev", "test")]
-    if limit is not None:
-        picks = [every_kth(p, limit) for p in picks]
-    sel_idx = np.sort(np.concatenate(picks))
-    tag = ("quick" if quick else "full") + ("" if limit is None else f"-limit{limit}")
-    sel = corpus.select(sel_idx, name=f"{name}-bench-{tag}{len(sel_idx)}")
+    sel, tag = _bench_slice(corpus, name, quick, limit)
     documents = None
     from veil.encoders.plan import announce_corpus, announce_sentences
 
     if kind == "documents":
         from veil.encoders import encode_sentences
 
-        announce_sentences(encoder, sel, what=f"sentences of the bench's {tag} slice of {name} ({len(sel_idx)} "
+        announce_sentences(encoder, sel, what=f"sentences of the bench's {tag} slice of {name} ({len(sel.texts)} "
                                               "documents)")
         S, offsets = encode_sentences(encoder, sel, progress=True)
         documents = [S[offsets[i]:offsets[i + 1]] for i in range(len(sel.texts))]

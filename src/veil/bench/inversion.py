@@ -333,18 +333,27 @@ def check_corpus(cell: InversionCell) -> None:
 def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, Any],
          log: Callable[[str], None]) -> Path:
     from veil.attacks.inversion.baselines import NearestPublic
-    from veil.bench.data import bench_data
+    from veil.bench.data import bench_data, bench_sentence_texts
     from veil.encoders import TextEncoder
     from veil.metrics.inversion import paired_difference, person_names, score_inversions
     from veil.models.inverter import encoder_identity
     from veil.results import ResultRecord
 
     start = time.perf_counter()
-    data = bench_data(cell.corpus, cell.quick)
+    encoder = TextEncoder(inverter.manifest["encoder"]["name"])
+    # the undefended vectors of a sentence corpus: only the queried texts are encoded (the query costs what --limit
+    # asks, not the corpus); every other release reads the bench's encoded slice (TextHide's pool is recovered from
+    # every private text's encoding, SentDP's candidates are the public documents)
+    items = bench_sentence_texts(cell.corpus, cell.quick) if cell.release == "none" else None
+    data = bench_data(cell.corpus, cell.quick) if items is None else None
+    if data is not None:
+        items, private_ids = data.texts, data.private_ids
+    else:
+        private_ids = np.arange(len(items))
     public_texts, public_vectors, public = public_sentences_of(inverter, log)
-    private, seen = unseen_by_inverter(data.private_ids, data.texts, public_texts)
+    private, seen = unseen_by_inverter(private_ids, items, public_texts)
     if seen:
-        log(f"{seen} of {len(data.private_ids)} private items of {cell.corpus} are sentences the inverter learned "
+        log(f"{seen} of {len(private_ids)} private items of {cell.corpus} are sentences the inverter learned "
             "from (its public training sentences); the queries are drawn from the others")
     if not len(private):
         raise InvalidParameterError(f"every private item of {cell.corpus} is one of the inverter's training "
@@ -352,14 +361,18 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
                                     "from (e.g. --corpus rt-polarity)")
     n = min(cell.queries, len(private))
     ids = np.sort(np.random.default_rng(cell.seed).choice(private, size=n, replace=False))
-    refs = [data.texts[i] for i in ids]
-    released, described, released_texts = _released(cell, data, ids, public_vectors, log)
+    refs = [items[i] for i in ids]
+    if data is None:
+        log(f"encoding the {n} queried texts of {cell.corpus}")
+        ref_vectors = np.asarray(encoder.encode(refs, progress=False), dtype=np.float32)
+        released, described, released_texts = ref_vectors, {"defense": "none"}, None
+    else:
+        ref_vectors = data.X[ids]
+        released, described, released_texts = _released(cell, data, ids, public_vectors, log)
     targets = _unit(released)
-    encoder = TextEncoder(inverter.manifest["encoder"]["name"])
     log(f"inverting {n} released vectors of {cell.corpus} ({cell.label}) with {cell.inverter}, {cell.steps} "
         f"correction steps, beam {cell.beam}")
     names = person_names(refs)
-    ref_vectors = data.X[ids]
 
     def score(texts: list[str]) -> Any:
         return score_inversions(refs, texts, reference_vectors=ref_vectors,
@@ -427,8 +440,9 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
                            "curve": [{k: r.get(k) for k in ("step", "minutes", "token_f1", "exact_match")}
                                      for r in inverter.manifest.get("curve") or []]},
               "public": public, "bag_of_words": bow.config(), "correction": corrected["config"],
-              "queries": {"n": n, "from": "the bench's private items" + (" (test documents)" if data.documents
-                                                                          is not None else " (every text)"),
+              "queries": {"n": n, "from": "the bench's private items" + (" (test documents)" if data is not None
+                                                                          and data.documents is not None
+                                                                          else " (every text)"),
                           "unseen": True, "excluded_seen": int(seen),
                           "draw": f"numpy default_rng({cell.seed}).choice without replacement",
                           "slice": "quick" if cell.quick else "full"},
