@@ -3,9 +3,10 @@ steps (and said to be an extrapolation), with the quick inverter's bounded run i
 
 Each run is veil's own :func:`veil.training.inverter.train_inverter` on the configuration's real public sentences
 and their cached MiniLM vectors (``FULL_INVERTER`` or ``QUICK_INVERTER``, unchanged except a minute cap of
-``--minutes``), written to a temporary folder that is deleted afterwards (nothing lands in VEIL_HOME). The learning
-curve's first row is the untrained decoder's held-out evaluation and its last row the evaluation after the cap, so
-the training minutes are the last row's minutes less two evaluations (each taken as long as the first row's), and
+``--minutes``), written to a temporary folder that is deleted afterwards (nothing lands in VEIL_HOME). Every row
+of the learning curve took one held-out evaluation (the untrained decoder's first, then the scheduled ones, or for
+a run cut short before its first scheduled one the row that scores its weights), so the training minutes are the
+run's minutes less one evaluation per row (each taken as long as the first row's), and
 
     seconds per step = training minutes * 60 / steps done;  planned minutes = planned steps * seconds per step / 60.
 
@@ -59,9 +60,11 @@ def _bounded(config, minutes: float, threads: int) -> dict:
                                   log=lambda _: None, progress=False)
         wall = time.perf_counter() - start
     curve = manifest["curve"]
-    steps = int(curve[-1]["step"])
+    steps = int(manifest["steps"])
     evaluation = float(curve[0]["minutes"])
-    train_minutes = max(float(curve[-1]["minutes"]) - 2 * evaluation, 1e-9)
+    # every curve row took one held-out evaluation (the step-0 row, the scheduled ones, and for a run cut short
+    # before its first scheduled one the row that scores its weights)
+    train_minutes = max(float(manifest["minutes"]) - len(curve) * evaluation, 1e-9)
     per_step = train_minutes * 60 / max(steps, 1)
     return {"name": cfg.name, "sentences": len(train), "batch_size": cfg.batch_size, "epochs": cfg.epochs,
             "max_tokens": cfg.max_tokens, "planned_steps": planned, "steps_done": steps,

@@ -81,6 +81,30 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(qui
         replace(config, lr=float("nan"))
 
 
+def test_the_minute_cap_only_marks_a_run_cut_short_and_resuming_it_ends_where_an_uninterrupted_run_does(
+        quick_mlm, tmp_path):
+    """The budget is steps (issue 50, item 1): a session stopped by its minute cap saves a model marked cut short
+    and keeps its state, and resuming session after session ends where an uninterrupted run ends."""
+    config, train, heldout = _tiny()
+    whole = train_mlm(config, train, heldout, out=tmp_path / "whole", log=lambda _: None)
+    assert whole["stopped"] == "epochs" and whole["planned_steps"] == whole["steps"] >= 4
+    folder, hurried = tmp_path / "capped", replace(config, max_minutes=1e-6)  # every session stops after a step
+    sessions: list[dict] = []
+    for _ in range(whole["steps"] + 2):
+        lines: list[str] = []
+        sessions.append(train_mlm(hurried, train, heldout, out=folder, log=lines.append))
+        if sessions[-1]["stopped"] != "budget":
+            break
+        assert state_path(folder).is_file() and any("cut short" in line for line in lines)
+    assert sessions[0]["steps"] == 1 and sessions[0]["planned_steps"] == whole["steps"]
+    assert len(sessions) == whole["steps"] and not state_path(folder).exists()
+    key = (lambda m: [(r["step"], r["accuracy"], r["loss"], r.get("train_loss")) for r in m["curve"]])
+    assert key(sessions[-1]) == key(whole) and sessions[-1]["selected_step"] == whole["selected_step"]
+    assert sessions[-1]["tokens_seen"] == whole["tokens_seen"]
+    a, b = load_mlm(tmp_path / "whole").model.state_dict(), load_mlm(folder).model.state_dict()
+    assert all(torch.allclose(a[k], b[k]) for k in a)
+
+
 def test_models_list_shows_the_cached_model(quick_mlm, real_home, monkeypatch, capsys):
     from veil.cli.entry import main
 

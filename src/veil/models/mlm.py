@@ -82,11 +82,14 @@ class MaskedLM:
             return self.model.bert(input_ids=ids, attention_mask=att).last_hidden_state
 
     def identity(self) -> dict[str, Any]:
-        """What a record says about the model it used (name, sha256, training data, held-out accuracy)."""
+        """What a record says about the model it used (name, sha256, training data, held-out accuracy, and how its
+        training stopped)."""
         m = self.manifest
         return {"name": m.get("name"), "sha256": m.get("sha256"), "treebank": m.get("treebank"),
                 "treebank_sha256": m.get("treebank_sha256"), "steps": m.get("steps"),
-                "heldout_accuracy": (m.get("heldout") or {}).get("accuracy")}
+                "heldout_accuracy": (m.get("heldout") or {}).get("accuracy"),
+                # "budget": cut short by its minute cap (a weaker model than its configuration asks for)
+                "stopped": m.get("stopped"), "planned_steps": m.get("planned_steps")}
 
 
 def _quiet_load(loader: Any, folder: Path) -> Any:

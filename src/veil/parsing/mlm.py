@@ -70,6 +70,14 @@ def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
         made = dict(manifest.get("config") or {})
         want = QUICK_MLM.to_dict()
         if {k: v for k, v in made.items() if k != "threads"} == {k: v for k, v in want.items() if k != "threads"}:
+            from veil.training.mlm import state_path
+
+            if manifest.get("stopped") != "budget" or not state_path(folder).is_file():
+                return
+            log(f"veil's quick masked LM was cut short by its minute cap at step {manifest.get('steps')} of "
+                f"{manifest.get('planned_steps')}: resuming it")
+            train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
+            train_mlm(QUICK_MLM, train, heldout, data=data, log=log)
             return
         log("veil's quick masked LM was made by another configuration: training it again (about 2 minutes)")
     else:

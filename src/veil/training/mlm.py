@@ -97,15 +97,16 @@ class MLMConfig:
         return d
 
 
-#: the full model: two passes over the silver treebank's train split (about 3.4M subword tokens each), within
-#: 45 minutes
+#: the full model: two passes over the silver treebank's train split (about 3.4M subword tokens each); the
+#: 45-minute cap bounds one session: a run it cuts short is saved marked ``stopped: budget``, keeps its state, and
+#: the next `veil models train mlm` resumes it to where an uninterrupted run ends
 FULL_MLM = MLMConfig()
 #: the full model as ``deploy/gpu/train.py mlm`` trains it on one GPU: 28 passes over the same text in batches
 #: of 16,384 tokens (about 5,600 steps, about 6 minutes on one H100 or H200); its budget is the passes, and the
 #: 7-minute cap only marks a run cut short (``stopped: budget`` in its manifest)
 GPU_MLM = MLMConfig(epochs=28, max_minutes=7.0, batch_tokens=16384, eval_every=250, threads=8)
 #: the quick model (tests, the quick bench): three passes over the quick silver treebank's train split (its epochs end
-#: it, about 2 minutes on 2 cores; the 30-minute budget only guards a very loaded machine)
+#: it; the 30-minute cap only guards a very loaded machine, and the first use resumes a run it cut short)
 QUICK_MLM = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=3, max_minutes=30.0, heldout=300,
                       eval_every=50, warmup=50)
 
@@ -305,7 +306,11 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
     body = [p for n, p in model.named_parameters() if not any(p is q for q in head)]
     opt = torch.optim.AdamW([{"params": body, "lr": config.lr, "base": config.lr},
                              {"params": head, "lr": config.head_lr, "base": config.head_lr}], weight_decay=0.01)
+    # the budget is steps (every epoch's batches); the minute cap only bounds one session and marks a run cut short
+    planned = sum(len(enc.batches(config.batch_tokens, np.random.default_rng([config.seed, e])))
+                  for e in range(config.epochs))
     step, epoch, batch_at, spent, seen = 0, 0, 0, 0.0, 0
+    resumed_running: list[float] = []
     curve: list[dict[str, Any]] = []
     best: list[Any] = []  # [held-out accuracy, step, weights] of the best evaluation so far
     if st is not None:
@@ -322,15 +327,28 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
             best[:] = st["best"]
         curve = list(st["curve"])
         seen = int(curve[-1].get("tokens", 0)) if curve else 0
-        log(f"resumed at step {step} (epoch {epoch + 1}, {spent:.1f} min spent)")
+        if "seen" in st:  # a run paused between evaluations (its minute cap) counts to where it paused
+            seen = int(st["seen"])
+        resumed_running = [float(x) for x in st.get("running") or []]  # the losses since the last evaluation
+        log(f"resumed at step {step} of {planned} (epoch {epoch + 1}, {spent:.1f} min spent before)")
     if not curve:
         curve.append({"step": 0, "minutes": 0.0, "tokens": 0, **_heldout_accuracy(model, dev, dev_batches,
                                                                                     config.bf16)})
         log(f"step 0: held-out masked-token accuracy {curve[-1]['accuracy']:.2f}% (MiniLM with a fresh MLM head)")
-    start = time.monotonic() - spent * 60
+    start = time.monotonic()
 
-    def minutes() -> float:
+    def minutes() -> float:  # the whole run's, over every session
+        return spent + (time.monotonic() - start) / 60
+
+    def session() -> float:  # this session's: what the minute cap bounds
         return (time.monotonic() - start) / 60
+
+    def save_state() -> None:
+        with atomic_write(spath, "wb") as fh:
+            torch.save({"config": config.to_dict(), "model": model.state_dict(), "opt": opt.state_dict(),
+                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve,
+                        "torch_rng": torch.get_rng_state(), "best": best, "running": list(running),
+                        "seen": seen}, fh)
 
     def checkpoint(loss: float | None) -> None:
         row = {"step": step, "epoch": epoch, "minutes": round(minutes(), 2), "tokens": seen,
@@ -340,10 +358,7 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
         if not best or row["accuracy"] > best[0]:  # the held-out best is what is saved at the end
             best[:] = [row["accuracy"], step, {k: v.detach().to("cpu", copy=True)
                                                for k, v in model.state_dict().items()}]
-        with atomic_write(spath, "wb") as fh:
-            torch.save({"config": config.to_dict(), "model": model.state_dict(), "opt": opt.state_dict(),
-                        "step": step, "epoch": epoch, "batch": batch_at, "spent": minutes(), "curve": curve,
-                        "torch_rng": torch.get_rng_state(), "best": best}, fh)
+        save_state()
         rate = seen / max(minutes() * 60, 1e-9)
         log(f"step {step} epoch {min(epoch + 1, config.epochs)}/{config.epochs} {format_seconds(minutes() * 60)} "
             f"{rate:,.0f} tokens/s train loss {'-' if loss is None else f'{loss:.3f}'} held-out accuracy "
@@ -351,7 +366,7 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
 
     model.train()
     stopped = "epochs"
-    running: list[float] = []
+    running: list[float] = resumed_running
     n_batches = 1
     while epoch < config.epochs:
         rng = np.random.default_rng([config.seed, epoch])
@@ -373,31 +388,46 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
             if step % config.eval_every == 0:
                 checkpoint(float(np.mean(running)))
                 running = []
-            if minutes() > config.max_minutes:
+            if session() > config.max_minutes and step < planned:
                 stopped = "budget"
                 break
         if stopped == "budget":
             break
         epoch, batch_at = epoch + 1, 0
-    if curve[-1]["step"] != step:
+    shown = curve  # the manifest's curve
+    if stopped == "budget":
+        # cut short by the minute cap (a busy machine): the run pauses where it is, with no evaluation off the
+        # schedule, so that resuming it (the next `veil models train mlm`, or the first use) ends exactly where an
+        # uninterrupted run ends; the model saved meanwhile is the best so far, marked cut short
+        save_state()
+        log(f"masked LM {config.name}: cut short by its {config.max_minutes:g}-minute cap at step {step} of "
+            f"{planned}: the model saved is marked cut short, and the next run of this configuration resumes it")
+        if not best:  # no evaluation of trained weights yet: this step's weights, scored here
+            row = {"step": step, "epoch": epoch, "minutes": round(minutes(), 2), "tokens": seen, "train_loss": None,
+                   **_heldout_accuracy(model, dev, dev_batches, config.bf16)}
+            shown = curve + [row]
+            best = [row["accuracy"], step, None]
+    elif curve[-1]["step"] != step:
         checkpoint(float(np.mean(running)) if running else None)
-    if best and best[1] != step:
+    if best and best[1] != step and best[2] is not None:
         model.load_state_dict(best[2])  # the held-out best
-    final = next(r for r in curve if r["step"] == (best[1] if best else step))
+    final = next(r for r in shown if r["step"] == (best[1] if best else step))
     manifest = {"name": config.name, "kind": "masked-lm", "base": base_id, "veil": __version__,
                 "torch": torch.__version__, "precision": _precision(config.bf16, device),
                 "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "data": data, "train_sentences": len(enc), "train_tokens": enc.tokens, "tokens_seen": seen,
                 "steps": step, "epochs_done": round(epoch + batch_at / max(n_batches, 1), 2),
-                "minutes": round(minutes(), 2), "stopped": stopped, "selected_step": final["step"],
+                "minutes": round(minutes(), 2), "stopped": stopped, "planned_steps": planned,
+                "selected_step": final["step"],
                 "heldout": {"split": "dev", "sentences": len(dev), "masked_tokens": final["masked_tokens"],
                             "open_rate": _HELDOUT_RATE, "other_rate": config.other_rate,
                             "accuracy": final["accuracy"], "loss": final["loss"],
                             "start_accuracy": curve[0]["accuracy"]},
-                "curve": curve, "config": config.to_dict()}
+                "curve": shown, "config": config.to_dict()}
     save_mlm(model.to("cpu"), tokenizer, folder, manifest)
-    spath.unlink(missing_ok=True)
+    if stopped != "budget":  # a run cut short keeps its state, to be resumed
+        spath.unlink(missing_ok=True)
     log(f"masked LM {config.name}: held-out accuracy {final['accuracy']:.2f}% (from {curve[0]['accuracy']:.2f}%) "
         f"after {step} steps, {seen:,} tokens, {format_seconds(minutes() * 60)}; wrote {folder}")
     from veil.models.mlm import read_manifest
