@@ -61,6 +61,22 @@ def test_it_ranks_the_original_first_where_context_decides_it(fitted):
     assert atk.config()["selected_epoch"] is not None and atk.config()["features"]["fit"]["sentences"] == 48
 
 
+def test_a_fit_cut_short_by_its_minute_cap_says_so():
+    """The minute cap only marks a fit cut short (issue 50, item 1): the record's attacker config says "budget";
+    with room to spare the fit ends on its epochs or its dev patience, never on the clock."""
+    from veil.attacks.word_recovery import ContextualAttacker
+
+    text, originals = _toy(8, seed=1)
+    vocab = AttackVocabulary.build(text.words, min_count=1)
+    tags = sorted({t for ts in text.tags for t in ts})
+    cut = ContextualAttacker(vocab, tags, hidden=16, seed=0).fit(text, originals, epochs=5, max_minutes=1e-9,
+                                                                 batch_size=8)
+    assert cut.config()["stopped"] == "budget" and len(cut.history) == 1
+    whole = ContextualAttacker(vocab, tags, hidden=16, seed=0).fit(text, originals, epochs=5, max_minutes=60.0,
+                                                                   batch_size=8)
+    assert whole.config()["stopped"] in ("epochs", "flattened") and len(whole.history) > 1
+
+
 def test_one_rank_per_position_and_zero_outside_the_vocabulary(fitted):
     atk, vocab = fitted
     text, originals = _toy(2, seed=3)

@@ -132,6 +132,9 @@ class ContextualAttacker(Attack):
             self.head = _head(self.feature_dim, len(self.tags), self._word_embeddings(), hidden, self.dropout)
         self.history: list[dict[str, float]] = []
         self.selected_epoch: int | None = None
+        #: how training ended: "epochs", "flattened" (the dev MRR stopped rising) or "budget" (cut short by the
+        #: minute cap: a busy machine; a record made with it is not the result its epochs ask for)
+        self.stopped: str | None = None
         self.unreached = {"fit": 0, "rank": 0}
         self.feature_stats: dict[str, dict[str, float]] = {}
 
@@ -139,7 +142,7 @@ class ContextualAttacker(Attack):
         return {**super().config(), "encoder": self.encoder_id, "reads": self.reads, "layers": self.layers,
                 "hidden": self.hidden, "dropout": self.dropout, "vocabulary": len(self.vocabulary),
                 "max_length": self.max_length, "seed": self.seed, "selected_epoch": self.selected_epoch,
-                "unreached_positions": dict(self.unreached), "features": copy.deepcopy(self.feature_stats),
+                "stopped": self.stopped, "unreached_positions": dict(self.unreached), "features": copy.deepcopy(self.feature_stats),
                 "history": self.history[-5:]}
 
     def _word_embeddings(self) -> Any:
@@ -279,7 +282,7 @@ class ContextualAttacker(Attack):
         self._set_prior(tags[train], y[train])
         opt = torch.optim.Adam(self.head.parameters(), lr=lr)
         start, best, best_state = time.monotonic(), -1.0, None
-        self.history = []
+        self.history, self.stopped = [], "epochs"
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed + 1)
             for epoch in range(epochs):
@@ -295,6 +298,7 @@ class ContextualAttacker(Attack):
                     opt.step()
                     total, count = total + loss.item(), count + 1
                     if (time.monotonic() - start) / 60 > max_minutes:
+                        self.stopped = "budget"
                         break
                 row: dict[str, float] = {"epoch": epoch, "loss": total / max(count, 1),
                                          "minutes": round((time.monotonic() - start) / 60, 3)}
@@ -307,8 +311,11 @@ class ContextualAttacker(Attack):
                 else:
                     self.selected_epoch = epoch
                 self.history.append(row)
-                if (time.monotonic() - start) / 60 > max_minutes or (
-                        len(dev) and self.selected_epoch is not None and epoch - self.selected_epoch >= patience):
+                if epoch < epochs - 1 and (time.monotonic() - start) / 60 > max_minutes:
+                    self.stopped = "budget"
+                    break
+                if len(dev) and self.selected_epoch is not None and epoch - self.selected_epoch >= patience:
+                    self.stopped = "flattened"
                     break
         if best_state is not None:
             self.head.load_state_dict(best_state)
