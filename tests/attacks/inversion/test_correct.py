@@ -1,4 +1,4 @@
-"""Correction by re-embedding with the real quick inverter, masked LM and MiniLM: the cosine of every text never
+"""Correction by re-embedding with a small real inverter, the quick masked LM and MiniLM: the cosine of every text never
 decreases, step 0 is the closest of the beam's hypotheses (recomputed here), the reported cosines are those of the
 texts, correction raises the mean cosine on held-out sentences, the word edits against a by-hand count and the
 inverter-ranked fillers against a slow reference, the attack takes no text, and bad input gives typed errors."""
@@ -19,16 +19,14 @@ N = 16
 
 
 @pytest.fixture(scope="module")
-def models(real_home):
-    """The quick inverter (trained first if missing) and MiniLM, from the real cache."""
+def models(tiny_inverter_home):
+    """A small real inverter (the conftest's, trained once per session on 80 public news sentences) and MiniLM:
+    these tests check the search, which must hold for any inverter; how good the quick and full inverters are is
+    what the inversion records measure. (The quick inverter itself takes about 11 minutes to train on 2 cores.)"""
     from veil.encoders import TextEncoder
     from veil.models.inverter import load_inverter
-    from veil.training.inverter import ensure_inverter
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VEIL_HOME", str(real_home))
-        ensure_inverter("inverter-quick")
-        return load_inverter("inverter-quick"), TextEncoder("minilm")
+    return load_inverter("inverter-quick"), TextEncoder("minilm")
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +65,8 @@ def test_cosines_never_decrease_and_are_the_texts_cosines(run, models, targets):
 
 def test_step_zero_is_the_closest_beam_hypothesis(run, models, targets):
     inverter, encoder = models
-    pools = [hyps + [g] for hyps, g in zip(inverter.hypotheses(targets, beam=4, n_best=4),
-                                           inverter.generate(targets))]
+    pools = [[h for h in hyps + [g] if h]  # an empty hypothesis is never a candidate (a small inverter writes some)
+             for hyps, g in zip(inverter.hypotheses(targets, beam=4, n_best=4), inverter.generate(targets))]
     for i, pool in enumerate(pools):
         c = _cos(encoder, pool, np.repeat(targets[i:i + 1], len(pool), 0))
         assert run.cosines[0, i] == pytest.approx(c.max(), abs=1e-4)
