@@ -105,7 +105,8 @@ def markdown(r: dict) -> str:
              f"{r['load_after']} after the run" + (f"; note: {r['note']}" if r["note"] else ""),
              f"- command: `{r['command']}`",
              f"- workload: veil's train_inverter on each configuration's public sentences, capped at "
-             f"{r['minutes_cap']} minutes; training minutes = the run's minutes less two held-out evaluations", "",
+             f"{r['minutes_cap']} minutes; training minutes = the run's minutes less one held-out evaluation per "
+             "learning-curve row", "",
              "| model | sentences | batch | steps done | s/step | sentences/s | planned steps | planned minutes |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key in ("quick", "full"):
