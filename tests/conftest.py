@@ -216,7 +216,7 @@ def ray_leftovers():
 @pytest.fixture(scope="session")
 def quick_mlm():
     """veil's quick masked LM (``veil models train mlm --quick``), from the real cache: trained there first if it
-    is missing (about 2 minutes on 2 cores), then loaded."""
+    is missing (about 6 minutes on 2 idle cores), then loaded."""
     from veil.models.mlm import load_mlm
     from veil.parsing.mlm import ensure_mlm
 

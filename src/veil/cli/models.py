@@ -33,8 +33,8 @@ models_app.add_typer(train_app, name="train")
 @train_app.command("mlm")
 def train_mlm_command(
     quick: Annotated[bool, typer.Option("--quick", help="The small model of the tests and the quick bench "
-                                                        "(mlm-quick, on the quick silver treebank; about 2 "
-                                                        "minutes).")] = False,
+                                                        "(mlm-quick, on the quick silver treebank; about 6 "
+                                                        "minutes on 2 idle cores).")] = False,
     max_minutes: Annotated[Optional[float], typer.Option(help="Training budget in minutes (default 45; --quick "
                                                                "30).")] = None,
     epochs: Annotated[Optional[int], typer.Option(min=1, help="Passes over the training text (default 2; "
@@ -293,6 +293,7 @@ def _size_mb(path: Path) -> float:
 def list_models(as_json: JsonOpt = False) -> None:
     """Show the models veil has trained and cached under VEIL_HOME."""
     from veil._io import veil_home
+    from veil.training.mlm import QUICK_MLM_MINUTES
 
     rows = cached_models()
     if as_json:
@@ -301,7 +302,7 @@ def list_models(as_json: JsonOpt = False) -> None:
     msg = console(False)
     if not rows:
         msg.print(f"no model cached under {veil_home()}; `veil models train mlm --quick` trains the small masked LM "
-                  "(about 2 minutes)", highlight=False)
+                  f"(about {QUICK_MLM_MINUTES} minutes on 2 idle cores)", highlight=False)
         return
     for r in rows:
         msg.print(f"{r['kind']:<24} {r['name']:<28} {r['size_mb']:>8.1f} MB  {r['path']}"

@@ -45,7 +45,7 @@ MLMOpt = Annotated[str, typer.Option(help="veil's masked LM for the veil-mlm att
 
 def check_mlm(name: str, attackers: Any) -> str:
     """``--mlm``: a masked LM veil makes; when a veil-mlm attacker is asked for, it must be cached (checked before
-    any work; the quick one is trained here if missing, about 2 minutes)."""
+    any work; the quick one is trained here if missing, about 6 minutes on 2 idle cores)."""
     from veil.models.mlm import MLM_NAMES
 
     if name not in MLM_NAMES:

@@ -124,7 +124,9 @@ def missing_error(folder: Path, name: str) -> ResourceMissingError:
     """The typed error for a masked LM that is not there, naming every way to get it."""
     fix = train_command(name).removesuffix(" --force")
     if name == "mlm-quick":
-        how = f"train it with `{fix}` (about 2 minutes on 2 cores)"
+        from veil.training.mlm import QUICK_MLM_MINUTES
+
+        how = f"train it with `{fix}` (about {QUICK_MLM_MINUTES} minutes on 2 idle cores)"
     else:
         how = (f"train it with `{fix}` (about 40 minutes on 2 cores, after `veil parse treebank`), or on a GPU "
                "machine with deploy/gpu/train.py (pack mlm, train, unpack), or use the small model instead "

@@ -41,13 +41,16 @@ def mlm_training_data(treebank: str) -> tuple[list[Any], list[Any], dict[str, An
 def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
     """Make sure the masked LM ``name`` is cached and sound: the quick one is trained here if missing, damaged (its
     weights fail their manifest's sha256, or the manifest does not read) or made by another configuration than
-    :data:`~veil.training.mlm.QUICK_MLM` (about 2 minutes), and the log says which; the full one must have been
+    :data:`~veil.training.mlm.QUICK_MLM` (about :data:`~veil.training.mlm.QUICK_MLM_MINUTES` minutes on 2 idle
+    cores), and the log says which; the full one must have been
     trained (``veil models train mlm``, about 45 minutes): missing or damaged, it is a typed error naming that
     command."""
     from veil.errors import CacheCorruptError, DataFormatError
     from veil.models.mlm import MANIFEST, WEIGHTS, load_mlm, mlm_dir, read_manifest, train_command, weights_problem
 
-    from veil.training.mlm import QUICK_MLM, train_mlm
+    from veil.training.mlm import QUICK_MLM, QUICK_MLM_MINUTES, train_mlm
+
+    about = f"about {QUICK_MLM_MINUTES} minutes on 2 idle cores, longer on a busy machine"
 
     folder = mlm_dir(name)
     cached = (folder / WEIGHTS).is_file() and (folder / MANIFEST).is_file()
@@ -65,7 +68,7 @@ def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
             raise CacheCorruptError(f"the masked LM {folder}", damage, train_command(name))
         return
     if damage is not None:
-        log(f"veil's quick masked LM is damaged ({damage}): training it again (about 2 minutes)")
+        log(f"veil's quick masked LM is damaged ({damage}): training it again ({about})")
     elif cached:
         made = dict(manifest.get("config") or {})
         want = QUICK_MLM.to_dict()
@@ -79,9 +82,8 @@ def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
             train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
             train_mlm(QUICK_MLM, train, heldout, data=data, log=log)
             return
-        log("veil's quick masked LM was made by another configuration: training it again (about 2 minutes)")
+        log(f"veil's quick masked LM was made by another configuration: training it again ({about})")
     else:
-        log("veil's quick masked LM is not cached yet: training it now (`veil models train mlm --quick`, about 2 "
-            "minutes)")
+        log(f"veil's quick masked LM is not cached yet: training it now (`veil models train mlm --quick`, {about})")
     train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
     train_mlm(QUICK_MLM, train, heldout, data=data, force=cached, log=log)
