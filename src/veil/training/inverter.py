@@ -137,6 +137,10 @@ class InverterConfig:
 #: (meant for a GPU, ``device="cuda"``; on a CPU it is resumable, ``max_minutes`` per session, and
 #: benchmarks/inverter_training.py extrapolates its cost there from a bounded run)
 FULL_INVERTER = InverterConfig(epochs=4, batch_size=96)
+#: what training the quick model takes on 2 idle cores of the target machine, in minutes: its 626 planned steps at
+#: 1.061 s per step (benchmarks/inverter_training.py, 2026-12-05: 11.1 minutes) and its held-out evaluations; the
+#: estimate its messages print before it trains
+QUICK_INVERTER_MINUTES = 12
 #: the quick model (tests, the quick bench): 10000 news-articles sentences, two passes
 QUICK_INVERTER = InverterConfig(name="inverter-quick", sources=(("news-articles", 10000),), max_tokens=32, epochs=2,
                                 max_minutes=20.0, batch_size=32, lr=1e-3, head_lr=3e-3, warmup=25, heldout=500,
@@ -544,8 +548,10 @@ def ensure_inverter(name: str, log: Callable[[str], None] = print) -> None:
             train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
             train_inverter(QUICK_INVERTER, train, heldout, data=data, log=log, progress=False)
             return
-        log("veil's quick inverter was made by another configuration: training it again")
+        log(f"veil's quick inverter was made by another configuration: training it again (about "
+            f"{QUICK_INVERTER_MINUTES} minutes on 2 idle cores, longer on a busy machine)")
     else:
-        log("veil's quick inverter is not cached yet: training it now (`veil models train inverter --quick`)")
+        log(f"veil's quick inverter is not cached yet: training it now (`veil models train inverter --quick`, about "
+            f"{QUICK_INVERTER_MINUTES} minutes on 2 idle cores, longer on a busy machine)")
     train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
     train_inverter(QUICK_INVERTER, train, heldout, data=data, force=cached, log=log, progress=False)
