@@ -121,6 +121,13 @@ def test_the_bench_resumes_a_quick_inverter_cut_short_by_its_minute_cap(tmp_path
     ensure_inverter("inverter-quick", log=lines.append)
     assert any("cut short by its minute cap at step 1 of" in line and "resuming it" in line for line in lines)
     assert load_inverter("inverter-quick").manifest["steps"] == 2
+    # cut short by a veil that kept no state (before the cap only marked a run): trained again from the start
+    state_path(tmp_path / "models" / "inverter-quick").unlink()
+    lines.clear()
+    ensure_inverter("inverter-quick", log=lines.append)
+    assert any("no state is left to resume it from: training it again" in line for line in lines)
+    assert load_inverter("inverter-quick").manifest["steps"] == 1  # a fresh run, cut short again at its first step
+    assert state_path(tmp_path / "models" / "inverter-quick").is_file()
 
 
 def test_bad_configurations_and_inputs_fail_before_any_work(tmp_path):

@@ -105,6 +105,31 @@ def test_the_minute_cap_only_marks_a_run_cut_short_and_resuming_it_ends_where_an
     assert all(torch.allclose(a[k], b[k]) for k in a)
 
 
+def test_the_first_use_resumes_a_quick_model_cut_short_or_trains_it_again(quick_mlm, tmp_path, monkeypatch,
+                                                                          real_home):
+    """ensure_mlm (the first use of the quick model) resumes a quick model its minute cap cut short, and trains
+    one again whose state is gone, so a busy first run does not leave a weaker model for good."""
+    import veil.training.mlm as tm
+    from veil.parsing.mlm import ensure_mlm
+
+    for sub in ("corpora", "encoders", "parsing"):  # the real treebank and MiniLM, read only
+        if (real_home / sub).exists():
+            (tmp_path / sub).symlink_to(real_home / sub)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path))
+    monkeypatch.setattr(tm, "QUICK_MLM", replace(_tiny()[0], max_minutes=1e-6))  # every session: one step
+    ensure_mlm("mlm-quick", log=lambda _: None)
+    assert load_mlm("mlm-quick").manifest["stopped"] == "budget" and load_mlm("mlm-quick").manifest["steps"] == 1
+    lines: list[str] = []
+    ensure_mlm("mlm-quick", log=lines.append)
+    assert any("cut short by its minute cap at step 1 of" in line and "resuming it" in line for line in lines)
+    assert load_mlm("mlm-quick").manifest["steps"] == 2
+    state_path(tmp_path / "models" / "mlm-quick").unlink()
+    lines.clear()
+    ensure_mlm("mlm-quick", log=lines.append)
+    assert any("no state is left to resume it from: training it again" in line for line in lines)
+    assert load_mlm("mlm-quick").manifest["steps"] == 1
+
+
 def test_models_list_shows_the_cached_model(quick_mlm, real_home, monkeypatch, capsys):
     from veil.cli.entry import main
 

@@ -75,14 +75,19 @@ def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
         if {k: v for k, v in made.items() if k != "threads"} == {k: v for k, v in want.items() if k != "threads"}:
             from veil.training.mlm import state_path
 
-            if manifest.get("stopped") != "budget" or not state_path(folder).is_file():
+            if manifest.get("stopped") != "budget":
                 return
-            log(f"veil's quick masked LM was cut short by its minute cap at step {manifest.get('steps')} of "
-                f"{manifest.get('planned_steps')}: resuming it")
-            train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
-            train_mlm(QUICK_MLM, train, heldout, data=data, log=log)
-            return
-        log(f"veil's quick masked LM was made by another configuration: training it again ({about})")
+            if state_path(folder).is_file():
+                log(f"veil's quick masked LM was cut short by its minute cap at step {manifest.get('steps')} of "
+                    f"{manifest.get('planned_steps')}: resuming it")
+                train, heldout, data = mlm_training_data(QUICK_MLM.treebank)
+                train_mlm(QUICK_MLM, train, heldout, data=data, log=log)
+                return
+            # cut short by a veil that did not keep the state to resume from: a weaker model for good otherwise
+            log(f"veil's quick masked LM was cut short by its minute cap at step {manifest.get('steps')}, and no "
+                f"state is left to resume it from: training it again ({about})")
+        else:
+            log(f"veil's quick masked LM was made by another configuration: training it again ({about})")
     else:
         log(f"veil's quick masked LM is not cached yet: training it now (`veil models train mlm --quick`, {about})")
     train, heldout, data = mlm_training_data(QUICK_MLM.treebank)

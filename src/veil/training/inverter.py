@@ -541,15 +541,21 @@ def ensure_inverter(name: str, log: Callable[[str], None] = print) -> None:
         manifest = read_manifest(folder, name)
         made = {k: v for k, v in (manifest.get("config") or {}).items() if k not in _BUDGET}
         if made == {k: v for k, v in QUICK_INVERTER.to_dict().items() if k not in _BUDGET}:
-            if manifest.get("stopped") != "budget" or not state_path(folder).is_file():
+            if manifest.get("stopped") != "budget":
                 return
-            log(f"veil's quick inverter was cut short by its minute cap at step {manifest.get('steps')} of "
-                f"{manifest.get('planned_steps')}: resuming it")
-            train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
-            train_inverter(QUICK_INVERTER, train, heldout, data=data, log=log, progress=False)
-            return
-        log(f"veil's quick inverter was made by another configuration: training it again (about "
-            f"{QUICK_INVERTER_MINUTES} minutes on 2 idle cores, longer on a busy machine)")
+            if state_path(folder).is_file():
+                log(f"veil's quick inverter was cut short by its minute cap at step {manifest.get('steps')} of "
+                    f"{manifest.get('planned_steps')}: resuming it")
+                train, heldout, data = inverter_training_data(QUICK_INVERTER, log=log, progress=False)
+                train_inverter(QUICK_INVERTER, train, heldout, data=data, log=log, progress=False)
+                return
+            # cut short by a veil that did not keep the state to resume from: a weaker model for good otherwise
+            log(f"veil's quick inverter was cut short by its minute cap at step {manifest.get('steps')}, and no state "
+                f"is left to resume it from: training it again (about {QUICK_INVERTER_MINUTES} minutes on 2 idle "
+                "cores, longer on a busy machine)")
+        else:
+            log(f"veil's quick inverter was made by another configuration: training it again (about "
+                f"{QUICK_INVERTER_MINUTES} minutes on 2 idle cores, longer on a busy machine)")
     else:
         log(f"veil's quick inverter is not cached yet: training it now (`veil models train inverter --quick`, about "
             f"{QUICK_INVERTER_MINUTES} minutes on 2 idle cores, longer on a busy machine)")
