@@ -135,10 +135,14 @@ def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_tex
     root.mkdir(parents=True)
     rec = ResultRecord.read(run_inversion(cell, root, log=lambda _: None))
     assert rec.config["release"]["operator"] == "type" and "MiniLM" in rec.config["release"]["read_as"]
-    for key in ("inverter_token_f1", "released_text_token_f1", "floor_token_f1", "gain_over_released_text_token_f1"):
+    for key in ("inverter_token_f1", "released_text_token_f1", "floor_token_f1", "gain_over_released_text_token_f1",
+                "bag_of_words_floor_token_f1", "bag_of_words_gain_over_floor_token_f1"):
         assert rec.metrics[key].n == 3, key
     per = rec.extra["per_text_token_f1"]
-    assert set(per) == {"inverter", "nearest-public", "bag-of-words", "released-text", "floor"}
+    assert set(per) == {"inverter", "nearest-public", "bag-of-words", "released-text", "floor", "bag-of-words-floor"}
+    # the bag of words' own floor: its gain is the paired difference with its output on the same public candidates
+    gain = rec.metrics["bag_of_words_gain_over_floor_token_f1"].mean
+    assert gain == pytest.approx(np.mean(per["bag-of-words"]) - np.mean(per["bag-of-words-floor"]), abs=0.01)
     # the released text is the original with its detected spans replaced: it keeps most of its words
     assert rec.metrics["released_text_token_f1"].mean > 50 > rec.metrics["inverter_token_f1"].mean
     assert all(e["released-text"].strip() for e in rec.extra["examples"])
@@ -146,6 +150,8 @@ def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_tex
     page = (tmp_path / "out" / "inversion.md").read_text()
     assert "## drug-reviews, release: redaction (type)" in page
     assert "| the released text itself, read directly |" in page and "| released text |" in page
+    assert "| floor of the bag of words: it on the same random candidates |" in page
+    assert "- Bag of words minus its floor (the bag of words on the same random public candidates), token F1:" in page
     assert "veil attack invert --corpus drug-reviews --defense redaction --operator type --limit 3" in page
 
 

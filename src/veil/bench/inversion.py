@@ -415,7 +415,15 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
         for k, v in scores["floor"].metrics().items():
             metrics[f"floor_{k}"] = v
         metrics["gain_over_floor_token_f1"] = paired_difference(scores["inverter"], scores["floor"])
+        # the bag of words has its own floor (the same candidates): it writes frequent words whatever it reads, so
+        # its score on long documents says nothing until it is set against what it writes from no private signal
+        scores["bag-of-words-floor"] = score(bow.run(_unit(cand[pick])))
+        for k, v in scores["bag-of-words-floor"].metrics().items():
+            metrics[f"bag_of_words_floor_{k}"] = v
+        metrics["bag_of_words_gain_over_floor_token_f1"] = paired_difference(scores["bag-of-words"],
+                                                                             scores["bag-of-words-floor"])
         floor_info = {"what": "the inverter (same steps) on a uniformly drawn public candidate per document",
+                      "bag_of_words": "the bag of words on the same candidates",
                       "candidates": int(len(cand)), "draw": f"numpy default_rng([{cell.seed}, 1])"}
     curve = []
     for step, texts in enumerate(corrected["texts"]):

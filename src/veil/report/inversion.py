@@ -10,6 +10,7 @@ from veil.results import Metric, ResultRecord
 
 _METHODS = (("inverter", "inverter + correction"), ("nearest_public", "nearest public sentence"),
             ("bag_of_words", "bag of words"), ("floor", "floor: inverter on a random public candidate"),
+            ("bag_of_words_floor", "floor of the bag of words: it on the same random candidates"),
             ("released_text", "the released text itself, read directly"))
 _COLUMNS = (("token_f1", "token F1"), ("bleu", "BLEU-4"), ("rouge_l", "ROUGE-L"), ("exact_match", "exact"),
             ("cosine", "cosine"), ("names_recovered", "names"))
@@ -22,6 +23,15 @@ def _m(m: Metric | None, digits: int = 1) -> str:
     if m.ci_low is None or m.ci_high is None:
         return f"{m.mean:.{digits}f}"
     return f"{m.mean:.{digits}f} [{m.ci_low:.{digits}f}, {m.ci_high:.{digits}f}]"
+
+
+def _verdict(g: Metric) -> str:
+    """A paired gain's verdict: above or below where its 95% interval excludes 0."""
+    if g.ci_low is not None and g.ci_low > 0:
+        return "**above** it (the paired 95% interval excludes 0)"
+    if g.ci_high is not None and g.ci_high < 0:
+        return "below it (the paired 95% interval excludes 0)"
+    return "not distinguishable from it (the paired 95% interval includes 0)"
 
 
 def _exact(m: Metric | None) -> str:
@@ -288,12 +298,11 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                  if k in rec.metrics]
         for k, title in gains:
             g = rec.metrics[k]
-            above = g.ci_low is not None and g.ci_low > 0
-            below = g.ci_high is not None and g.ci_high < 0
-            verdict = ("**above** it (the paired 95% interval excludes 0)" if above else
-                       "below it (the paired 95% interval excludes 0)" if below else
-                       "not distinguishable from it (the paired 95% interval includes 0)")
-            lines.append(f"- Inverter minus {title}, token F1: {_m(g)} points: {verdict}.")
+            lines.append(f"- Inverter minus {title}, token F1: {_m(g)} points: {_verdict(g)}.")
+        g = rec.metrics.get("bag_of_words_gain_over_floor_token_f1")
+        if g is not None:
+            lines.append(f"- Bag of words minus its floor (the bag of words on the same random public candidates), "
+                         f"token F1: {_m(g)} points: {_verdict(g)}.")
         seen = _seen_queries(rec)
         if seen:
             lines.append(f"- {seen}")
