@@ -22,9 +22,9 @@ import numpy as np
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["BenchData", "bench_data", "bench_sentence_texts", "bench_names", "bench_task", "corpus_task", "use_attributes", "load_corpus",
-           "use_corpus", "use_treebank", "every_kth", "provenance_of", "encoder_backend", "corpus_inputs",
-           "given_names", "given_texts", "SIZES", "TASK_CORPORA"]
+__all__ = ["BenchData", "bench_data", "bench_sentence_texts", "bench_names", "bench_task", "corpus_task",
+           "use_attributes", "load_corpus", "use_corpus", "use_treebank", "every_kth", "provenance_of",
+           "encoder_backend", "corpus_inputs", "given_names", "given_texts", "SIZES", "TASK_CORPORA"]
 
 #: (quick, full) sizes: sentence texts per corpus (split proportions kept), documents per split of a document
 #: corpus (train = public, test = private), public texts; None = all. Quick sentence corpora are whole: on a 2,000-text

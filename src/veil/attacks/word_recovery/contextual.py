@@ -142,8 +142,8 @@ class ContextualAttacker(Attack):
         return {**super().config(), "encoder": self.encoder_id, "reads": self.reads, "layers": self.layers,
                 "hidden": self.hidden, "dropout": self.dropout, "vocabulary": len(self.vocabulary),
                 "max_length": self.max_length, "seed": self.seed, "selected_epoch": self.selected_epoch,
-                "stopped": self.stopped, "unreached_positions": dict(self.unreached), "features": copy.deepcopy(self.feature_stats),
-                "history": self.history[-5:]}
+                "stopped": self.stopped, "unreached_positions": dict(self.unreached),
+                "features": copy.deepcopy(self.feature_stats), "history": self.history[-5:]}
 
     def _word_embeddings(self) -> Any:
         """(V, width): the mean input embedding of each vocabulary word's subwords (zero for special entries)."""
