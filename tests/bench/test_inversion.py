@@ -152,6 +152,9 @@ def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_tex
     assert "| the released text itself, read directly |" in page and "| released text |" in page
     assert "| floor of the bag of words: it on the same random candidates |" in page
     assert "- Bag of words minus its floor (the bag of words on the same random public candidates), token F1:" in page
+    # a redaction release is rewritten text, not a clean public vector like the floor: no verdict from the floor
+    assert page.count("The floor is a clean public vector, unlike this release, so a difference from it is no "
+                      "verdict on the defense") == 2
     assert "veil attack invert --corpus drug-reviews --defense redaction --operator type --limit 3" in page
 
 
