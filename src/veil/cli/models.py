@@ -293,7 +293,7 @@ def _size_mb(path: Path) -> float:
 def list_models(as_json: JsonOpt = False) -> None:
     """Show the models veil has trained and cached under VEIL_HOME."""
     from veil._io import veil_home
-    from veil.training.mlm import QUICK_MLM_MINUTES
+    from veil.models.mlm import QUICK_MLM_MINUTES
 
     rows = cached_models()
     if as_json:

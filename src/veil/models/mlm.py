@@ -120,12 +120,16 @@ def base_mlm(encoder: str = "minilm") -> tuple[Any, Any, str]:
     return model, tokenizer, resolved.model_id
 
 
+#: what training the quick model (:data:`veil.training.mlm.QUICK_MLM`) takes from scratch on 2 idle cores of the
+#: target machine, in minutes (6.17 measured by benchmarks/quick_models.py on 2026-12-06: 231 steps; a busy machine
+#: takes longer for the same weights): the estimate every message prints before it trains the quick model
+QUICK_MLM_MINUTES = 6
+
+
 def missing_error(folder: Path, name: str) -> ResourceMissingError:
     """The typed error for a masked LM that is not there, naming every way to get it."""
     fix = train_command(name).removesuffix(" --force")
     if name == "mlm-quick":
-        from veil.training.mlm import QUICK_MLM_MINUTES
-
         how = f"train it with `{fix}` (about {QUICK_MLM_MINUTES} minutes on 2 idle cores)"
     else:
         how = (f"train it with `{fix}` (about 40 minutes on 2 cores, after `veil parse treebank`), or on a GPU "

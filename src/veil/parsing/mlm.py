@@ -41,14 +41,15 @@ def mlm_training_data(treebank: str) -> tuple[list[Any], list[Any], dict[str, An
 def ensure_mlm(name: str, log: Callable[[str], None] = print) -> None:
     """Make sure the masked LM ``name`` is cached and sound: the quick one is trained here if missing, damaged (its
     weights fail their manifest's sha256, or the manifest does not read) or made by another configuration than
-    :data:`~veil.training.mlm.QUICK_MLM` (about :data:`~veil.training.mlm.QUICK_MLM_MINUTES` minutes on 2 idle
+    :data:`~veil.training.mlm.QUICK_MLM` (about :data:`~veil.models.mlm.QUICK_MLM_MINUTES` minutes on 2 idle
     cores), and the log says which; the full one must have been
     trained (``veil models train mlm``, about 45 minutes): missing or damaged, it is a typed error naming that
     command."""
     from veil.errors import CacheCorruptError, DataFormatError
     from veil.models.mlm import MANIFEST, WEIGHTS, load_mlm, mlm_dir, read_manifest, train_command, weights_problem
 
-    from veil.training.mlm import QUICK_MLM, QUICK_MLM_MINUTES, train_mlm
+    from veil.models.mlm import QUICK_MLM_MINUTES
+    from veil.training.mlm import QUICK_MLM, train_mlm
 
     about = f"about {QUICK_MLM_MINUTES} minutes on 2 idle cores, longer on a busy machine"
 

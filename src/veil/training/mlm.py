@@ -107,10 +107,6 @@ FULL_MLM = MLMConfig()
 GPU_MLM = MLMConfig(epochs=28, max_minutes=7.0, batch_tokens=16384, eval_every=250, threads=8)
 #: the quick model (tests, the quick bench): three passes over the quick silver treebank's train split (its epochs end
 #: it; the 30-minute cap only guards a very loaded machine, and the first use resumes a run it cut short)
-#: what training the quick model takes from scratch on 2 idle cores of the target machine, in minutes (6.17 measured by
-#: benchmarks/quick_models.py on 2026-12-06: 231 steps; the same weights as a run under load, which only takes longer):
-#: the estimate every message prints before it trains the quick model
-QUICK_MLM_MINUTES = 6
 QUICK_MLM = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=3, max_minutes=30.0, heldout=300,
                       eval_every=50, warmup=50)
 
