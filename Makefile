@@ -47,7 +47,7 @@ test: setup
 # (NO_MKDOCS_2_WARNING: Material's end-of-life banner, see docs/api/index.md for why this generator)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
-	@echo "open site/index.html"
+	@echo "built site/; to read it: $(BIN)/python -m http.server -d site 8000, then http://localhost:8000"
 
 bench: setup
 	$(BIN)/python benchmarks/encode.py
