@@ -20,6 +20,7 @@ LAYERS = [
     {"attacks"},
     {"training"},
     {"parsing", "federated", "services"},
+    {"api"},
     {"bench", "experiments"},
     {"report"},
     {"cli"},
