@@ -174,5 +174,6 @@ def test_every_cli_command_only_parses_and_calls_the_library():
 
 
 def test_the_statement_counter_counts_nested_statements_and_skips_imports_and_the_docstring():
-    fn = ast.parse('def f():\n    """doc"""\n    import x\n    if a:\n        b = 1\n    else:\n        return\n').body[0]
+    source = 'def f():\n    """doc"""\n    import x\n    if a:\n        b = 1\n    else:\n        return\n'
+    fn = ast.parse(source).body[0]
     assert _statements(fn) == 3
