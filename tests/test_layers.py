@@ -20,6 +20,7 @@ LAYERS = [
     {"attacks"},
     {"training"},
     {"parsing", "federated", "services"},
+    {"api"},
     {"bench", "experiments"},
     {"report"},
     {"cli"},
@@ -122,3 +123,57 @@ def test_tests_mirror_the_packages():
     folders = [p.relative_to(tests) for p in tests.rglob("*") if p.is_dir() and "__pycache__" not in p.parts
                and not any(part.startswith((".", "_")) or part in ("fixtures", "data") for part in p.parts)]
     assert [str(f) for f in folders if not (SRC / f / "__init__.py").exists()] == []
+
+
+def test_nothing_outside_the_cli_imports_it():
+    """``cli/`` is the top: the library, the bench and the front door never import it (lazy imports included)."""
+    outside = [f"{path.relative_to(SRC.parent)}:{line}" for path, module in _modules()
+               if _top(module) != "cli" for line, target in _imports(path) if _top(target) == "cli"]
+    assert outside == []
+
+
+#: the most statements a command's body may hold after its option declarations (imports and the docstring not
+#: counted). A command parses and calls the library: a few checks that only the CLI can make (option spellings),
+#: one ``with usage_errors():`` around the library's checks, a config, one call, and its output (JSON or lines) fit
+#: in 25, which is what `veil dpsgd train` (the longest command that only checks, calls and prints) needs; more means
+#: the command holds work the Python API lacks, which goes to the library (ARCHITECTURE.md, "cli/").
+MAX_COMMAND_STATEMENTS = 25
+
+
+def _commands(tree: ast.AST) -> list[ast.FunctionDef]:
+    """Typer commands: functions decorated with ``@app.command(...)``/``@app.callback(...)``, or registered with
+    ``app.command(NAME)(function)``."""
+    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in ("command", "callback")
+                for d in n.decorator_list):
+            names.add(n.name)
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Call) and isinstance(n.func.func, ast.Attribute)
+                and n.func.func.attr in ("command", "callback") and n.args and isinstance(n.args[0], ast.Name)):
+            names.add(n.args[0].id)
+    return [funcs[name] for name in sorted(names) if name in funcs]
+
+
+def _statements(fn: ast.FunctionDef) -> int:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]  # the docstring
+    return sum(1 for stmt in body for node in ast.walk(stmt)
+               if isinstance(node, ast.stmt) and not isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def test_every_cli_command_only_parses_and_calls_the_library():
+    """No command's body (after its option declarations) runs longer than MAX_COMMAND_STATEMENTS statements,
+    nested ones counted; see MAX_COMMAND_STATEMENTS for why 25."""
+    commands = [(path.name, fn.name, _statements(fn)) for path in sorted((SRC / "cli").glob("*.py"))
+                for fn in _commands(ast.parse(path.read_text(), str(path)))]
+    assert len(commands) > 40  # the reader finds the commands (55 when written)
+    assert [c for c in commands if c[2] > MAX_COMMAND_STATEMENTS] == []
+
+
+def test_the_statement_counter_counts_nested_statements_and_skips_imports_and_the_docstring():
+    source = 'def f():\n    """doc"""\n    import x\n    if a:\n        b = 1\n    else:\n        return\n'
+    fn = ast.parse(source).body[0]
+    assert _statements(fn) == 3

@@ -11,8 +11,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {"attacks", "bench", "controls", "corpora", "defenses", "encoders", "errors", "experiments", "kinds",
-               "metrics", "models", "random", "report", "training", "validation"}
+_SUBMODULES = {"api", "attacks", "bench", "controls", "corpora", "defenses", "encoders", "errors", "experiments",
+               "kinds", "metrics", "models", "random", "report", "training", "validation"}
 
 
 def make_defense(name: str, **params: Any) -> Any:
@@ -26,6 +26,25 @@ def make_defense(name: str, **params: Any) -> Any:
     from veil.defenses.base import make_defense as make
 
     return make(name, **params)
+
+
+def protect(data: Any, defense: str, **settings: Any) -> Any:
+    """Protect ``data`` with the defense registered as ``defense``: its settings take the CLI's option names and
+    defaults (``veil.api.settings_of(defense)`` lists them), and what it needs beyond them (TextHide's mask pool,
+    DeepCandidate's public candidates, metric DP's word vectors, the obfuscator's public vocabulary) is built as the
+    bench builds it (:mod:`veil.defenses.defaults`). Returns a :class:`veil.api.Protected`: ``release``,
+    ``defense``, ``kind`` and ``key`` (a :class:`veil.api.SecretKey`, never shown in a repr, where the defense has
+    a secret key). Negative controls are refused (:mod:`veil.controls` builds them).
+
+    >>> import numpy as np, veil
+    >>> X = np.random.default_rng(0).normal(size=(8, 384)).astype(np.float32)
+    >>> out = veil.protect(X, "texthide-inference", m=16)   # a fresh secret pool of 16 masks, OS CSPRNG
+    >>> out.release.shape, out.key
+    ((8, 384), SecretKey(mask pool: hidden))
+    """
+    from veil.api import protect as front
+
+    return front(data, defense, **settings)
 
 
 def run_attack(name: str, observation: Any, **resources: Any) -> Any:
@@ -42,4 +61,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'veil' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "make_defense", "run_attack", *sorted(_SUBMODULES)]
+__all__ = ["__version__", "make_defense", "protect", "run_attack", *sorted(_SUBMODULES)]

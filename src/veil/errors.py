@@ -15,6 +15,7 @@ __all__ = [
     "UnknownNameError",
     "ResourceMissingError",
     "InvalidParameterError",
+    "OptionError",
     "InvalidTypeError",
     "DataFormatError",
     "ChecksumError",
@@ -65,6 +66,11 @@ class ResourceMissingError(VeilError, FileNotFoundError):
 
 class InvalidParameterError(VeilError, ValueError):
     """A parameter has a value outside its valid range."""
+
+
+class OptionError(InvalidParameterError):
+    """Arguments that cannot go together (CLI: options), found before any work; the CLI shows it as a usage error
+    of the command (``Invalid value: ...``), the library raises it as an InvalidParameterError."""
 
 
 class InvalidTypeError(VeilError, TypeError):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from veil.defenses.defaults import PUBLIC_CORPUS  # the bench's inter-mode public corpus
 from veil.errors import InvalidParameterError
 
 __all__ = ["BenchData", "bench_data", "bench_sentence_texts", "bench_names", "bench_task", "corpus_task",
@@ -32,7 +33,6 @@ __all__ = ["BenchData", "bench_data", "bench_sentence_texts", "bench_names", "be
 #: whole of rt-polarity (10,239) each trains (docs/bench.md)
 SIZES = {"sentences": (None, None), "documents": ({"train": 400, "dev": 60, "test": 200}, None),
          "public": (2000, 20000)}
-PUBLIC_CORPUS = "health-tweets"
 
 
 #: bench corpora that are not classification corpora: name -> (task, ``"module:function"`` building their bench data
@@ -129,7 +129,9 @@ class BenchData:
     @property
     def candidates(self) -> np.ndarray:
         """The public (train) documents' mean sentence embeddings: SentDP's candidates and truncation box."""
-        return self.X[self.splits["train"]].astype(np.float64)
+        from veil.defenses.defaults import document_candidates
+
+        return document_candidates(self.X[self.splits["train"]])
 
     @property
     def index(self) -> Any:
@@ -161,21 +163,13 @@ class BenchData:
 
     def _public(self) -> tuple[list[str], np.ndarray]:
         if "public" not in self._cache:
-            import veil.corpora as vc
-            from veil.encoders import TextEncoder
+            from veil.defenses.defaults import public_vectors
 
             size = SIZES["public"][0 if self.quick else 1]
             size = size if self.limit is None else min(size, self.limit)
-            pub = vc.load(PUBLIC_CORPUS)
-            idx = pub.indices("train")[:size]
-            sel = pub.select(idx, name=f"{PUBLIC_CORPUS}-train{len(idx)}")
-            from veil.encoders.plan import announce_corpus
-
-            encoder = TextEncoder("minilm")
-            announce_corpus(encoder, sel, what=f"public texts of {PUBLIC_CORPUS} (the first {len(idx)} of its train "
-                                               "split, for inter-mode defenses and attackers)")
-            X = encoder.encode_corpus(sel, None, progress=True)
-            self._cache["public"] = (list(sel.texts), np.ascontiguousarray(X, dtype=np.float32))
+            self._cache["public"] = public_vectors(size, corpus=PUBLIC_CORPUS, what=(
+                f"public texts of {PUBLIC_CORPUS} (the first {{n}} of its train split, for inter-mode defenses "
+                "and attackers)"))
         return self._cache["public"]
 
     def describe(self) -> dict[str, Any]:
@@ -388,13 +382,14 @@ def bench_data(name: str, quick: bool, limit: int | None = None) -> Any:
     from veil.encoders.plan import announce_corpus, announce_sentences
 
     if kind == "documents":
+        from veil.defenses.defaults import mean_embeddings
         from veil.encoders import encode_sentences
 
         announce_sentences(encoder, sel, what=f"sentences of the bench's {tag} slice of {name} ({len(sel.texts)} "
                                               "documents)")
         S, offsets = encode_sentences(encoder, sel, progress=True)
         documents = [S[offsets[i]:offsets[i + 1]] for i in range(len(sel.texts))]
-        X = np.stack([d.astype(np.float64).mean(axis=0) for d in documents]).astype(np.float32)
+        X = mean_embeddings(documents)
     else:
         announce_corpus(encoder, sel, what=f"texts of the bench's {tag} slice of {name}")
         X = np.ascontiguousarray(encoder.encode_corpus(sel, None, progress=True), dtype=np.float32)

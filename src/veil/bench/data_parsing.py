@@ -71,7 +71,7 @@ class TreebankBenchData:
 def treebank_data(name: str, quick: bool, limit: int | None = None) -> TreebankBenchData:
     """The treebank ``name`` for the bench; ``limit`` caps the test sentences and the public sentences the attackers
     learn from (smoke runs, tests), not the vocabulary the obfuscators draw from."""
-    from veil.defenses.obfuscation import TagVocabulary
+    from veil.defenses.defaults import tag_vocabulary
     from veil.errors import InvalidParameterError, ResourceMissingError
     from veil.parsing.treebank import QUICK_SILVER, SILVER, SILVER_HOW, build_silver, load_treebank, silver_dir, \
         treebank_info
@@ -88,7 +88,7 @@ def treebank_data(name: str, quick: bool, limit: int | None = None) -> TreebankB
     train = load_treebank("train", source)
     n_test = SIZES["n_test"][0 if quick else 1]
     test = load_treebank("test", source, limit=n_test if limit is None else min(n_test, limit))
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)  # always the whole public split
+    vocab = tag_vocabulary(train)  # always the whole public split
     if limit is not None:  # caps what the attackers learn from, never the obfuscators' vocabulary
         train = train[:limit]
     return TreebankBenchData(name=name, treebank=source, quick=quick, train=train, test=test, vocab=vocab,
@@ -229,14 +229,14 @@ def user_treebank_data(name: str, trees: dict[str, list[Any]], quick: bool, limi
     same roles as the silver one (module docstring; ``limit`` as in :func:`treebank_data`). ``folder`` is the
     folder holding its splits (a treebank folder given to the bench); without one the splits are written once under
     ``VEIL_HOME/parsing/user``."""
-    from veil.defenses.obfuscation import TagVocabulary
+    from veil.defenses.defaults import tag_vocabulary
 
     check_user_treebank(trees, name)
     root = Path(folder) if folder is not None else _split_folder(name, trees)
     train = list(trees["train"])
     n_test = SIZES["n_test"][0 if quick else 1]
     test = list(trees["test"][:n_test if limit is None else min(n_test, limit)])
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)  # always the whole public split
+    vocab = tag_vocabulary(train)  # always the whole public split
     if limit is not None:
         train = train[:limit]
     counts = {s: {"sentences": len(trees[s]), "words": sum(map(len, trees[s]))} for s in _SPLITS}

@@ -7,17 +7,19 @@ and one line naming the option and what to give instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Annotated, Any, Optional
 
 import typer
 
 __all__ = ["JsonOpt", "ForceOpt", "console", "echo_json", "finite", "positive", "parse_m", "parse_seeds",
            "parse_ints", "parse_floats", "parse_names", "split_names", "check_encoding", "file_options", "warn_line",
-           "EncodingOpt", "LabelOpt", "FormatOpt", "DropEmptyOpt", "TextOpt", "WorkersOpt", "RayOpt"]
+           "usage_errors", "EncodingOpt", "LabelOpt", "FormatOpt", "DropEmptyOpt", "TextOpt", "WorkersOpt", "RayOpt"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (messages go to stderr).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace result files that already exist.")]
@@ -149,6 +151,18 @@ def parse_names(value: str, option: str, *, valid: Any = None, what: str = "name
             raise typer.BadParameter(f"{option}: unknown {what} {', '.join(map(repr, unknown))}; valid: "
                                      f"{', '.join(choices)}")
     return names
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """Show the library's :class:`~veil.errors.OptionError` (arguments that cannot go together) as this command's
+    usage error (``typer.BadParameter``: exit code 2, ``Invalid value: ...``, the command's --help named)."""
+    from veil.errors import OptionError
+
+    try:
+        yield
+    except OptionError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def check_encoding(encoding: str) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, finite, parse_floats, parse_ints, parse_seeds
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, parse_floats, parse_ints, parse_seeds, usage_errors
 
 __all__ = ["register", "federated_app"]
 
@@ -65,55 +65,28 @@ def run(
     """Train a classifier head (and with --finetune MiniLM) on TextHide-encrypted vectors across clients with
     Flower."""
     from veil._io import atomic_write_json
-    from veil.errors import InvalidParameterError
-    from veil.outputs import check_distinct_outputs, check_output_dir, default_results_dir
+    from veil.federated.checks import check_engine, check_run_options, prepare_run
     from veil.federated.config import FederatedConfig
-    from veil.federated.run import result_path, run_federated, stored_result
-    from veil.federated.server import check_record_target
+    from veil.federated.run import run_federated
 
-    check_engine(engine)
-    if lr is not None and not (math.isfinite(lr) and lr > 0):  # 0 is refused, never replaced by a default
-        raise typer.BadParameter(f"--lr must be a finite number > 0, got {lr:g}; leave out --lr for the mode's "
-                                 "default (0.5 alg2, 1e-3 fedavg)")
-    if alpha is not None and not (math.isfinite(alpha) and alpha > 0):
-        raise typer.BadParameter(f"--alpha must be a finite number > 0, got {alpha:g}; leave out --alpha for an "
-                                 "IID partition")
-    finite("--encoder-lr", encoder_lr, low=0.0)
-    finite("--timeout", timeout, low=0.0)
-    if truth and record is None:
-        raise InvalidParameterError("--truth needs --record FOLDER (the truth is written next to the tap)")
-    if dp is not None and dp not in ("server", "client", "local"):
-        raise typer.BadParameter(f"--dp must be server, client or local, got {dp!r}")
-    if dp is not None and (clip is None or noise is None):
-        raise typer.BadParameter(f"--dp {dp} needs --clip C and --noise Z (e.g. --clip 1 --noise 1)")
-    if dp is None and (clip is not None or noise is not None):
-        raise typer.BadParameter("--clip and --noise set differential privacy's parameters: pass --dp server, "
-                                 "client or local with them")
-    for option, value in (("--clip", clip), ("--noise", noise)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise typer.BadParameter(f"{option} must be a finite number > 0, got {value:g}")
+    with usage_errors():
+        check_engine(engine)
+        check_run_options(lr=lr, alpha=alpha, encoder_lr=encoder_lr, timeout=timeout, truth=truth, record=record,
+                          dp=dp, clip=clip, noise=noise)
     cfg = FederatedConfig(corpus=corpus, clients=clients, rounds=rounds, client_mode=mode, m=m, k=k, mode=mixing,
                           alpha=alpha or 0.0, batch_size=batch_size, lr=lr or 0.0, local_epochs=local_epochs,
                           max_train=max_train, max_test=max_test, seed=seed, timeout=timeout, finetune=finetune,
                           encoder_lr=encoder_lr, dp=dp or "", dp_clip=clip or 0.0, dp_noise=noise or 0.0)
-    if record is not None and finetune:
-        raise InvalidParameterError("--record works with the frozen encoder only (a fine-tuned reply holds the whole "
-                                    "encoder, 91 MB); drop --finetune or --record")
-    check_sizes(cfg)
-    out = check_output_dir(results if results is not None else default_results_dir("federated"))
-    check_distinct_outputs({"--record": record, "--results": out})
-    path = result_path(cfg, out)
-    if path.is_dir():
-        raise InvalidParameterError(f"{path} is a folder, where the result file would go; choose another --results")
-    if path.exists() and stored_result(path, cfg, force=force) is not None:
-        raise InvalidParameterError(f"{path} exists (this configuration's result); pass --force to run it again")
-    if record is not None:
-        check_record_target(record, truth=truth, force=force)
+    path = prepare_run(cfg, results=results, record=record, truth=truth, force=force)
     con = console(as_json)
     con.print(f"federated {cfg.run_name}: {clients} clients x {rounds} rounds on Flower ({engine})", markup=False)
     rec, _ = run_federated(cfg, engine=engine, record=record, truth=truth, force=force,
                            progress=lambda row: _round_line(row, rounds))
     atomic_write_json(path, rec.to_dict())
+    _print_run(cfg, rec, path, record, con, as_json)
+
+
+def _print_run(cfg, rec, path: Path, record: Optional[Path], con, as_json: bool) -> None:
     if as_json:
         echo_json({"result": str(path), **rec.to_dict()})
         return
@@ -137,33 +110,6 @@ def _round_line(row: dict, rounds: int) -> None:
           + (f", test accuracy {acc:.3f}" if acc is not None else ""), file=sys.stderr, flush=True)
 
 
-def check_engine(engine: str) -> None:
-    from veil.federated.run import ENGINES
-
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-
-
-def check_sizes(cfg) -> None:
-    """Counts larger than the data are refused before any work (never silently capped)."""
-    import veil.corpora as vc
-    from veil.errors import InvalidParameterError
-
-    corpus = vc.load(cfg.corpus)
-    n_train, n_test = len(corpus.indices("train")), len(corpus.indices("test"))
-    if cfg.max_train > n_train:
-        raise InvalidParameterError(f"--max-train {cfg.max_train} is more than {cfg.corpus}'s {n_train} training "
-                                    f"examples; give at most {n_train}, or 0 for all")
-    if cfg.max_test > n_test:
-        raise InvalidParameterError(f"--max-test {cfg.max_test} is more than {cfg.corpus}'s {n_test} test examples; "
-                                    f"give at most {n_test}, or 0 for all")
-    usable = cfg.max_train or n_train
-    if cfg.clients * cfg.k > usable:
-        raise InvalidParameterError(f"--clients {cfg.clients} with --k {cfg.k} needs at least {cfg.clients * cfg.k} "
-                                    f"training examples, and the run has {usable}; lower --clients or raise "
-                                    "--max-train")
-
-
 @federated_app.command("sweep")
 def sweep(
     corpus: Annotated[str, typer.Option(help="A labelled built-in corpus.")] = "rt-polarity",
@@ -180,9 +126,11 @@ def sweep(
 ) -> None:
     """The utility grid: centralised vs federated, plain vs TextHide (256,4), IID and non-IID; resumable."""
     from veil.experiments.federated.utility import run_cells, utility_grid
+    from veil.federated.checks import check_engine, check_sizes
     from veil.outputs import check_output_dir, default_results_dir
 
-    check_engine(engine)
+    with usage_errors():
+        check_engine(engine)
     counts = parse_ints(clients, "--clients", minimum=1)
     alpha_values = parse_floats(alphas, "--alphas", low_open=False, distinct=True)
     out = check_output_dir(results if results is not None else default_results_dir("federated"))
@@ -196,9 +144,11 @@ def sweep(
 
 def _tap_sweep_args(batch_sizes: str, engine: str, results: Optional[Path]) -> tuple[tuple[int, ...], Path]:
     """The recorded-run sweeps' checked batch sizes and result folder (default ./veil-results/gradients)."""
+    from veil.federated.checks import check_engine
     from veil.outputs import check_output_dir, default_results_dir
 
-    check_engine(engine)
+    with usage_errors():
+        check_engine(engine)
     sizes = parse_ints(batch_sizes, "--batch-sizes", minimum=1)
     return sizes, check_output_dir(results if results is not None else default_results_dir("gradients"))
 

@@ -7,23 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from veil.cli.common import EncodingOpt, ForceOpt, JsonOpt, console, echo_json, split_names
+from veil.cli.common import EncodingOpt, ForceOpt, JsonOpt, console, echo_json, split_names, usage_errors
 
 __all__ = ["register"]
-
-
-def _entities(value: Optional[str], model: str) -> Optional[list[str]]:
-    if value is None:
-        return None
-    from veil.defenses.redaction import supported_entities
-
-    names = split_names(value, "--entities")
-    known = supported_entities(model)
-    bad = [n for n in names if n not in known]
-    if not names or bad:
-        raise typer.BadParameter(f"--entities: unknown {', '.join(bad) or '(empty)'}; valid: {', '.join(known)} "
-                                 "(`veil redact --list-entities`)")
-    return names
 
 
 def redact(
@@ -52,43 +38,20 @@ def redact(
 ) -> None:
     """Redact PII (names, e-mail addresses, phone numbers, locations, IDs, ...) with Microsoft Presidio, fully
     offline. Redaction is a heuristic: what Presidio misses is released verbatim (docs/redaction.md)."""
-    from veil.defenses.redaction import MODELS, OPERATORS, SCOPES
+    from veil.defenses.redaction import PresidioRedaction, supported_entities
+    from veil.defenses.redaction.checks import check_entities, check_files, check_model, check_operator
+    from veil.defenses.redaction.files import redact_file
 
-    if model not in MODELS:
-        raise typer.BadParameter(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
+    with usage_errors():
+        check_model(model)
     if list_entities:
-        from veil.defenses.redaction import supported_entities
-
         names = supported_entities(model)
         echo_json(names) if as_json else typer.echo("\n".join(names))
         return
-    if operator not in OPERATORS:
-        raise typer.BadParameter(f"--operator must be one of {', '.join(OPERATORS)}, got {operator!r}")
-    if scope not in SCOPES:
-        raise typer.BadParameter(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    if scope != "document" and operator != "pseudonym":
-        raise typer.BadParameter(f"--scope {scope} sets where pseudonyms are consistent: it needs --operator "
-                                 f"pseudonym (the {operator} operator keeps no mapping); drop --scope, or pass "
-                                 "--operator pseudonym")
-    if file is None or out is None:
-        raise typer.BadParameter("give the FILE to redact and --out (e.g. `veil redact notes.txt --out "
-                                 "notes.redacted.txt`)")
-    if not file.is_file():
-        raise typer.BadParameter(f"{file} is not a file")
-    from veil.defenses.redaction.files import check_output_format, read_texts
-    from veil.outputs import check_distinct_outputs, check_output_file
-
-    check_distinct_outputs({"--out": out, "--spans": spans}, {"FILE": file})
-    check_output_format(file, out, format=file_format)
-    check_output_file(out, force=force, option="--out")
-    if spans is not None:
-        check_output_file(spans, force=force, option="--spans")
-    read_texts(file, format=file_format, text=text, encoding=encoding or "utf-8")  # bad input fails before the model
-    names = _entities(entities, model)
-
-    from veil.defenses.redaction import PresidioRedaction
-    from veil.defenses.redaction.files import redact_file
-
+    with usage_errors():
+        check_operator(operator, scope)
+        check_files(file, out, spans, file_format=file_format, text=text, encoding=encoding, force=force)
+        names = check_entities(None if entities is None else split_names(entities, "--entities"), model)
     say = console(as_json)
     defense = PresidioRedaction(operator=operator, entities=names, model=model, threshold=threshold, scope=scope)
     report = redact_file(file, out, defense, format=file_format, text=text, encoding=encoding or "utf-8",

@@ -105,12 +105,11 @@ class WordMetricDP(TextDefense):
     def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "WordMetricDP":
         """Word vectors from the corpus' public (train) texts (MiniLM, each word encoded alone, cached), as the
         SentDP evaluation builds them; ``rng`` None: OS CSPRNG noise."""
-        from veil.encoders import TextEncoder
-        from veil.encoders.word_vectors import build_vocabulary
+        from veil.defenses.defaults import METRIC_DP_VOCABULARY, word_vectors
 
         public = [s for i in data.splits["train"] for s in data.sentences[i]]
-        words = build_vocabulary(public, max_size=int(options.get("vocabulary", 20000)))
-        vectors = WordVectors.from_encoder(TextEncoder("minilm"), words, name=f"{data.name}-bench-vocabulary")
+        vectors = word_vectors(public, vocabulary=int(options.get("vocabulary", METRIC_DP_VOCABULARY)),
+                               name=f"{data.name}-bench-vocabulary")
         return cls(vectors=vectors, epsilon=float(setting["epsilon"]), rng=rng)
 
     def __init__(self, *, vectors: WordVectors, epsilon: float, rng: RngLike = None) -> None:

@@ -79,7 +79,9 @@ def _client_pool(cfg: FederatedConfig, context: Context, dim: int, key_dir: str 
     if _POOL_KEY in context.state:
         masks = context.state[_POOL_KEY]["masks"].numpy()
         return MaskPool.from_masks(masks)
-    pool = MaskPool(cfg.m, dim)  # OS CSPRNG, once per client; kept only in this client's context
+    from veil.defenses.defaults import mask_pool
+
+    pool = mask_pool(cfg.m, dim)  # OS CSPRNG, once per client; kept only in this client's context
     context.state[_POOL_KEY] = ArrayRecord({"masks": Array(pool.masks.numpy().astype(np.int8))})
     return pool
 

@@ -31,12 +31,12 @@ def run_reference(cfg: FederatedConfig, *, pools: Mapping[int, Any] | None = Non
     ``pools``: each client's secret pool by partition id (default: a fresh OS-CSPRNG pool per client, as a
     Flower client without a key file draws). ``mixing_seed``: seeded mixing (tests only; warns).
     """
-    from veil.defenses.texthide import MaskPool
-
     data = [client_data(cfg, p) for p in range(cfg.clients)]
     dim, num_classes = data[0].dim, data[0].num_classes
     if pools is None:
-        pools = {p: MaskPool(cfg.m, dim) for p in range(cfg.clients)} if cfg.defended else {}
+        from veil.defenses.defaults import mask_pool
+
+        pools = {p: mask_pool(cfg.m, dim) for p in range(cfg.clients)} if cfg.defended else {}
     state = initial_state(cfg, dim, num_classes)
     history: list[dict[str, np.ndarray]] = []
     summaries: list[RoundSummary] = []

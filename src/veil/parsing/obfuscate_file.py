@@ -16,7 +16,7 @@ from typing import Any
 
 from veil.errors import DataFormatError, InvalidParameterError
 
-__all__ = ["read_tagged", "obfuscate_file", "make_obfuscator", "METHODS"]
+__all__ = ["read_tagged", "tag_lines", "obfuscate_file", "make_obfuscator", "METHODS"]
 
 
 
@@ -41,6 +41,11 @@ def read_tagged(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
     lines = [ln.strip() for ln in read_text_file(path).splitlines() if ln.strip()]
     if not lines:
         raise DataFormatError(f"{path} holds no sentence; write one sentence per line")
+    return tag_lines(lines)
+
+
+def tag_lines(lines: list[str]) -> list[tuple[list[str], list[str]]]:
+    """``(words, tags)`` of each sentence in ``lines`` (plain text), tokenised and tagged (Penn tags) by spaCy sm."""
     from veil.models.spacy_pipelines import load_spacy
 
     nlp = load_spacy("spacy-sm")
@@ -72,10 +77,11 @@ def make_obfuscator(method: str = "random", *, level: str = "P3", treebank: str 
             raise InvalidParameterError(f"{neural_model} obfuscates at {obfuscator.level}, not {level}; pass "
                                         f"--level {obfuscator.level} or a model trained at {level}")
         return obfuscator
-    from veil.defenses.obfuscation import RandomSubstitution, TagVocabulary
+    from veil.defenses.defaults import tag_vocabulary
+    from veil.defenses.obfuscation import RandomSubstitution
     from veil.parsing.treebank import load_treebank
 
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in load_treebank("train", treebank))
+    vocab = tag_vocabulary(load_treebank("train", treebank))
     return RandomSubstitution(vocabulary=vocab, level=level, rng=seed)
 
 

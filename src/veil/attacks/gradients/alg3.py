@@ -231,7 +231,7 @@ def simulate_step(x: np.ndarray, y: np.ndarray, spec: ModelSpec, weights: Mappin
     """
     import torch
 
-    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.defenses.texthide import TextHide
 
     defense = dict(defense)
     name = check_choice("defense name", defense.get("name", "none"), ("none", "texthide"))
@@ -251,7 +251,9 @@ def simulate_step(x: np.ndarray, y: np.ndarray, spec: ModelSpec, weights: Mappin
     else:
         m = defense.get("m", 1)
         m = None if m in (None, "inf") else int(m)
-        th = TextHide(k=k, pool=MaskPool(m, mask_dim), record_details=True)  # OS CSPRNG: pool and mixing
+        from veil.defenses.defaults import mask_pool
+
+        th = TextHide(k=k, pool=mask_pool(m, mask_dim), record_details=True)  # OS CSPRNG: pool and mixing
         with torch.no_grad():
             h = _at_hook(layers, xt, hook_at, activation)
         for _ in range(MIX_DRAWS):

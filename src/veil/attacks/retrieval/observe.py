@@ -273,11 +273,13 @@ def experiment_texthide(k: int, pool: Any, rng: RngLike, *, record_details: bool
 
 
 def _texthide_for(vectors: Any, m: int | None, k: int, rng: RngLike, texthide: Any, record: bool) -> Any:
-    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.defenses.texthide import TextHide
 
     if texthide is None:
         x = as_vectors("vectors", vectors)
-        return experiment_texthide(k, MaskPool(m, x.shape[1]), rng, record_details=record)
+        from veil.defenses.defaults import mask_pool
+
+        return experiment_texthide(k, mask_pool(m, x.shape[1]), rng, record_details=record)
     if not isinstance(texthide, TextHide):
         raise InvalidTypeError(f"texthide must be a veil TextHide, not {type(texthide).__name__}")
     if texthide.k != k or texthide.pool.m != m:

@@ -30,15 +30,36 @@ class TextHideInference(VectorsDefense):
     paper_attack = "rss"  # Huang et al. 2020, Tables 3-4
     tasks: ClassVar[tuple[str, ...]] = ("sentence-classification",)
 
-    def __init__(self, *, m: int, dim: int, rng: Any = None) -> None:
+    def __init__(self, *, m: int | None = None, dim: int | None = None, pool: Any = None, rng: Any = None) -> None:
+        """A fresh pool of ``m`` masks of width ``dim`` (OS CSPRNG unless ``rng``), or the given ``pool`` (a
+        :class:`~veil.defenses.texthide.masks.MaskPool` of at least one mask; ``m`` and ``dim`` then left out)."""
+        from veil.defenses.defaults import key_seeds, mask_pool
         from veil.defenses.texthide.masks import MaskPool
         from veil.defenses.texthide.mechanism import TextHide
+        from veil.errors import InvalidParameterError, InvalidTypeError
 
-        self._m = check_int("m", m, minimum=1, hint=" (the number of secret masks in the pool)")
-        seeds = [None, None] if rng is None else [int(s.generate_state(1)[0]) for s in
-                                                  np.random.SeedSequence(int(rng)).spawn(2)]
-        self._texthide = TextHide(k=1, pool=MaskPool(self._m, check_int("dim", dim, minimum=1), rng=seeds[0]),
-                                  rng=seeds[1])
+        seeds = key_seeds(rng)
+        if pool is not None:
+            if not isinstance(pool, MaskPool):
+                raise InvalidTypeError(f"pool must be a MaskPool, got {type(pool).__name__}; build one with "
+                                       "MaskPool(m, dim), or pass m and dim instead")
+            if m is not None or dim is not None:
+                raise InvalidParameterError("give either pool= (a MaskPool) or m= and dim=, not both")
+            if pool.m is None or pool.m < 1:
+                raise InvalidParameterError(f"texthide-inference needs a finite pool of at least one mask, got m="
+                                            f"{pool.m}")
+            self._m = int(pool.m)
+        else:
+            if m is None or dim is None:
+                raise InvalidParameterError("texthide-inference needs m= and dim= (a fresh secret pool), or pool=")
+            self._m = check_int("m", m, minimum=1, hint=" (the number of secret masks in the pool)")
+            pool = mask_pool(self._m, check_int("dim", dim, minimum=1), rng=seeds[0])
+        self._texthide = TextHide(k=1, pool=pool, rng=seeds[1])
+
+    @property
+    def pool(self) -> Any:
+        """The secret pool of masks (the key: never log it; ``pool.save(path)`` writes it owner-only)."""
+        return self._texthide.pool
 
     @classmethod
     def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:

@@ -158,10 +158,10 @@ class TextHide(TrainingEncodingsDefense):
     def bench_make(cls, setting: dict[str, Any], data: Any, rng: Any = None, **options: Any) -> "TextHide":
         """A fresh pool and mixing for one setting; ``data.public_vectors`` feed inter mode (times
         ``options["scale"]`` when the training loop scales representations)."""
-        m = None if setting["m"] == "inf" else int(setting["m"])
-        seeds = [None, None] if rng is None else [int(s.generate_state(1)[0]) for s in
-                                                  np.random.SeedSequence(int(rng)).spawn(2)]
-        pool = MaskPool(m, data.dim, rng=seeds[0])
+        from veil.defenses.defaults import key_seeds, mask_pool
+
+        seeds = key_seeds(rng)
+        pool = mask_pool(None if setting["m"] == "inf" else int(setting["m"]), data.dim, rng=seeds[0])
         public = None
         if setting.get("mode", "intra") == "inter":
             public = data.public_vectors * float(options.get("scale", 1.0))

@@ -101,14 +101,15 @@ class TextHideTraining(_Trainer):
 
     def train(self, data: Any) -> TrainedModel:
         """Train on ``data = (X, y)`` (embeddings (n, d), labels (n,)) through TextHide; the deployed model."""
-        from veil.defenses.texthide.masks import MaskPool
         from veil.defenses.texthide.mechanism import TextHide
 
         start = time.perf_counter()
         X, y, num_classes = self._data(data)
         q, accounted_q, steps = self._steps(len(X))
         pool_rng, mix_rng = (None, None) if self._rng is None else self._rng.spawn(2)
-        texthide = TextHide(k=self.k, pool=MaskPool(self.m, X.shape[1], rng=pool_rng), rng=mix_rng)
+        from veil.defenses.defaults import mask_pool
+
+        texthide = TextHide(k=self.k, pool=mask_pool(self.m, X.shape[1], rng=pool_rng), rng=mix_rng)
 
         def encode(xb: Any, yb: Any) -> tuple[Any, Any]:
             out = texthide.encrypt(xb, yb, num_classes=num_classes)

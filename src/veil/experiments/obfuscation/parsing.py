@@ -246,7 +246,7 @@ def run_parsing(root: str | Path, *, parsers: Sequence[str] = ("biaffine", "spac
 def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attackers: Sequence[str],
          setup: ParsingSetup, force: bool, log: Callable[[str], None], defenses: Sequence[str] = ("random",),
          training_seeds: Sequence[int] = (), obfuscator: Any = None, training: Any = None) -> list[Path]:
-    from veil.defenses.obfuscation import DEFAULT_SPECTRUM, TagVocabulary
+    from veil.defenses.obfuscation import DEFAULT_SPECTRUM
     from veil.attacks.word_recovery import attacker_names
     from veil.experiments._sweep import Sweep, run_records
     from veil.parsing.evaluate import PARSER_NAMES
@@ -271,7 +271,9 @@ def _run(root: str | Path, parsers: Sequence[str], levels: Sequence[str], attack
     if attackers and any(a in _NEURAL for a in attackers) and len(train) < setup.attack_train:
         log(f"veil: warning: the train split has {len(train)} sentences, fewer than --train-sentences "
             f"{setup.attack_train}; the attackers learn from all {len(train)}")
-    vocab = TagVocabulary.from_sentences((t.words, t.tags) for t in train)
+    from veil.defenses.defaults import tag_vocabulary
+
+    vocab = tag_vocabulary(train)
     base = {**setup.to_dict(), "test_sentences": len(test), "test_words": sum(map(len, test))}
     parser_sha: dict[str, str] = {}
 

@@ -382,18 +382,19 @@ class _Cells:
 
     def _metric_dp_parts(self) -> dict[str, Any]:
         if "metric-dp" not in self._parts:
+            from veil.defenses.defaults import word_vectors
             from veil.encoders.plan import announce_encoding
-            from veil.encoders.word_vectors import WordVectors, build_vocabulary
 
             cfg, data, log = self.cfg, self.data, self.log
             docs = [data.corpus.documents[i] for i in data.split["test"]]
             flat = [s for d in docs for s in d]
             offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
             train_texts = [s for i in data.split["train"] for s in data.corpus.documents[i]]
-            words = build_vocabulary(train_texts, max_size=cfg.mdp_vocab)
-            announce_encoding(data.encoder, words, what=f"vocabulary words of {cfg.corpus}'s train documents (metric "
-                              "DP's word vectors)", cache_as=(f"{cfg.corpus}-vocabulary", "words"), log=log)
-            vectors = WordVectors.from_encoder(data.encoder, words, name=f"{cfg.corpus}-vocabulary")
+            vectors = word_vectors(train_texts, vocabulary=cfg.mdp_vocab, encoder=data.encoder,
+                                   name=f"{cfg.corpus}-vocabulary", announce=lambda words: announce_encoding(
+                                       data.encoder, words, what=f"vocabulary words of {cfg.corpus}'s train "
+                                       "documents (metric DP's word vectors)",
+                                       cache_as=(f"{cfg.corpus}-vocabulary", "words"), log=log))
             log(f"veil: metric DP then encodes its rewritten test sentences: at most {len(flat) * cfg.trials:,} per "
                 f"epsilon ({len(flat):,} sentences x {cfg.trials} trials; repeats are encoded once)")
             self._parts["metric-dp"] = {"flat": flat, "offsets": offsets, "vectors": vectors}

@@ -182,9 +182,11 @@ def _private_index(name: str):
 
 
 def _texthide(cell: AttackCell, dim: int, public_vectors: np.ndarray | None):
-    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.defenses.texthide import TextHide
 
-    pool = MaskPool(cell.m, dim)  # secret: OS CSPRNG
+    from veil.defenses.defaults import mask_pool
+
+    pool = mask_pool(cell.m, dim)  # secret: OS CSPRNG
     pub = public_vectors if cell.mode == "inter" else None
     return TextHide(k=cell.k, pool=pool, public=pub, record_details=True)  # rng=None: mixing from the OS CSPRNG
 

@@ -189,14 +189,16 @@ def _subsample(idx: np.ndarray, limit: int | None) -> np.ndarray:
 
 
 def _hook_factory(cfg: TextHideEval, task: str, num_classes: int | None, dim: int, public: Any, scale: float):
-    from veil.defenses.texthide import MaskPool, TextHide
+    from veil.defenses.texthide import TextHide
     from veil.training import PlainHook, TextHideHook
 
     if cfg.m == 0 and cfg.k == 1:
         return lambda: PlainHook(task, num_classes)
 
     def make():
-        pool = MaskPool(cfg.m, dim)  # secret: OS CSPRNG, fresh for every seed
+        from veil.defenses.defaults import mask_pool
+
+        pool = mask_pool(cfg.m, dim)  # secret: OS CSPRNG, fresh for every seed
         pub = None if cfg.mode == "intra" else public * scale
         return TextHideHook(TextHide(k=cfg.k, pool=pool, public=pub), task, num_classes)
 
