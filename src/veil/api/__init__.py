@@ -10,24 +10,15 @@ public ``config()``), and, where the defense has a secret key, a :class:`SecretK
 
 What ``data`` is, and what the release is, follows the defense's release kind (``veil.kinds``):
 
-========================  ======================================================  ====================================
-kind                      data                                                    release
-========================  ======================================================  ====================================
-``vectors``               (n, d) vectors, or texts (encoded by MiniLM)            (n, d) float32 protected vectors
-``training-encodings``    vectors or texts, or ``(vectors or texts, labels)``     one epoch's encodings (``Encrypted``:
-                                                                                  mixed vectors, mixed soft labels)
-``document-embeddings``   documents (each a list of sentences), or a document     (n, d) private document embeddings
-                          corpus (its test split; ``public`` defaults to its
-                          train split)
-``text``                  texts, or a corpus (its test split)                     the rewritten texts
-``obfuscated-text``       sentences: ``(words, tags)`` pairs, trees, or plain     ``(words, tags)`` per sentence (the
-                          strings (tagged by spaCy sm)                            key, positions and originals, apart)
-``model``                 ``(vectors or texts, labels)``                          the trained model
-``representations``       not used (give None)                                    None: these defenses are training
-                                                                                  objectives; ``Protected.defense`` is
-                                                                                  the configured objective, trained
-                                                                                  with ``veil adversarial train``
-========================  ======================================================  ====================================
+| kind | data | release |
+|---|---|---|
+| ``vectors`` | (n, d) vectors, or texts (encoded by MiniLM) | (n, d) float32 protected vectors |
+| ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | one epoch's encodings (``Encrypted``: mixed vectors, mixed soft labels) |
+| ``document-embeddings`` | documents (each a list of sentences), or a document corpus (its test split; ``public`` defaults to its train split) | (n, d) private document embeddings |
+| ``text`` | texts, or a corpus (its test split) | the rewritten texts |
+| ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
+| ``model`` | ``(vectors or texts, labels)`` | the trained model |
+| ``representations`` | not used (give None) | None: these defenses are training objectives; ``Protected.defense`` is the configured objective, trained with ``veil adversarial train`` |
 
 Negative controls are refused (:mod:`veil.controls` builds them); unknown settings raise
 :class:`~veil.errors.InvalidParameterError` naming the valid ones.
