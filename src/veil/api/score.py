@@ -198,8 +198,8 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
     ``SimilaritySearch``; default: the private texts themselves, the bench's worst case), ``query_ids`` (each
     released item's position in the index; default: its own), ``text_embeddings`` (the index entries' MiniLM
     vectors, for the SBERT cosine; default: the private texts', or the index's own), ``public`` (public texts or
-    vectors: RepRecon's known pairs, the inversion floor; default: the quick bench's public texts), ``seed`` (the attacker's own choices;
-    default 0) and ``quick`` (the quick bench's models; default True).
+    vectors: RepRecon's known pairs, the inversion floor; default: the quick bench's public texts), ``seed`` (the
+    attacker's own choices; default 0) and ``quick`` (the quick bench's models; default True).
 
     >>> import veil                                                              # doctest: +SKIP
     >>> texts = ["a gripping film", "a dull, lifeless plot", "the cast shines"]
