@@ -47,6 +47,39 @@ def protect(data: Any, defense: str, **settings: Any) -> Any:
     return front(data, defense, **settings)
 
 
+def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) -> Any:
+    """Run the attack registered as ``attack`` on ``release`` (what :func:`protect` returned) and score it as its
+    bench cell does: ``private`` (the texts you protected, in order) is the scorer's truth and never reaches the
+    attack; ``resources`` default to the bench's (``veil.api.resources_of(attack)`` lists them: the private texts
+    as the index, the quick bench's public texts, the quick inverter). Returns a :class:`veil.api.AttackOutcome`:
+    ``metric``, ``value``, ``interval``, ``test`` (against the floor) and the bench ``record``. In this process it
+    scores retrieval and inversion attacks on releases read as vectors; :func:`evaluate` runs every other cell.
+
+    >>> import veil                                                                  # doctest: +SKIP
+    >>> texts = ["a gripping film", "a dull, lifeless plot", "the cast shines"]
+    >>> out = veil.protect(texts, "texthide-inference", m=256)
+    >>> print(veil.attack(out, "abs-rss", private=texts))
+    """
+    from veil.api import attack as front
+
+    return front(release, attack, private=private, **resources)
+
+
+def evaluate(data: Any, defense: str, attacks: Any = "all", **options: Any) -> Any:
+    """One bench row in Python: the defense registered as ``defense`` on ``data`` (a bench corpus name, or a
+    labelled file's path as ``veil bench --data`` takes it), against ``attacks`` (``"all"``: every attack that
+    observes its release) and its utility, every cell run in this process by the bench's own cell functions.
+    ``options``: ``quick``, ``seed``, ``queries``, ``limit``, ``key_seed`` (``veil bench``'s), ``text``, ``label``
+    (a file's columns). Returns a :class:`veil.api.Evaluation`; ``.table()`` renders it.
+
+    >>> import veil                                                                  # doctest: +SKIP
+    >>> print(veil.evaluate("rt-polarity", "texthide-inference", attacks=["rss"], limit=200).table())
+    """
+    from veil.api import evaluate as row
+
+    return row(data, defense, attacks, **options)
+
+
 def run_attack(name: str, observation: Any, **resources: Any) -> Any:
     """Build the attack registered as ``name`` from ``resources`` and run it on ``observation`` (what its threat
     model observes, nothing else); ``veil attacks list`` shows every name and what each observes."""
@@ -61,4 +94,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'veil' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "make_defense", "protect", "run_attack", *sorted(_SUBMODULES)]
+__all__ = ["__version__", "make_defense", "protect", "attack", "evaluate", "run_attack", *sorted(_SUBMODULES)]

@@ -22,6 +22,10 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 
 Negative controls are refused (:mod:`veil.controls` builds them); unknown settings raise
 :class:`~veil.errors.InvalidParameterError` naming the valid ones.
+
+:func:`attack` (``veil.attack``, :mod:`veil.api.score`) runs an attack on a :class:`Protected` release and scores
+it with the bench cell's own functions; :func:`evaluate` (``veil.evaluate``, :mod:`veil.api.row`) runs one bench
+row (one defense on one dataset) in this process.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from typing import Any
 
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["protect", "Protected", "SecretKey", "settings_of", "SETTINGS", "REQUIRED"]
+__all__ = ["protect", "Protected", "SecretKey", "settings_of", "SETTINGS", "REQUIRED", "attack", "AttackOutcome",
+           "resources_of", "evaluate", "Evaluation"]
 
 _DOCUMENT = {"epsilon": 10.0, "public": None}  # `veil sentdp embed --epsilon 10 --public CORPUS`
 _TRAINING = {"epochs": 10, "batch_size": 256, "lr": 1e-3, "optimizer": "adam"}  # `veil dpsgd train`
@@ -192,3 +197,7 @@ def protect(data: Any, defense: str, **settings: Any) -> Protected:
     built, release, key = getattr(kinds, "protect_" + kind.replace("-", "_"))(data, defense, s)
     return Protected(release=release, defense=built, kind=kind, key=key, settings=s)
 
+
+
+from veil.api.row import Evaluation, evaluate  # noqa: E402  (after Protected: they refer to it)
+from veil.api.score import AttackOutcome, attack, resources_of  # noqa: E402

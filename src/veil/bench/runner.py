@@ -27,7 +27,7 @@ from typing import Any, Callable
 from veil.errors import InvalidParameterError
 from veil.experiments._sweep import CellOutcome, Sweep, SweepRun, run_sweep
 
-__all__ = ["BenchRun", "CellOutcome", "run_bench", "run_cell", "cell_path", "finished_cells"]
+__all__ = ["BenchRun", "CellOutcome", "run_bench", "run_cell", "cell_path", "finished_cells", "ensure_models"]
 
 #: a bench run: the outcome of every cell (``failed``, ``counts()``), written as ``OUT/run.json``
 BenchRun = SweepRun
@@ -157,6 +157,22 @@ def _warn_truncated(names: list[str]) -> None:
         warn_truncated(name, fresh, encoder)
 
 
+def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> None:
+    """Make sure the models ``cells`` need are cached before any runs: the quick masked LM (infilling, veil's MLM
+    word recovery) and the inverters (the quick one is trained here on first use; the full one must exist)."""
+    if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
+           and c.config.quick for c in cells):
+        from veil.parsing.mlm import ensure_mlm
+
+        ensure_mlm("mlm-quick", log=log)
+    inverting = {c.config.quick for c in cells if _inverts(getattr(c, "attack", None))}
+    if inverting:
+        from veil.training.inverter import ensure_inverter
+
+        for quick in sorted(inverting):
+            ensure_inverter("inverter-quick" if quick else "inverter", log=log)
+
+
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
               force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None,
               cache_embeddings: bool = False) -> BenchRun:
@@ -182,17 +198,7 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
     done = finished_cells(cells, out, force=force)  # every record checked before the output folder is touched
     _warn_truncated([name for name in dict.fromkeys(c.corpus for c in cells if c.id not in done)
                      if name in given_names() and bench_task(name) != "dependency-parsing"])
-    if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
-           and c.config.quick and c.id not in done for c in cells):
-        from veil.parsing.mlm import ensure_mlm
-
-        ensure_mlm("mlm-quick", log=log or print)  # once, here: never raced by parallel workers
-    inverting = {c.config.quick for c in cells if c.id not in done and _inverts(getattr(c, "attack", None))}
-    if inverting:
-        from veil.training.inverter import ensure_inverter
-
-        for quick in sorted(inverting):  # the quick one is trained here on first use;
-            ensure_inverter("inverter-quick" if quick else "inverter", log=log or print)  # the full one must exist
+    ensure_models([c for c in cells if c.id not in done], log=log or print)  # once: never raced by workers
     out_dir = writable_dir(out)
     writable_dir(out_dir / "cells")
     private = [t for name in given_names() for t in given_texts(name)]

@@ -20,7 +20,8 @@ from veil.errors import InvalidParameterError
 from veil.results import ResultRecord
 
 __all__ = ["AS_VECTORS", "VECTOR_RELEASES", "release_vectors", "rewrite_documents", "known_pairs", "retrieval_cell",
-           "inversion_cell", "unmasked_inversion_cell", "inversion_record", "INVERSION_QUERIES"]
+           "inversion_cell", "unmasked_inversion_cell", "inversion_record", "INVERSION_QUERIES", "score_retrieval",
+           "score_inversion", "inversion_floor", "floor_what", "public_pairs"]
 
 #: the most private items an inversion cell inverts (quick, full bench): correction costs about a second per text
 INVERSION_QUERIES = (50, 200)
@@ -115,6 +116,15 @@ _PUBLIC_PAIRS: dict[str, Callable[[Any, np.ndarray], np.ndarray]] = {
 }
 
 
+def public_pairs(defense: Any, P: np.ndarray) -> np.ndarray:
+    """The attacker's own public vectors ``P`` as ``defense`` (with its key) releases them: RepRecon's known
+    pairs are (this, P)."""
+    kind = type(defense).releases
+    if kind not in _PUBLIC_PAIRS:
+        raise InvalidParameterError(f"no known pairs for a release of kind {kind!r}")
+    return _PUBLIC_PAIRS[kind](defense, P)
+
+
 def known_pairs(cell: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
     """(protected, original) pairs the attacker owns: the public train documents' releases (document corpora), or
     the corpus' public sentences protected with the cell's key (sentence corpora)."""
@@ -126,17 +136,15 @@ def known_pairs(cell: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
     defense = make_defense(cell, data)
     if cell.defense == "none":
         return P, P
-    kind = type(defense).releases
-    if kind not in _PUBLIC_PAIRS:
-        raise InvalidParameterError(f"no known pairs for a release of kind {kind!r}")
-    return _PUBLIC_PAIRS[kind](defense, P), P
+    return public_pairs(defense, P), P
 
 
 def retrieval_cell(cell: Any, data: Any) -> ResultRecord:
     """Any attack that retrieves from an index: the release of ``queries`` private items, scored by Identity
-    (the query itself, and any of its mixed private sources) with exact tests against the random rate."""
+    (the query itself, and any of its mixed private sources) with exact tests against the random rate
+    (:func:`score_retrieval`, which :func:`veil.attack` calls too)."""
     from veil.attacks.base import get_attack
-    from veil.attacks.retrieval import evaluate_retrieval, sample_queries
+    from veil.attacks.retrieval import sample_queries
 
     start = time.perf_counter()
     index, ids = data.index, data.private_ids
@@ -146,9 +154,23 @@ def retrieval_cell(cell: Any, data: Any) -> ResultRecord:
                                 train_epochs=5 if cell.config.quick else 20)
     resources._lazy["known_pairs"] = lambda: known_pairs(cell, data)
     attacker = get_attack(cell.attack).for_bench(resources)
-    res = evaluate_retrieval(attacker, obs, q, truth=truth, tfidf=data.tfidf, text_embeddings=data.X[ids],
-                             setting=cell.id, alpha=ALPHA)
-    rec = res.to_record("bench", cell.id)
+    rec, bench = score_retrieval(attacker, obs, q, truth=truth, tfidf=data.tfidf, text_embeddings=data.X[ids],
+                                 setting=cell.id)
+    return finish(rec, cell, data, start, bench)
+
+
+def score_retrieval(attacker: Any, observation: Any, query_ids: np.ndarray, *, truth: Any = None, tfidf: Any = None,
+                    text_embeddings: Any = None, setting: str = "") -> tuple[ResultRecord, dict[str, Any]]:
+    """Run a retrieval attack on ``observation`` and score it as a bench cell does: the record (every metric, the
+    exact tests) and its ``extra["bench"]`` block (success: Identity, or identity_any for a mixture, with its test
+    against the random rate 1 / len(index)). ``query_ids`` (the index position behind each observed vector) and
+    ``truth`` (mixing details) are the scorer's; the attacker gets ``observation`` only."""
+    from veil.attacks.retrieval import evaluate_retrieval
+
+    index = attacker.index
+    res = evaluate_retrieval(attacker, observation, query_ids, truth=truth, tfidf=tfidf,
+                             text_embeddings=text_embeddings, setting=setting, alpha=ALPHA)
+    rec = res.to_record("bench", setting)
     name = "identity_any" if "identity_any" in res.metrics else "identity"
     verdict = res.significance[name]
     floor = bool(getattr(attacker, "floor", False))
@@ -158,20 +180,25 @@ def retrieval_cell(cell: Any, data: Any) -> ResultRecord:
                         measure="re-identification: the attacker's answer is the private text itself"
                                 + (" or one of the texts mixed into it" if name == "identity_any" else ""))
     rec.config["significance"] = {k: v.to_dict() for k, v in res.significance.items()}
-    return finish(rec, cell, data, start, bench)
+    return rec, bench
 
 
 def _inversion_floor(cell: Any, data: Any, attacker: Any, n: int) -> list[str]:
-    """What the attack writes from the undefended vectors of ``n`` uniformly drawn public items of the corpus' form
-    (public sentences; public train documents): vectors that carry nothing about the private texts. The same for
-    every cell of the corpus with this attacker, seed and size: computed once per process."""
+    """:func:`inversion_floor` on the corpus' public items (public sentences; public train documents), computed once
+    per process for every cell of the corpus with this attacker, seed and size."""
     key = ("inversion-floor", n, cell.config.seed, str(attacker.inverter.manifest.get("sha256")), attacker.steps,
            attacker.beam)
     if key not in data._cache:
         pool = data.candidates if data.documents is not None else data.public_vectors
-        pick = np.random.default_rng([cell.config.seed, 1]).integers(0, len(pool), size=n)
-        data._cache[key] = attacker.invert(np.asarray(pool, dtype=np.float32)[pick])
+        data._cache[key] = inversion_floor(attacker, pool, n, cell.config.seed)
     return data._cache[key]
+
+
+def inversion_floor(attacker: Any, pool: Any, n: int, seed: int) -> list[str]:
+    """What the attack writes from the undefended vectors of ``n`` public items drawn uniformly from ``pool``
+    (numpy ``default_rng([seed, 1])``): vectors that carry nothing about the private texts."""
+    pick = np.random.default_rng([seed, 1]).integers(0, len(pool), size=n)
+    return attacker.invert(np.asarray(pool, dtype=np.float32)[pick])
 
 
 def inversion_cell(cell: Any, data: Any) -> ResultRecord:
@@ -268,18 +295,35 @@ def _references(data: Any, rows: np.ndarray) -> tuple[list[str], np.ndarray]:
 
 
 def _floor_what(cell: Any, data: Any) -> str:
-    return ("the same attack on the undefended vector of a uniformly drawn public item (" +
-            ("a public train document" if data.documents is not None else "a public sentence") +
-            f"; numpy default_rng([{cell.config.seed}, 1]))")
+    return floor_what("a public train document" if data.documents is not None else "a public sentence",
+                      cell.config.seed)
+
+
+def floor_what(item: str, seed: int) -> str:
+    """How the inversion floor was drawn, as records say it."""
+    return f"the same attack on the undefended vector of a uniformly drawn public item ({item}; numpy " \
+           f"default_rng([{seed}, 1]))"
 
 
 def inversion_record(cell: Any, attacker: Any, references: tuple[list[str], np.ndarray], texts: list[str],
                      seen: np.ndarray, defense: Any, floor: list[str], floor_what: str, cap: int, start: float,
                      data: Any, *, extra_config: dict[str, Any] | None = None,
                      extra_metrics: dict[str, Any] | None = None) -> ResultRecord:
+    """The cell's record of an inversion attack: :func:`score_inversion`, stamped with the cell."""
+    rec, bench = score_inversion(attacker, references, texts, seen, defense, floor, floor_what, cap,
+                                 cell.config.seed, setting=cell.id, extra_config=extra_config,
+                                 extra_metrics=extra_metrics)
+    return finish(rec, cell, data, start, bench)
+
+
+def score_inversion(attacker: Any, references: tuple[list[str], np.ndarray], texts: list[str], seen: np.ndarray,
+                    defense: Any, floor: list[str], floor_what: str, cap: int, seed: int, *, setting: str = "",
+                    extra_config: dict[str, Any] | None = None,
+                    extra_metrics: dict[str, Any] | None = None) -> tuple[ResultRecord, dict[str, Any]]:
     """Score the texts an inversion attack wrote back against the private ``references`` (texts, and their own
     MiniLM vectors), beside the ``floor`` (the same attack on vectors unrelated to the private texts, tested text
-    by text) and the nearest public sentence to the vectors it inverted (``seen``), and make the cell's record."""
+    by text) and the nearest public sentence to the vectors it inverted (``seen``): the record and its
+    ``extra["bench"]`` block, as a bench cell writes them (:func:`veil.attack` calls it too)."""
     from veil.attacks.inversion.baselines import NearestPublic
     from veil.bench.inversion import public_sentences_of
     from veil.metrics.inversion import paired_difference, person_names, score_inversions
@@ -295,16 +339,15 @@ def inversion_record(cell: Any, attacker: Any, references: tuple[list[str], np.n
     def score(hyps: list[str]) -> Any:
         return score_inversions(refs, hyps, reference_vectors=ref_vectors,
                                 hypothesis_vectors=encoder.encode(hyps, progress=False), names=names,
-                                seed=cell.config.seed)
+                                seed=seed)
 
     scores = {"inverter": score(texts), "floor": score(floor), "nearest_public": score(nearest)}
     metrics = {f"{m}_{k}" if m != "inverter" else k: v for m, s in scores.items() for k, v in s.metrics().items()}
     metrics["gain_over_floor_token_f1"] = paired_difference(scores["inverter"], scores["floor"])
     metrics["gain_over_nearest_public_token_f1"] = paired_difference(scores["inverter"], scores["nearest_public"])
     metrics.update(extra_metrics or {})
-    test = paired_permutation_test(scores["inverter"].token_f1, scores["floor"].token_f1, alpha=ALPHA,
-                                   rng=cell.config.seed)
-    rec = ResultRecord(method="bench", experiment=cell.id,
+    test = paired_permutation_test(scores["inverter"].token_f1, scores["floor"].token_f1, alpha=ALPHA, rng=seed)
+    rec = ResultRecord(method="bench", experiment=setting,
                        config={"attack": attacker.config(), "defense": defense, "queries": int(n),
                                "query_cap": cap, "public": public, "floor": floor_what,
                                "references": "the whole private text (a document's every sentence)",
@@ -324,4 +367,4 @@ def inversion_record(cell: Any, attacker: Any, references: tuple[list[str], np.n
                                 "the private text",
                         versus="the same attack on unrelated public vectors",
                         budget=cut_short(attacker.inverter.manifest))
-    return finish(rec, cell, data, start, bench)
+    return rec, bench
