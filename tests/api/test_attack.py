@@ -7,7 +7,7 @@ import pytest
 
 import veil
 from veil.api import AttackOutcome, resources_of
-from veil.api.score import READ_AS_VECTORS, scored_attacks
+from veil.api.score import FAMILY_KINDS, SCORED_CELLS, scored_attacks
 from veil.attacks.base import attack_names, get_attack
 from veil.errors import InvalidParameterError, InvalidTypeError, UnknownNameError
 from veil.kinds import observable
@@ -58,12 +58,24 @@ def test_three_attacks_of_different_families_run_on_a_tiny_release():
 
 @pytest.mark.parametrize("name", attack_names())
 def test_every_attack_is_built_or_named_through_veil_attack(name):
-    """The registry walk: an attack veil.attack scores takes its bench defaults (no argument beyond them); any
-    other is refused with a typed error naming veil.evaluate, which plans its bench cell."""
+    """The registry walk: an attack veil.attack scores takes its bench defaults (no argument beyond them) and is
+    built from them (the learning word-recovery attackers train for a minute in their bench cell: built there, not
+    here); any other is refused with a typed error naming veil.evaluate, which plans its bench cell."""
     cls = get_attack(name)
     if name in scored_attacks():
-        assert set(resources_of(name)) >= {"seed", "quick", "public"}
-        assert any(observable(kind, cls.observes) for kind in READ_AS_VECTORS)
+        family = SCORED_CELLS[cls.bench_cell]
+        assert set(resources_of(name)) >= {"seed", "quick"}
+        assert any(observable(kind, cls.observes) for kind in FAMILY_KINDS[family])
+        if family == "word-recovery":
+            assert set(resources_of(name)) >= {"treebank", "limit"}
+            if cls.floor:  # keep-word, tag-frequency: built from the public treebank alone
+                from veil.experiments.obfuscation.parsing import build_attacker
+
+                data = _treebank()
+                built = build_attacker(name, data.train, data.vocab, data.setup(0), lambda seed: None)
+                assert callable(built.rank)
+            return
+        assert "public" in resources_of(name)
         if cls.observes == "vectors" and not getattr(cls, "floor", False) and name != "reprecon":
             from veil.bench.cells.common import AttackResources
             from veil.bench.plan import BenchConfig, Cell
@@ -76,6 +88,18 @@ def test_every_attack_is_built_or_named_through_veil_attack(name):
         return
     with pytest.raises(InvalidParameterError, match="veil.evaluate"):
         resources_of(name)
+
+
+_TREEBANK: list = []
+
+
+def _treebank():
+    """The quick silver treebank's bench data, capped at 20 sentences (built once for the walk)."""
+    if not _TREEBANK:
+        from veil.bench.data_parsing import treebank_data
+
+        _TREEBANK.append(treebank_data("silver-sm", True, 20))
+    return _TREEBANK[0]
 
 
 def test_wrong_names_and_settings_are_typed_errors_naming_the_valid_ones():

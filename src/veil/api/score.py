@@ -8,9 +8,13 @@ cell's own: :func:`veil.bench.cells.vectors.score_retrieval` (re-identification,
 floor: the same attack on unrelated public vectors). The numbers are those a bench cell writes for the same release,
 queries and seed.
 
-In this process ``veil.attack`` scores the attacks of those two cells (``veil attacks list``: retrieval and
-inversion) on releases read as vectors (``vectors``, ``document-embeddings``, ``text`` encoded by MiniLM). The
-others are scored by their bench cell on a corpus: :func:`veil.evaluate` (one bench row) runs them.
+In this process ``veil.attack`` scores the attacks of three bench cells (``veil attacks list``): retrieval and
+inversion on releases read as vectors (``vectors``, ``document-embeddings``, ``text`` encoded by MiniLM), and word
+recovery on ``obfuscated-text`` releases (:mod:`veil.api.score_obfuscated`, scored by
+:func:`veil.bench.cells.obfuscated_text.score_word_recovery`). The others (attribute inference and inversion on
+``representations``, mask recovery and unmixing on ``training-encodings``, membership on ``model``, the document
+audits, infilling) are refused with an :class:`~veil.errors.InvalidParameterError` naming :func:`veil.evaluate`,
+which scores them by their bench cell on a corpus (one bench row).
 """
 
 from __future__ import annotations
@@ -27,14 +31,18 @@ __all__ = ["attack", "AttackOutcome", "resources_of", "scored_attacks", "SCORED_
 
 #: bench cell -> the scoring family veil.attack runs in this process
 SCORED_CELLS = {"veil.bench.cells.vectors:retrieval_cell": "retrieval",
-                "veil.bench.cells.vectors:inversion_cell": "inversion"}
+                "veil.bench.cells.vectors:inversion_cell": "inversion",
+                "veil.bench.cells.obfuscated_text:word_recovery_cell": "word-recovery"}
 #: release kinds veil.attack reads as vectors (text: each rewritten text encoded by MiniLM, as anyone holding it can)
 READ_AS_VECTORS = ("vectors", "document-embeddings", "text")
+#: family -> the release kinds veil.attack scores it on
+FAMILY_KINDS = {"retrieval": READ_AS_VECTORS, "inversion": READ_AS_VECTORS, "word-recovery": ("obfuscated-text",)}
 #: family -> {resource: default (None: the bench's)}; ``seed`` selects the attacker's own choices, ``quick`` the
 #: bench's quick models (``inverter-quick``, 1 correction step) and epochs
 RESOURCES: dict[str, dict[str, Any]] = {
     "retrieval": {"index": None, "query_ids": None, "text_embeddings": None, "public": None},
     "inversion": {"public": None},
+    "word-recovery": {"treebank": "silver-sm", "limit": None},
 }
 _COMMON = {"seed": 0, "quick": True}
 
@@ -125,10 +133,11 @@ def _check(release: Any, name: str) -> tuple[Any, str]:
                                     f"{release.kind!r}; the attacks that observe it: "
                                     f"{', '.join(readers) or 'none registered'}")
     family = SCORED_CELLS.get(cls.bench_cell)
-    if family is None or release.kind not in READ_AS_VECTORS:
+    if family is None or release.kind not in FAMILY_KINDS[family]:
+        kinds = sorted({k for ks in FAMILY_KINDS.values() for k in ks})
         raise InvalidParameterError(
             f"veil.attack scores, in this process, {', '.join(scored_attacks(release.kind)) or 'no attack'} on a "
-            f"{release.kind!r} release ({', '.join(READ_AS_VECTORS)} releases, read as vectors); {name!r} is scored "
+            f"{release.kind!r} release (it scores {', '.join(kinds)} releases); {name!r} is scored "
             f"by its bench cell on a corpus: veil.evaluate(corpus, {release.defense.name!r}, attacks=[{name!r}])")
     return cls, family
 
@@ -199,7 +208,11 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
     released item's position in the index; default: its own), ``text_embeddings`` (the index entries' MiniLM
     vectors, for the SBERT cosine; default: the private texts', or the index's own), ``public`` (public texts or
     vectors: RepRecon's known pairs, the inversion floor; default: the quick bench's public texts), ``seed`` (the
-    attacker's own choices; default 0) and ``quick`` (the quick bench's models; default True).
+    attacker's own choices; default 0) and ``quick`` (the quick bench's models; default True). On an
+    ``obfuscated-text`` release ``private`` is the sentences you protected (``(words, tags)``, trees or word lists)
+    and the resources are ``treebank`` (the public treebank the attacker learns from: ``"silver-sm"``, the bench's,
+    or a ``TreebankBenchData``) and ``limit`` (cap on its public sentences); see :mod:`veil.api.score_obfuscated`.
+    Attacks on other release kinds are refused, naming :func:`veil.evaluate`.
 
     >>> import veil                                                              # doctest: +SKIP
     >>> texts = ["a gripping film", "a dull, lifeless plot", "the cast shines"]
@@ -216,6 +229,11 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
                                     f"{', '.join(f'{k}={v!r}' for k, v in valid.items())}")
     s = {**valid, **resources}
     start = time.perf_counter()
+    if family == "word-recovery":
+        from veil.api.score_obfuscated import word_recovery
+
+        rec, bench, cell, n = word_recovery(release, attack, private, s, _cell)
+        return _stamp(rec, bench, cell, release, n, start, attack)
     obs = _observation(release)
     texts, X = _private(private, release.kind, len(obs))
     cell = _cell(release, attack, len(obs), s)
@@ -223,8 +241,14 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
         rec, bench = _retrieval(cls, release, obs, texts, X, cell, s)
     else:
         rec, bench = _inversion(cls, obs, texts, X, cell, s, INVERSION_QUERIES[0 if s["quick"] else 1])
+    return _stamp(rec, bench, cell, release, len(obs), start, attack)
+
+
+def _stamp(rec: Any, bench: dict[str, Any], cell: Any, release: Any, n: int, start: float,
+           attack: str) -> AttackOutcome:
+    """The record as the bench's ``finish`` stamps a cell's, for this process (method ``api``)."""
     rec.method, rec.experiment = "api", cell.id
-    rec.config.update({"cell": cell.to_dict(), "release": {"kind": release.kind, "items": len(obs)},
+    rec.config.update({"cell": cell.to_dict(), "release": {"kind": release.kind, "items": n},
                        "secret_randomness": "the caller's keys (veil.protect: OS CSPRNG unless seed= was given)"})
     rec.extra["bench"] = bench
     rec.wall_time_s = time.perf_counter() - start

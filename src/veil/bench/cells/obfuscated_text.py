@@ -32,7 +32,8 @@ from veil.bench.cells.common import ALPHA, bench_block, finish, make_defense
 from veil.errors import PrivacyLeakWarning
 from veil.results import Metric, ResultRecord
 
-__all__ = ["word_recovery_cell", "parsing_utility", "budget_note", "PREFIX"]
+__all__ = ["word_recovery_cell", "score_word_recovery", "attackers_mechanism", "parsing_utility", "budget_note",
+           "PREFIX"]
 
 #: registry names of the learning word-recovery attacks start with this; the parsing runner's names do not
 PREFIX = "word-recovery-"
@@ -67,7 +68,7 @@ def _release(cell: Any, data: Any, options: dict[str, Any] | None = None) -> tup
     return defense, defense.transform((t.words, t.tags) for t in data.test)
 
 
-def _attackers_mechanism(cell: Any, data: Any, options: dict[str, Any]) -> Any:
+def attackers_mechanism(cell: Any, data: Any, options: dict[str, Any]) -> Any:
     """``make(seed)``: the cell's mechanism with the attacker's own seeded draws (it knows the mechanism, never the
     client's key; seeding its own obfuscations leaks nothing of the client's)."""
     from veil.defenses.base import get_defense
@@ -147,31 +148,47 @@ def _fraction(m: Metric) -> dict[str, Any]:
 
 
 def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
-    """One word-recovery attack on the cell's obfuscation of the private sentences (module docstring)."""
-    from veil.attacks.base import get_attack
-    from veil.attacks.word_recovery import observe, score_attack
-    from veil.experiments.obfuscation.parsing import build_attacker
-    from veil.metrics.stats import hit_rate_test
+    """One word-recovery attack on the cell's obfuscation of the private sentences (module docstring): the release
+    half here, the scoring half :func:`score_word_recovery` (which :func:`veil.attack` calls too)."""
+    from veil.attacks.word_recovery import observe
 
     start = time.perf_counter()
-    setup = data.setup(cell.config.seed)
     options = _options(cell, data)
     defense, obf = _release(cell, data, options)
     text, originals = observe(obf), [list(o.key.originals) for o in obf]
+    rec, bench = score_word_recovery(cell.attack, text, originals, train=data.train, vocab=data.vocab,
+                                     setup=data.setup(cell.config.seed),
+                                     make=attackers_mechanism(cell, data, options), defense=defense.config(),
+                                     setting=cell.id)
+    return finish(rec, cell, data, start, bench)
+
+
+def score_word_recovery(attack: str, text: Any, originals: list[list[str]], *, train: list[Any], vocab: Any,
+                        setup: Any, make: Any, defense: dict[str, Any], setting: str = ""
+                        ) -> tuple[ResultRecord, dict[str, Any]]:
+    """Build the word-recovery attack registered as ``attack`` from the public ``train`` sentences and ``vocab``
+    (``make(seed)``: the mechanism with the attacker's own draws), run it on ``text`` (what it observes: words,
+    tags, replaced positions) and score it as a bench cell does: the record and its ``extra["bench"]`` block (top-1
+    against random guessing for a floor, against the tag-frequency floor by exact McNemar otherwise). ``originals``
+    (the true words at the replaced positions) are the scorer's; the attacker never sees them."""
+    from veil.attacks.base import get_attack
+    from veil.attacks.word_recovery import score_attack
+    from veil.experiments.obfuscation.parsing import build_attacker
+    from veil.metrics.stats import hit_rate_test
+
     targets = [[w.lower() for w in o] for o in originals]
-    make = _attackers_mechanism(cell, data, options)
-    short = cell.attack[len(PREFIX):] if cell.attack.startswith(PREFIX) else cell.attack
-    attacker = build_attacker(short, data.train, data.vocab, setup, make)
+    short = attack[len(PREFIX):] if attack.startswith(PREFIX) else attack
+    attacker = build_attacker(short, train, vocab, setup, make)
     ranks = np.asarray(attacker.rank(text, targets), dtype=np.int64)
-    metrics = score_attack(attacker, text, originals, seed=cell.config.seed, ranks=ranks)
+    metrics = score_attack(attacker, text, originals, seed=setup.seed, ranks=ranks)
     hits = ranks == 1
-    rates = _random_rates(text, data.vocab)
-    floor = bool(get_attack(cell.attack).floor)
+    rates = _random_rates(text, vocab)
+    floor = bool(get_attack(attack).floor)
     if floor:
         test = hit_rate_test(hits.astype(int), rates, alpha=ALPHA).to_dict()
         floor_top1 = None
     else:
-        tf = build_attacker("tag-frequency", data.train, data.vocab, setup, make)
+        tf = build_attacker("tag-frequency", train, vocab, setup, make)
         floor_hits = np.asarray(tf.rank(text, targets), dtype=np.int64) == 1
         test = _mcnemar(hits, floor_hits)
         floor_top1 = Metric(mean=float(floor_hits.mean()), n=int(len(floor_hits)))
@@ -179,8 +196,8 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
     metrics["random_top1"] = Metric(mean=100.0 * float(rates.mean()), n=int(len(rates)))
     budget = budget_note(list(attacker.config().get("history") or []), setup.attack_minutes,
                          attacker.config().get("stopped"))
-    rec = ResultRecord(method="bench", experiment=cell.id,
-                       config={"attack": attacker.config(), "setup": setup.to_dict(), "defense": defense.config(),
+    rec = ResultRecord(method="bench", experiment=setting,
+                       config={"attack": attacker.config(), "setup": setup.to_dict(), "defense": defense,
                                "sentences": len(text), "positions": int(text.n_positions)},
                        metrics=metrics, wall_time_s=0.0)
     bench = bench_block(success="top1", success_metric=_fraction(metrics["top1"]), comparable=not floor,
@@ -189,7 +206,7 @@ def word_recovery_cell(cell: Any, data: Any) -> ResultRecord:
                         measure="word recovery: the share of replaced words whose original the attacker ranks first",
                         versus="random guessing among the tag's public words" if floor else
                         "the tag-frequency floor", budget=budget or None)
-    return finish(rec, cell, data, start, bench)
+    return rec, bench
 
 
 def _scores(parser: str, gold: list[Any], sentences: list[Any], seed: int, model: Any = None) -> dict[str, Metric]:
