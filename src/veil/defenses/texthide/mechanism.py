@@ -161,7 +161,7 @@ class TextHide(TrainingEncodingsDefense):
         from veil.defenses.defaults import key_seeds, mask_pool
 
         seeds = key_seeds(rng)
-        pool = mask_pool(None if setting["m"] == "inf" else int(setting["m"]), data.dim, rng=seeds[0])
+        pool = mask_pool(setting["m"], data.dim, rng=seeds[0])  # "inf": an infinite pool
         public = None
         if setting.get("mode", "intra") == "inter":
             public = data.public_vectors * float(options.get("scale", 1.0))
