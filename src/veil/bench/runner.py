@@ -157,20 +157,36 @@ def _warn_truncated(names: list[str]) -> None:
         warn_truncated(name, fresh, encoder)
 
 
-def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> None:
+def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Make sure the models ``cells`` need are cached before any runs: the quick masked LM (infilling, veil's MLM
-    word recovery) and the inverters (the quick one is trained here on first use; the full one must exist)."""
+    word recovery) and the inverters (the quick one is trained here on first use; the full one must exist).
+
+    Returns one ``{"model", "seconds"}`` per model checked, and logs ``bench: model NAME ready after S s`` for each
+    that took a second or more (one trained here; benchmarks/demo.py times a first run's phases from these lines)."""
+    import time
+
+    needed: list[tuple[str, Callable[[], None]]] = []
     if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
            and c.config.quick for c in cells):
         from veil.parsing.mlm import ensure_mlm
 
-        ensure_mlm("mlm-quick", log=log)
+        needed.append(("mlm-quick", lambda: ensure_mlm("mlm-quick", log=log)))
     inverting = {c.config.quick for c in cells if _inverts(getattr(c, "attack", None))}
     if inverting:
         from veil.training.inverter import ensure_inverter
 
         for quick in sorted(inverting):
-            ensure_inverter("inverter-quick" if quick else "inverter", log=log)
+            name = "inverter-quick" if quick else "inverter"
+            needed.append((name, lambda name=name: ensure_inverter(name, log=log)))
+    done = []
+    for name, ensure in needed:
+        start = time.perf_counter()
+        ensure()
+        seconds = round(time.perf_counter() - start, 1)
+        if seconds >= 1.0:
+            log(f"bench: model {name} ready after {seconds:.1f} s")
+        done.append({"model": name, "seconds": seconds})
+    return done
 
 
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
