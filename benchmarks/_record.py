@@ -6,12 +6,27 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 HEADER = "# Benchmark results\n\nAppended by the scripts in benchmarks/; newest last.\n\n"
+
+
+@contextmanager
+def busy_loops(n: int) -> Iterator[list[subprocess.Popen]]:
+    """``n`` busy loops (``while True: pass`` processes) running for the ``with`` block: the synthetic load a
+    benchmark's ``--busy N`` names in its record. They are killed on the way out, on an error or Ctrl-C too."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield burners
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
 
 
 def refuse_dirty(repo: Path, no_append: bool) -> None:

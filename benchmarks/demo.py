@@ -129,32 +129,30 @@ def _measure(args: argparse.Namespace, repo: Path, where: Path) -> dict:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     if not args.pip_cache:
         env["PIP_NO_CACHE_DIR"] = "1"
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    from _record import busy_loops
+
     phases: dict[str, float] = {}
     lines: list[tuple[float, str]] = []
     status, start = "done", time.perf_counter()
     deadline = start + args.max_minutes * 60
-    try:
-        steps = [("clone", ["git", "clone", "--quiet", "--no-hardlinks", str(repo), str(clone)], where),
-                 ("venv", ["make", ".venv/.veil-installed"], clone),
-                 ("corpora", ["make", ".venv/.veil-corpora"], clone),
-                 ("demo", ["make", "demo"], clone)]
-        for name, cmd, cwd in steps:
-            t0 = time.perf_counter()
-            mark = len(lines)
-            rc = _stream(cmd, cwd, env, deadline, lines, start)
-            phases[name] = round(time.perf_counter() - t0, 1)
-            if rc != 0:
-                tail = "\n".join(line for _, line in lines[mark:][-20:])
-                status = f"failed in {name} (exit {rc})"
-                print(f"{status}; its last lines:\n{tail}", file=sys.stderr)
-                break
-    except Cut:
-        status = f"cut short by --max-minutes {args.max_minutes:g}"
-    finally:
-        for p in burners:
-            p.kill()
-            p.wait()
+    with busy_loops(args.busy):
+        try:
+            steps = [("clone", ["git", "clone", "--quiet", "--no-hardlinks", str(repo), str(clone)], where),
+                     ("venv", ["make", ".venv/.veil-installed"], clone),
+                     ("corpora", ["make", ".venv/.veil-corpora"], clone),
+                     ("demo", ["make", "demo"], clone)]
+            for name, cmd, cwd in steps:
+                t0 = time.perf_counter()
+                mark = len(lines)
+                rc = _stream(cmd, cwd, env, deadline, lines, start)
+                phases[name] = round(time.perf_counter() - t0, 1)
+                if rc != 0:
+                    tail = "\n".join(line for _, line in lines[mark:][-20:])
+                    status = f"failed in {name} (exit {rc})"
+                    print(f"{status}; its last lines:\n{tail}", file=sys.stderr)
+                    break
+        except Cut:
+            status = f"cut short by --max-minutes {args.max_minutes:g}"
     total = round(time.perf_counter() - start, 1)
     load_after = round(os.getloadavg()[0], 2)
     run_json = clone / "veil-results" / "bench" / "run.json"

