@@ -45,6 +45,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import veil  # noqa: E402,F401  (before torch: the OpenMP wait policy veil sets is what its users get; ST shares it)
+
 CORPUS = "rt-polarity"
 HERE = Path(__file__).resolve().parent
 N_LONE = 64  # texts encoded one per call for the latency column
@@ -158,6 +160,7 @@ def run(n: int, batch_size: int, reps: int, busy: int = 0) -> dict:
                    "default_encoder": default_enc.describe()},
         "load_average": list(os.getloadavg()),
         "busy_loops": busy,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "seconds": seconds,
         "sentences_per_s": rate,
         "lone_text_ms": lone_ms,
@@ -188,7 +191,9 @@ def markdown(result: dict) -> str:
         f"- machine: {m['platform']}, {m['cpu_count']} CPUs, torch {m['torch']} with {m['torch_threads']} threads; "
         f"load average {', '.join(f'{x:.2f}' for x in result['load_average'])} at the end{amx}"
         + (f"; {result['busy_loops']} busy loop(s) running beside it (synthetic load)"
-           if result.get("busy_loops") else ""),
+           if result.get("busy_loops") else "")
+        + (f"; OMP_WAIT_POLICY={result.get('omp_wait_policy') or 'unset (libgomp spins a while, then sleeps)'}"
+           if "omp_wait_policy" in result else ""),
         f"- workload: first {c['n_sentences']} {c['corpus']} {c['split']} texts, {c['model']}, batch {c['batch_size']}, "
         f"{c['pooling']} pooling, normalised, max_length {c['max_length']}; median of {c['reps']} alternating runs",
         "",

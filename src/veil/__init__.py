@@ -7,9 +7,17 @@ functions that need them, so ``import veil`` stays fast.
 from __future__ import annotations
 
 import importlib
+import os as _os
 from typing import Any
 
 __version__ = "0.1.0"
+
+# OpenMP threads that wait for work sleep instead of spinning (libgomp reads OMP_WAIT_POLICY once, when torch loads
+# it, so this holds where veil is imported before torch; a value the user set is kept). On a shared machine the
+# spinning threads fight the other processes for the cores: with two busy loops beside it, the default encoder ran
+# several times slower spinning than sleeping, at a small cost on an idle machine (benchmarks/encode.py,
+# benchmarks/RESULTS.md; docs/encoders.md)
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _SUBMODULES = {"api", "attacks", "bench", "controls", "corpora", "defenses", "encoders", "errors", "experiments",
                "kinds", "metrics", "models", "random", "report", "training", "validation"}
