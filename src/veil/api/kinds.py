@@ -130,25 +130,46 @@ def _split_documents(corpus: Any, split: str) -> list[list[str]]:
     return [list(corpus.documents[i]) for i in corpus.indices(split)]
 
 
-def _public_documents(data: Any, public: Any, name: str) -> list[list[str]]:
+def _builtin_name(corpus: Any) -> str | None:
+    """The corpus' name when it is a built-in corpus pulled from a package registry (public by construction), else
+    None (a file of the user's, whatever its name)."""
+    import veil.corpora as vc
+
+    from_file = any(p.registry == "file" for p in corpus.provenance) or not corpus.provenance
+    return None if from_file or corpus.name not in vc.names() else corpus.name
+
+
+def _public_documents(data: Any, public: Any, name: str) -> tuple[list[list[str]], str | None]:
     """The public documents: ``public`` (a corpus name: its train split; or documents), else ``data``'s own train
-    split when it is a corpus (as the bench and ``veil sentdp embed`` take it)."""
+    split when it is a corpus (as the bench and ``veil sentdp embed`` take it); and the corpus' name when they are
+    a built-in corpus' train split (their vectors may then be cached on disk: they are public), else None."""
     if public is None:
         if not _is_corpus(data):
             raise InvalidParameterError(f"{name} needs public documents for its candidates: pass public=CORPUS (a "
                                         "document corpus, e.g. 'news-articles', whose train split is public) or "
                                         "public=[documents], as `veil sentdp embed --public CORPUS` does for a file")
-        return _split_documents(data, "train")
+        return _split_documents(data, "train"), _builtin_name(data)
     if isinstance(public, str):
         import veil.corpora as vc
 
-        return _split_documents(vc.load(public), "train")
-    return _documents(public, f"{name}'s public documents")
+        corpus = vc.load(public)
+        return _split_documents(corpus, "train"), _builtin_name(corpus)
+    return _documents(public, f"{name}'s public documents"), None
 
 
-def _embed_documents(docs: list[list[str]]) -> list[np.ndarray]:
+def _embed_documents(docs: list[list[str]], public_corpus: str | None = None) -> list[np.ndarray]:
+    """Each document's sentence vectors (MiniLM). A public corpus' train split (``public_corpus`` names it) goes
+    through the embedding cache, so the second protect on the same public corpus does not encode it again; any
+    other text (the caller's documents, or public documents given as a list) is encoded and kept in memory only."""
     flat = [x for d in docs for x in d]
-    S = _encode(flat)
+    if public_corpus is not None:
+        from veil.encoders import TextEncoder
+        from veil.encoders.cache import encode_cached
+
+        S = np.ascontiguousarray(encode_cached(TextEncoder("minilm"), flat, public_corpus, "train-sentences",
+                                               progress=False), dtype=np.float32)
+    else:
+        S = _encode(flat)
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
     return [S[offsets[i]:offsets[i + 1]] for i in range(len(docs))]
 
@@ -157,7 +178,7 @@ def protect_document_embeddings(data: Any, name: str, s: dict[str, Any]) -> tupl
     from veil.defenses.defaults import document_candidates, mean_embeddings
 
     docs = _split_documents(data, "test") if _is_corpus(data) else _documents(data, f"{name} releases documents")
-    candidates = document_candidates(mean_embeddings(_embed_documents(_public_documents(data, s["public"], name))))
+    candidates = document_candidates(mean_embeddings(_embed_documents(*_public_documents(data, s["public"], name))))
     if name == "deepcandidate":
         from veil.defenses.sentdp import DeepCandidate
 
