@@ -265,7 +265,7 @@ def bag_of_words(texts: list[str], vectors: np.ndarray, public: dict[str, Any], 
     writable_dir(path.parent)
     log(f"fitting the bag-of-words predictor on {len(texts):,} public sentences (at most "
         f"{BAG_OF_WORDS['max_steps']:,} steps; cached for the next record)")
-    bow = BagOfWords(texts, vectors, rng=seed, **BAG_OF_WORDS)
+    bow = BagOfWords(texts, vectors, rng=seed, log=log, **BAG_OF_WORDS)
     if bow.stopped != "max_minutes":
         bow.save(path)
     return bow

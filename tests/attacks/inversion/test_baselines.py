@@ -103,7 +103,10 @@ def test_bag_of_words_is_reproducible_for_a_seed(news):
 
     _, tr, Xtr, _, Xte = news
     with torch_threads(1):
-        runs = [BagOfWords(tr[:300], Xtr[:300], vocab_size=500, max_steps=20, eval_every=10, rng=5) for _ in range(2)]
+        lines: list[str] = []
+        runs = [BagOfWords(tr[:300], Xtr[:300], vocab_size=500, max_steps=20, eval_every=10, rng=5, log=lines.append)
+                for _ in range(2)]
+    assert len(lines) == 6 and lines[0].startswith("bag of words: step 0/20, dev token F1 ")  # progress, per evaluation
     curves = [[{k: v for k, v in row.items() if k != "minutes"} for row in r.config()["curve"]] for r in runs]
     assert runs[0].run(Xte[:10]) == runs[1].run(Xte[:10]) and curves[0] == curves[1] and len(curves[0]) == 3
     assert runs[0].config()["stopped"] == "max_steps" and runs[0].config()["steps"] == 20

@@ -25,7 +25,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -133,7 +133,9 @@ class BagOfWords(Attack):
     outputs are recorded (:attr:`curve`: step, minutes, dev_loss, dev_token_f1); training stops after ``patience``
     evaluations without a better dev token F1, at ``max_steps``, or after ``max_minutes`` (checked between
     steps), and keeps the weights of the best dev token F1. ``rng`` (int seed, numpy Generator, or None for OS
-    entropy) draws the split and the batch order: the attacker's own randomness, not a secret.
+    entropy) draws the split and the batch order: the attacker's own randomness, not a secret. ``log`` (e.g.
+    ``print``), when given, gets one line per evaluation: the step, the dev token F1, the best so far and the
+    minutes spent (a fit on the full inverter's public sentences takes many minutes).
 
     :meth:`run` outputs, per vector, the ``max(1, round(sum of the V probabilities))`` most probable words
     (round half up), joined by spaces in descending probability. It is a BAG, not a sentence: token F1 and
@@ -158,7 +160,7 @@ class BagOfWords(Attack):
     def __init__(self, texts: Sequence[str], vectors: Any = None, *, encoder: Any = None, vocab_size: int = 10000,
                  dev_share: float = 0.1, max_dev: int = 2000, batch_size: int = 128, lr: float = 1e-2,
                  max_steps: int = 5000, max_minutes: float = 30.0, eval_every: int = 100, patience: int = 5,
-                 rng: RngLike = 0, cache: bool = True) -> None:
+                 rng: RngLike = 0, cache: bool = True, log: Callable[[str], None] | None = None) -> None:
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
         self.dev_share = check_real("dev_share", dev_share, low=0.0, high=1.0, low_open=True, high_open=True)
         self.max_dev = check_int("max_dev", max_dev, minimum=1)
@@ -173,10 +175,10 @@ class BagOfWords(Attack):
         texts, x = _public(texts, vectors, encoder, cache, "BagOfWords")
         if len(texts) < 2:
             raise DataFormatError("BagOfWords needs at least 2 public sentences (a training part and a dev part)")
-        self._fit(texts, x, rng)
+        self._fit(texts, x, rng, log)
 
     # ------------------------------------------------------------------ training
-    def _fit(self, texts: list[str], x: np.ndarray, rng: RngLike) -> None:
+    def _fit(self, texts: list[str], x: np.ndarray, rng: RngLike, log: Callable[[str], None] | None = None) -> None:
         import torch
 
         from veil.models.inverter import word_tokens
@@ -242,6 +244,10 @@ class BagOfWords(Attack):
                     best, since = (f1, step, {k: v.clone() for k, v in self.linear.state_dict().items()}), 0
                 else:
                     since += 1
+                if log is not None:
+                    log(f"bag of words: step {step:,}/{self.max_steps:,}, dev token F1 {f1:.2f} (best {best[0]:.2f} "
+                        f"at step {best[1]:,}; {since}/{self.patience} evaluations without a gain), "
+                        f"{(time.perf_counter() - start) / 60.0:.1f} min")
                     if since >= self.patience:
                         stop = "patience"
                         break
