@@ -114,6 +114,21 @@ def test_bag_of_words_is_reproducible_for_a_seed(news):
     assert timed["stopped"] == "max_minutes" and timed["steps"] == 0 and len(timed["curve"]) == 1
 
 
+
+def test_bag_of_words_stops_on_patience_the_same_with_or_without_progress_lines(news):
+    """Early stopping does not depend on whether anyone reads the progress: a fit with ``log`` and one without
+    stop at the same step, on their patience, with the same predictor."""
+    from veil._threads import torch_threads
+
+    _, tr, Xtr, _, Xte = news
+    lines: list[str] = []
+    with torch_threads(1):
+        quiet, told = (BagOfWords(tr[:300], Xtr[:300], vocab_size=500, lr=0.3, max_steps=3000, eval_every=5,
+                                  patience=2, rng=5, log=log) for log in (None, lines.append))
+    assert quiet.config()["stopped"] == told.config()["stopped"] == "patience"
+    assert quiet.config()["steps"] == told.config()["steps"] < 3000 and quiet.run(Xte[:10]) == told.run(Xte[:10])
+    assert len(lines) == len(told.config()["curve"]) and "2/2 evaluations without a gain" in lines[-1]
+
 def test_bad_inputs_are_typed_errors(news):
     _, tr, Xtr, _, _ = news
     attack = NearestPublic(tr[:50], Xtr[:50])

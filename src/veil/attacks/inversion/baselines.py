@@ -248,9 +248,9 @@ class BagOfWords(Attack):
                     log(f"bag of words: step {step:,}/{self.max_steps:,}, dev token F1 {f1:.2f} (best {best[0]:.2f} "
                         f"at step {best[1]:,}; {since}/{self.patience} evaluations without a gain), "
                         f"{(time.perf_counter() - start) / 60.0:.1f} min")
-                    if since >= self.patience:
-                        stop = "patience"
-                        break
+                if since >= self.patience:
+                    stop = "patience"
+                    break
             if last:
                 stop = "max_steps" if out_of_steps else "max_minutes"
                 break
