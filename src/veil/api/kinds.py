@@ -34,10 +34,16 @@ def _texts(data: Any, what: str) -> list[str] | None:
     return None
 
 
-def _encode(texts: list[str]) -> np.ndarray:
+def _encode(texts: list[str], public_corpus: str | None = None) -> np.ndarray:
+    """MiniLM vectors of ``texts``; through the embedding cache (on disk) only when they are a built-in corpus'
+    public text (``public_corpus`` names it), else in memory only."""
     from veil.encoders import TextEncoder
+    from veil.encoders.cache import encode_cached
 
-    return np.ascontiguousarray(TextEncoder("minilm").encode(texts, progress=False), dtype=np.float32)
+    encoder = TextEncoder("minilm")
+    X = (encoder.encode(texts, progress=False) if public_corpus is None else
+         encode_cached(encoder, texts, public_corpus, "train-sentences", progress=False))
+    return np.ascontiguousarray(X, dtype=np.float32)
 
 
 def _vectors(data: Any, what: str) -> np.ndarray:
@@ -161,15 +167,7 @@ def _embed_documents(docs: list[list[str]], public_corpus: str | None = None) ->
     """Each document's sentence vectors (MiniLM). A public corpus' train split (``public_corpus`` names it) goes
     through the embedding cache, so the second protect on the same public corpus does not encode it again; any
     other text (the caller's documents, or public documents given as a list) is encoded and kept in memory only."""
-    flat = [x for d in docs for x in d]
-    if public_corpus is not None:
-        from veil.encoders import TextEncoder
-        from veil.encoders.cache import encode_cached
-
-        S = np.ascontiguousarray(encode_cached(TextEncoder("minilm"), flat, public_corpus, "train-sentences",
-                                               progress=False), dtype=np.float32)
-    else:
-        S = _encode(flat)
+    S = _encode([x for d in docs for x in d], public_corpus)
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
     return [S[offsets[i]:offsets[i + 1]] for i in range(len(docs))]
 
