@@ -11,17 +11,21 @@ repetition and times are medians:
   re-embedded and the closest kept);
 * ``correct``: ``correct`` with ``steps=--steps`` (the attack's default: 3 steps of inverter-ranked word edits);
 * ``shortlist`` (with ``--shortlist K``): the same, re-embedding only the K edits per text and step that the
-  cosine's gradient ranks highest.
+  cosine's gradient ranks highest, with ``--batch-size B`` texts searched together (``veil attack invert
+  --shortlist K --batch-size B``; the other modes search 16 together, the attack's default).
 
 Reported: texts per second of each, the ratio of each to greedy (the cost of the search), and the token F1 of each
-against the originals (so the cost is set against what it buys).
+against the originals (so the cost is set against what it buys); for ``shortlist``, its token F1 minus that of
+``correct`` on the same texts, with a paired bootstrap 95% interval (2,000 resamples of the texts, seed 0).
+``--busy N`` runs N busy loops (``while True: pass`` processes) beside the timed runs: the synthetic load the
+record names.
 
 Usage::
 
     veil corpora pull rt-polarity            # once
     veil models train inverter [--quick]     # once (the full model: 5 minutes on a GPU, or veil models import DIR)
     python benchmarks/inversion.py [--inverter inverter] [--n 100] [--reps 2] [--threads 2] [--shortlist K]
-        [--note TEXT]
+        [--batch-size 64] [--busy 0] [--note TEXT]
         [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
 
 Prints one JSON line and appends a dated section to ``--results-file`` (written atomically); refuses to append
@@ -78,14 +82,17 @@ def run(args: argparse.Namespace) -> dict:
         return correct(inverter, encoder, v, steps=args.steps, beam=args.beam).final
 
     def shortlisted(v):
-        return correct(inverter, encoder, v, steps=args.steps, beam=args.beam, shortlist=args.shortlist).final
+        return correct(inverter, encoder, v, steps=args.steps, beam=args.beam, shortlist=args.shortlist,
+                       batch_size=args.batch_size).final
 
     modes = {"greedy": greedy, "rerank": rerank, "correct": corrected}
     if args.shortlist:
         modes["shortlist"] = shortlisted
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     outputs: dict[str, list[str]] = {}
-    with torch_threads(args.threads):
+    from _record import busy_loops
+
+    with torch_threads(args.threads), busy_loops(args.busy):
         for fn in modes.values():
             fn(vectors[:8])
         for rep in range(args.reps):
@@ -105,22 +112,40 @@ def run(args: argparse.Namespace) -> dict:
             "inverter": {"name": args.inverter, "sha256": inverter.manifest.get("sha256"),
                          "device": inverter.manifest.get("device")},
             "encoder_backend": getattr(encoder, "active_backend", "torch"), "beam": args.beam, "steps": args.steps,
-            "shortlist": args.shortlist,
+            "shortlist": args.shortlist, "batch_size": args.batch_size if args.shortlist else None,
+            "busy_loops": args.busy,
             "texts_per_second": {m: round(r, 3) for m, r in rate.items()},
             "ratio_to_greedy": {m: round(r / rate["greedy"], 4) for m, r in rate.items()},
             "seconds": {m: [round(x, 3) for x in s] for m, s in seconds.items()},
-            "token_f1": {m: round(mean_token_f1(texts, outputs[m]), 2) for m in modes}}
+            "token_f1": {m: round(mean_token_f1(texts, outputs[m]), 2) for m in modes},
+            **({"shortlist_minus_correct": _paired(texts, outputs["shortlist"], outputs["correct"])}
+               if args.shortlist else {})}
+
+
+def _paired(texts: list[str], a: list[str], b: list[str]) -> dict:
+    """Mean per-text token F1 of ``a`` minus ``b`` (percent) and its paired bootstrap 95% interval."""
+    import numpy as np
+
+    from veil.models.inverter import token_f1
+
+    d = np.array([token_f1(t, x) - token_f1(t, y) for t, x, y in zip(texts, a, b)]) * 100
+    means = d[np.random.default_rng(0).integers(0, len(d), (2000, len(d)))].mean(1)
+    return {"mean": round(float(d.mean()), 2), "ci_low": round(float(np.percentile(means, 2.5)), 2),
+            "ci_high": round(float(np.percentile(means, 97.5)), 2)}
 
 
 def markdown(r: dict) -> str:
     titles = {"greedy": "inverter alone (greedy; reference)", "rerank": f"beam {r['beam']} reranked by re-embedding",
               "correct": f"correction, {r['steps']} steps",
               "shortlist": f"correction, {r['steps']} steps, the {r.get('shortlist')} edits per text and step "
-                           "ranked highest by the cosine's gradient re-embedded"}
+                           "ranked highest by the cosine's gradient re-embedded"
+                           + (f", {r['batch_size']} texts searched together" if r.get("batch_size") else "")}
     lines = [f"## Embedding inversion throughput, {r['date']}", "",
              f"- commit: {r['git_commit']}",
              f"- machine: {r['machine']}; threads {r['threads']}; torch {r['torch']}; 1-min load average "
-             f"{r['load_after']} after the run" + (f"; note: {r['note']}" if r["note"] else ""),
+             f"{r['load_after']} after the run"
+             + (f"; {r['busy_loops']} busy loop(s) running beside it (synthetic load)" if r.get("busy_loops") else "")
+             + (f"; note: {r['note']}" if r["note"] else ""),
              f"- command: `{r['command']}`",
              f"- workload: the first {r['n']} texts of {r['corpus']} ({r['split']} split), their MiniLM vectors "
              f"({r['encoder_backend']} backend); inverter `{r['inverter']['name']}` (sha256 "
@@ -129,6 +154,10 @@ def markdown(r: dict) -> str:
     for m in [m for m in MODES + ("shortlist",) if m in r["texts_per_second"]]:
         lines.append(f"| {titles[m]} | {r['texts_per_second'][m]:.2f} | {r['ratio_to_greedy'][m]:.3f} | "
                      f"{r['token_f1'][m]:.1f} |")
+    if "shortlist_minus_correct" in r:
+        d = r["shortlist_minus_correct"]
+        lines += ["", f"Shortlist minus full correction, token F1 on the same texts: {d['mean']:+.1f} "
+                      f"[{d['ci_low']:+.1f}, {d['ci_high']:+.1f}] (paired bootstrap 95% interval)."]
     return "\n".join(lines) + "\n"
 
 
@@ -141,13 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="correction steps of correct (default 3)")
     parser.add_argument("--shortlist", type=int, default=0,
                         help="also time correct with this shortlist of edits per text and step (default 0: not)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="texts the shortlist mode searches together (default 64)")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="busy loops run beside the timed runs, a synthetic load (default 0)")
     parser.add_argument("--threads", type=int, default=2, help="torch and BLAS/OpenMP threads (default 2)")
     parser.add_argument("--note", default="", help="what else was running (recorded with the numbers)")
     parser.add_argument("--out", type=Path, help="also write the result as JSON to this file")
     parser.add_argument("--results-file", type=Path, default=RESULTS, help="Markdown file the section is appended to")
     parser.add_argument("--no-append", action="store_true", help="print the section; leave the results file alone")
     args = parser.parse_args(argv)
-    for name in ("n", "reps", "beam", "steps", "threads"):
+    if not 0 <= args.busy <= 16:
+        parser.error("--busy must be in [0, 16]")
+    for name in ("n", "reps", "beam", "steps", "threads", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1")
     if args.inverter not in ("inverter", "inverter-quick"):

@@ -61,6 +61,26 @@ def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home,
         run_inversion(cell, tmp_path, log=lines.append)
 
 
+def test_the_fast_setting_is_its_own_record_and_shortlists_the_floor_too(home, tmp_path):
+    """--shortlist and --batch-size reach the correction of the queried texts and are recorded; a record made
+    with them never stands for the default cell (its own file name), and the default cell's configuration holds
+    neither key, as records made before these options existed."""
+    from veil.results import ResultRecord
+
+    default = InversionCell(corpus="rt-polarity", queries=5, inverter="inverter-quick", steps=1, beam=2)
+    fast = InversionCell(corpus="rt-polarity", queries=5, inverter="inverter-quick", steps=1, beam=2, shortlist=3,
+                         batch_size=2)
+    assert "shortlist" not in default.to_dict() and "batch_size" not in default.to_dict()
+    assert fast.to_dict()["shortlist"] == 3 and fast.to_dict()["batch_size"] == 2
+    assert record_path(tmp_path, fast) != record_path(tmp_path, default)
+    assert record_path(tmp_path, fast).name.endswith("-sl3-b2.json")
+    rec = ResultRecord.read(run_inversion(fast, tmp_path, log=lambda _: None))
+    assert rec.config["cell"]["shortlist"] == 3 and rec.config["cell"]["batch_size"] == 2
+    assert rec.config["correction"]["shortlist"] == 3 and rec.config["correction"]["batch_size"] == 2
+    # at most 3 edits per text re-embedded in step 1 (5 texts), against every edit without the shortlist
+    assert rec.extra["curve"][1]["candidates"] <= 5 * 3
+
+
 def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_vectors(home, tmp_path):
     """TextHide's inference release of every rt-polarity text: the attacker recovers the whole pool from public
     statistics, the unmasked vectors are close to the texts' own, and the queried texts are those of ``none``."""
@@ -193,6 +213,10 @@ def test_bad_requests_are_typed_errors_before_any_work(home, tmp_path, monkeypat
         InversionCell(release="redaction")
     with pytest.raises(InvalidParameterError, match="--operator applies to redaction only"):
         InversionCell(release="metric-dp", epsilon=10.0, operator="type")
+    with pytest.raises(InvalidParameterError, match="--shortlist: edits re-embedded per text"):
+        InversionCell(shortlist=0)
+    with pytest.raises(InvalidParameterError, match="batch_size"):
+        InversionCell(batch_size=0)
     with pytest.raises(InvalidParameterError, match="--epsilon must be a finite number > 0 for metric-dp"):
         InversionCell(release="metric-dp")
     with pytest.raises(InvalidParameterError, match="rewritten documents .* sentence corpus; use a document corpus"):
@@ -247,3 +271,12 @@ def test_the_bag_of_words_cache_is_keyed_by_the_vectors_too(tmp_path, monkeypatc
     moved = vectors + np.float32(1e-3)
     assert fit(moved)[0].startswith("fitting the bag-of-words predictor")
     assert len(list((tmp_path / "attackers" / "bag-of-words").glob("*.pt"))) == 2
+
+
+def test_the_commands_default_batch_is_the_one_every_earlier_record_was_made_with():
+    import inspect
+
+    from veil.bench.inversion import CORRECTION_BATCH
+    from veil.cli.attack import attack_invert
+
+    assert inspect.signature(attack_invert).parameters["batch_size"].default == CORRECTION_BATCH

@@ -74,6 +74,9 @@ _TEXT_RELEASES = ("metric-dp", "redaction")
 #: releases made per document of a document corpus (a floor cell: a random public candidate inverted alike)
 _DOCUMENT_RELEASES = _SENTDP_RELEASES + _TEXT_RELEASES
 _EPSILON_RELEASES = _SENTDP_RELEASES + ("metric-dp",)
+#: targets the correction searches together unless a cell says otherwise (correct()'s default, with which every
+#: record before --batch-size was made)
+CORRECTION_BATCH = 16
 #: examples kept in a record (the first queried texts)
 EXAMPLES = 8
 
@@ -93,6 +96,12 @@ class InversionCell:
     seed: int = 0
     m: int | None = None
     operator: str | None = None
+    #: re-embed only this many word edits per text and step, those the cosine's gradient ranks highest (None: every
+    #: edit); :func:`veil.attacks.inversion.correct.correct`'s ``shortlist``
+    shortlist: int | None = None
+    #: targets searched together (:func:`~veil.attacks.inversion.correct.correct`'s ``batch_size``); larger batches
+    #: amortise the decoder's per-token overhead
+    batch_size: int = CORRECTION_BATCH
 
     def __post_init__(self) -> None:
         from veil.defenses.redaction.presidio import OPERATORS
@@ -124,6 +133,10 @@ class InversionCell:
         check_int("steps", self.steps, minimum=0)
         check_int("beam", self.beam, minimum=1)
         check_int("seed", self.seed, minimum=0)
+        if self.shortlist is not None:
+            check_int("shortlist", self.shortlist, minimum=1, hint=" (--shortlist: edits re-embedded per text and "
+                                                                   "step; leave it out to re-embed every edit)")
+        check_int("batch_size", self.batch_size, minimum=1)
 
     @property
     def label(self) -> str:
@@ -138,9 +151,11 @@ class InversionCell:
         d = asdict(self)
         if d["epsilon"] is not None:
             d["epsilon"] = float(d["epsilon"])
-        for key in ("m", "operator"):  # records made before these releases were invertible here hold neither
+        for key in ("m", "operator", "shortlist"):  # records made before these options existed hold none of them
             if d[key] is None:
                 del d[key]
+        if d["batch_size"] == CORRECTION_BATCH:
+            del d["batch_size"]
         return d
 
 
@@ -149,7 +164,8 @@ def record_path(root: str | Path, cell: InversionCell) -> Path:
     from veil.outputs import tag
 
     return Path(root) / (f"{cell.corpus}-{cell.label}-{cell.inverter}-"
-                         f"{tag(steps=cell.steps, beam=cell.beam, q=cell.queries, seed=cell.seed)}"
+                         f"{tag(steps=cell.steps, beam=cell.beam, q=cell.queries, seed=cell.seed, sl=cell.shortlist)}"
+                         f"{'' if cell.batch_size == CORRECTION_BATCH else f'-b{cell.batch_size}'}"
                          f"{'' if cell.quick else '-full'}.json")
 
 
@@ -431,7 +447,8 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
         curve.append({"step": step, "token_f1": round(s.point("token_f1"), 3),
                       "bleu": round(s.point("bleu"), 3), "cosine": round(s.point("cosine"), 5),
                       "target_cosine": round(float(np.mean(corrected["cosines"][step])), 5),
-                      "seconds_per_text": round(corrected["seconds"][step] / n, 4)})
+                      "seconds_per_text": round(corrected["seconds"][step] / n, 4),
+                      "candidates": int(corrected["candidates"][step])})
     examples = [{"original": refs[i], **{m: outputs[m][i] for m in METHODS},
                  **({} if released_texts is None else {"released-text": released_texts[i]})}
                 for i in range(min(EXAMPLES, n))]
@@ -469,6 +486,9 @@ def _invert(inverter: Any, encoder: Any, targets: np.ndarray, cell: InversionCel
     """The inverter's texts after each correction step 0..steps, their cosines to the targets, and the seconds."""
     from veil.attacks.inversion.invert import Inversion
 
-    c = Inversion(inverter, encoder=encoder, steps=cell.steps, beam=cell.beam).correction(targets)
+    options = {} if cell.shortlist is None else {"shortlist": cell.shortlist}
+    c = Inversion(inverter, encoder=encoder, steps=cell.steps, beam=cell.beam, batch_size=cell.batch_size,
+                  **options).correction(targets)
     return {"texts": [list(t) for t in c.texts], "cosines": [np.asarray(x) for x in c.cosines],
-            "seconds": [float(x) for x in c.seconds], "config": dict(c.config)}
+            "seconds": [float(x) for x in c.seconds], "candidates": [int(x) for x in c.candidates],
+            "config": dict(c.config)}

@@ -589,6 +589,13 @@ def attack_invert(
     steps: Annotated[int, typer.Option(min=0, help="Correction steps by re-embedding (0: the inverter's beam "
                                                    "search, reranked by cosine).")] = 3,
     beam: Annotated[int, typer.Option(min=1, help="Beam width of the inverter's hypotheses.")] = 4,
+    shortlist: Annotated[Optional[int], typer.Option(min=1, help="Re-embed only this many word edits per text and "
+                                                                 "step, those the cosine's gradient ranks highest "
+                                                                 "(default: every edit, the strongest and slowest; "
+                                                                 "32 with --batch-size 64 is the fast setting, "
+                                                                 "docs/inversion.md).")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Texts searched together (larger: faster decoding, more "
+                                                        "memory).")] = 16,
     full: Annotated[bool, typer.Option("--full", help="A document corpus' whole test split (default: the quick "
                                                       "bench slice, 200 test documents).")] = False,
     seed: Annotated[int, typer.Option(min=0, help="Draws the private texts and the attacker's own choices (never "
@@ -609,7 +616,8 @@ def attack_invert(
     if epsilon is not None:
         finite("--epsilon", epsilon, low=0.0)
     cell = InversionCell(corpus=corpus, release=defense, epsilon=epsilon, queries=limit, inverter=inverter,
-                         steps=steps, beam=beam, quick=not full, seed=seed, m=m, operator=operator)
+                         steps=steps, beam=beam, quick=not full, seed=seed, m=m, operator=operator,
+                         shortlist=shortlist, batch_size=batch_size)
     root = check_output_dir(results if results is not None else default_results_dir("inversion"))
     say = console(as_json)
     path = run_inversion(cell, root, force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))

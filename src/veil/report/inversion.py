@@ -46,7 +46,7 @@ def _key(rec: ResultRecord) -> tuple:
     c = rec.config["cell"]
     return (c["corpus"], _RELEASE_ORDER.index(c["release"]) if c["release"] in _RELEASE_ORDER else 9,
             c.get("epsilon") or 0.0, c.get("m") or 0, c.get("operator") or "", c["inverter"], c["steps"],
-            c["queries"])
+            c["queries"], c.get("shortlist") or 0, c.get("batch_size") or 0)
 
 
 def _release(c: dict) -> str:
@@ -71,6 +71,10 @@ def _commands(records: list[tuple[Path, ResultRecord]]) -> list[str]:
         if c.get("operator") is not None:
             parts.append(f"--operator {c['operator']}")
         parts.append(f"--limit {c['queries']} --inverter {c['inverter']} --steps {c['steps']} --beam {c['beam']}")
+        if c.get("shortlist") is not None:
+            parts.append(f"--shortlist {c['shortlist']}")
+        if c.get("batch_size") is not None:
+            parts.append(f"--batch-size {c['batch_size']}")
         if not c.get("quick", True):
             parts.append("--full")
         parts.append(f"--seed {c['seed']} --results {results}")
@@ -179,7 +183,7 @@ def _target_section(recs: list[ResultRecord]) -> list[str]:
     """The full inverter against its target on rt-polarity's undefended vectors: token F1 >= 45 with correction,
     and >= 10 points above each baseline (met when the paired 95% interval lies at or above 10)."""
     full = [r for r in recs if r.config["cell"]["inverter"] == "inverter" and r.config["cell"]["corpus"] ==
-            "rt-polarity" and r.config["cell"]["release"] == "none"]
+            "rt-polarity" and r.config["cell"]["release"] == "none" and r.config["cell"].get("shortlist") is None]
     if not full:
         return ["## Target: the full inverter on rt-polarity", "",
                 "No record of the full inverter on rt-polarity's vectors yet (`veil models import DIR` or `veil "
@@ -271,7 +275,11 @@ def inversion_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                   f"{rec.config['queries']['n']} private texts: {rec.config['queries']['from']}; inverter "
                   f"`{c['inverter']}` ({inv.get('train_sentences')} training sentences, {inv.get('steps_trained')} "
                   f"steps" + (f", held-out token F1 {held:.1f}" if isinstance(held, (int, float)) else "")
-                  + f"), {c['steps']} correction steps, beam {c['beam']}; code {rec.git_commit}."
+                  + f"), {c['steps']} correction steps, beam {c['beam']}"
+                  + ("" if c.get("shortlist") is None else f", only the {c['shortlist']} edits per text and step "
+                                                           "ranked highest by the cosine's gradient re-embedded "
+                                                           "(`--shortlist`)")
+                  + f"; code {rec.git_commit}."
                   + (f" **The inverter was cut short by its minute cap** at step {inv.get('steps_trained')} of "
                      f"{inv.get('planned_steps')}: a weaker model than its configuration, so this record is a lower "
                      "bound, not a result (`veil models train inverter` resumes it)."
