@@ -181,3 +181,31 @@ def test_training_data_are_distinct_public_sentences_held_out_from_dev_splits(bu
     norms = np.linalg.norm(train.vectors, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-4)  # MiniLM's normalised vectors
     assert data["exclude"] == ["rt-polarity", "hutto-movies"] and data["heldout"]["sentences"] == 6
+
+
+def test_the_first_encoding_of_the_public_sentences_is_announced_with_a_measured_estimate(builtin, tmp_path):
+    """Issue 50, item 3: before the public sentences are encoded for the first time (a new inverter configuration
+    or another backend), one line says how many and about how long, from a timing on this machine; once they are
+    cached, nothing is announced. With one source cached and one not, only the missing one is counted."""
+    from veil.encoders import EmbeddingCache
+
+    builtin("hutto-tweets"), builtin("sms-spam")
+    cache = EmbeddingCache(tmp_path / "embeddings")
+    config = replace(_tiny(), sources=(("hutto-tweets", 30), ("sms-spam", 20)), heldout=6, max_tokens=24,
+                     max_train=None)
+    first: list[str] = []
+    train, _, _ = inverter_training_data(config, log=first.append, progress=False, cache=cache)
+    announced = [line for line in first if line.startswith("veil: encoding ")]
+    assert len(announced) == 1 and "public sentences of the inverter inverter-quick" in announced[0]
+    assert f"(0 of {len(train)} cached): about " in announced[0] and "on this machine now" in announced[0]
+    again: list[str] = []
+    inverter_training_data(config, log=again.append, progress=False, cache=cache)
+    assert not [line for line in again if line.startswith("veil: encoding ")]
+    # one more source: the two cached ones are counted as cached, the new one is timed
+    more: list[str] = []
+    bigger = replace(config, sources=config.sources + (("trec-questions", 10),))
+    builtin("trec-questions")
+    train, _, _ = inverter_training_data(bigger, log=more.append, progress=False, cache=cache)
+    line = [line for line in more if line.startswith("veil: encoding ")]
+    n_new = sum(o == "trec-questions" for o in train.corpora)
+    assert len(line) == 1 and f"({len(train) - n_new} of {len(train)} cached)" in line[0]

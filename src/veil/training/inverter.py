@@ -207,6 +207,7 @@ def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None]
     or False), and what the manifest says about them. Every corpus must be pulled."""
     from veil.encoders import TextEncoder
     from veil.encoders.cache import encode_cached
+    from veil.encoders.plan import announce_encoding, is_cached
     from veil.models.inverter import encoder_identity
 
     sel, data = inverter_training_texts(config, log=log)
@@ -214,6 +215,13 @@ def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None]
     identity = encoder_identity(encoder)
     texts, owners, dev_texts = sel.train, sel.train_corpora, sel.heldout
     log(f"inverter {config.name}: encoding the sentences with {encoder.model_name} (cached after the first run)")
+    held, missing = [], []  # the sentences of the sources whose vectors are (not) in the cache
+    for name, _ in config.sources:
+        rows = [texts[i] for i, o in enumerate(owners) if o == name]
+        (held if rows and is_cached(encoder, rows, name, "inverter-train", cache=cache) else missing).extend(rows)
+    if missing:  # the first use of these sources (or of this backend): say what it costs before it starts
+        announce_encoding(encoder, held + missing, what=f"public sentences of the inverter {config.name}",
+                          cached=len(held), log=log)
     vectors = np.zeros((len(texts), encoder.dim), dtype=np.float32)
     for name, _ in config.sources:
         rows = [i for i, o in enumerate(owners) if o == name]

@@ -4,6 +4,8 @@ the public set) and the bag-of-words predictor (beats the "most frequent words" 
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 
 import numpy as np
@@ -107,6 +109,9 @@ def test_bag_of_words_is_reproducible_for_a_seed(news):
         runs = [BagOfWords(tr[:300], Xtr[:300], vocab_size=500, max_steps=20, eval_every=10, rng=5, log=lines.append)
                 for _ in range(2)]
     assert len(lines) == 6 and lines[0].startswith("bag of words: step 0/20, dev token F1 ")  # progress, per evaluation
+    # from the first steps on, how long the rest takes at most at the rate so far (nothing at step 0 or at the cap)
+    assert "more at this rate" not in lines[0] and "more at this rate" not in lines[2]
+    assert re.search(r"; at most about \d+ min more at this rate \(less if it stops early\)$", lines[1])
     curves = [[{k: v for k, v in row.items() if k != "minutes"} for row in r.config()["curve"]] for r in runs]
     assert runs[0].run(Xte[:10]) == runs[1].run(Xte[:10]) and curves[0] == curves[1] and len(curves[0]) == 3
     assert runs[0].config()["stopped"] == "max_steps" and runs[0].config()["steps"] == 20

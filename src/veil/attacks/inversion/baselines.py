@@ -247,7 +247,7 @@ class BagOfWords(Attack):
                 if log is not None:
                     log(f"bag of words: step {step:,}/{self.max_steps:,}, dev token F1 {f1:.2f} (best {best[0]:.2f} "
                         f"at step {best[1]:,}; {since}/{self.patience} evaluations without a gain), "
-                        f"{(time.perf_counter() - start) / 60.0:.1f} min")
+                        f"{(time.perf_counter() - start) / 60.0:.1f} min" + _left(start, step, self.max_steps))
                 if since >= self.patience:
                     stop = "patience"
                     break
@@ -375,3 +375,12 @@ class BagOfWords(Attack):
                 "dev_sentences": self.dev_sentences, "dim": self.dim, "steps": self.steps,
                 "selected_step": self.selected_step, "stopped": self.stopped, "minutes": round(self.minutes, 4),
                 "curve": [dict(r) for r in self.curve]}
+
+
+def _left(start: float, step: int, max_steps: int) -> str:
+    """``; at most about N min more at this rate`` from the steps done since ``start`` (blank before the first
+    step and at the cap)."""
+    if step <= 0 or step >= max_steps:
+        return ""
+    rate = step / max(time.perf_counter() - start, 1e-9)
+    return f"; at most about {(max_steps - step) / rate / 60.0:.0f} min more at this rate (less if it stops early)"
