@@ -79,12 +79,16 @@ def _stream(cmd: list[str], cwd: Path, env: dict[str, str], deadline: float, lin
 
 
 def _models(lines: list[tuple[float, str]]) -> list[dict]:
-    """Each model the bench trained: its seconds, and the estimate its message printed before it trained."""
+    """Each model the bench trained: its seconds, and the estimate its message printed before it trained (the
+    console wraps a long message over several lines, so each line is read joined to the two before it)."""
     printed: dict[str, float] = {}
     out = []
+    recent: list[str] = []
     for _, line in lines:
-        m = _ESTIMATE.search(line)
-        if m and "training" in line:
+        recent = (recent + [line.strip()])[-3:]
+        joined = " ".join(recent)
+        m = _ESTIMATE.search(joined)
+        if m and "training" in joined:
             printed.setdefault(_MODEL_OF[m.group(1)], float(m.group(2)))
         r = _READY.search(line)
         if r:

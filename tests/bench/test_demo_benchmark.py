@@ -66,3 +66,18 @@ def test_the_demo_benchmark_section_states_the_target_and_each_phase():
     assert "| model `mlm-quick` | 150.0 | 2.50 | 6 | 0.42 (outside 2x) |" in text
     assert "within it" in text and "| 3 cells (summed cell time) | 400.0 |" in text
     assert "NOT within" in demo.markdown({**r, "within_target": False})
+
+
+def test_the_demo_benchmark_reads_an_estimate_the_console_wrapped():
+    """The lines of the first measured `make demo` (benchmarks/RESULTS.md, 2026-12-07): the CLI's console wrapped
+    each model's estimate over two lines, and the parser must still pair it with the model's ready line."""
+    demo = _demo()
+    log = ["veil's quick masked LM is not cached yet: training it now (`veil models train ",
+           "mlm --quick`, about 6 minutes on 2 idle cores, longer on a busy machine)",
+           "bench: model mlm-quick ready after 207.3 s",
+           "veil's quick inverter is not cached yet: training it now (`veil models train ",
+           "inverter --quick`, about 12 minutes on 2 idle cores, longer on a busy machine)",
+           "bench: model inverter-quick ready after 477.0 s"]
+    rows = demo._models([(0.0, line) for line in log])
+    assert [(r["model"], r["estimate_minutes"], r["ratio_to_estimate"], r["within_2x"]) for r in rows] == [
+        ("mlm-quick", 6.0, 0.58, True), ("inverter-quick", 12.0, 0.66, True)]
