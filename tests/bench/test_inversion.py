@@ -74,7 +74,12 @@ def test_the_fast_setting_is_its_own_record_and_shortlists_the_floor_too(home, t
     assert fast.to_dict()["shortlist"] == 3 and fast.to_dict()["batch_size"] == 2
     assert record_path(tmp_path, fast) != record_path(tmp_path, default)
     assert record_path(tmp_path, fast).name.endswith("-sl3-b2.json")
-    rec = ResultRecord.read(run_inversion(fast, tmp_path, log=lambda _: None))
+    lines: list[str] = []
+    rec = ResultRecord.read(run_inversion(fast, tmp_path, log=lines.append))
+    # what the inversion cost is said as it ends: the texts per second the setting bought
+    said = [line for line in lines if line.startswith("inverted 5 vectors in ")]
+    assert len(said) == 1 and " texts/s, " in said[0]
+    assert f"{sum(p['candidates'] for p in rec.extra['curve']):,} candidate texts re-embedded" in said[0]
     assert rec.config["cell"]["shortlist"] == 3 and rec.config["cell"]["batch_size"] == 2
     assert rec.config["correction"]["shortlist"] == 3 and rec.config["correction"]["batch_size"] == 2
     # at most 3 edits per text re-embedded in step 1 (5 texts), against every edit without the shortlist

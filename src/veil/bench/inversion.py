@@ -401,6 +401,8 @@ def _run(cell: InversionCell, inverter: Any, path: Path, requested: dict[str, An
     corrected = _invert(inverter, encoder, targets, cell)
     seconds["inverter"] = time.perf_counter() - t0
     outputs["inverter"] = corrected["texts"][-1]
+    log(f"inverted {n} vectors in {seconds['inverter']:.1f} s ({n / max(seconds['inverter'], 1e-9):.2f} texts/s, "
+        f"{int(sum(corrected['candidates'])):,} candidate texts re-embedded)")
     t0 = time.perf_counter()
     outputs["nearest-public"] = NearestPublic(public_texts, public_vectors).run(targets)
     seconds["nearest-public"] = time.perf_counter() - t0
