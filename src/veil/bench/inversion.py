@@ -163,9 +163,9 @@ def record_path(root: str | Path, cell: InversionCell) -> Path:
     """``<corpus>-<release>-<inverter>-<steps, beam, queries, slice, seed>.json``."""
     from veil.outputs import tag
 
-    return Path(root) / (f"{cell.corpus}-{cell.label}-{cell.inverter}-"
-                         f"{tag(steps=cell.steps, beam=cell.beam, q=cell.queries, seed=cell.seed, sl=cell.shortlist)}"
-                         f"{'' if cell.batch_size == CORRECTION_BATCH else f'-b{cell.batch_size}'}"
+    batch = None if cell.batch_size == CORRECTION_BATCH else cell.batch_size  # earlier records' names hold none
+    parts = tag(steps=cell.steps, beam=cell.beam, q=cell.queries, seed=cell.seed, sl=cell.shortlist, b=batch)
+    return Path(root) / (f"{cell.corpus}-{cell.label}-{cell.inverter}-{parts}"
                          f"{'' if cell.quick else '-full'}.json")
 
 
@@ -488,9 +488,8 @@ def _invert(inverter: Any, encoder: Any, targets: np.ndarray, cell: InversionCel
     """The inverter's texts after each correction step 0..steps, their cosines to the targets, and the seconds."""
     from veil.attacks.inversion.invert import Inversion
 
-    options = {} if cell.shortlist is None else {"shortlist": cell.shortlist}
     c = Inversion(inverter, encoder=encoder, steps=cell.steps, beam=cell.beam, batch_size=cell.batch_size,
-                  **options).correction(targets)
+                  shortlist=cell.shortlist).correction(targets)
     return {"texts": [list(t) for t in c.texts], "cosines": [np.asarray(x) for x in c.cosines],
             "seconds": [float(x) for x in c.seconds], "candidates": [int(x) for x in c.candidates],
             "config": dict(c.config)}

@@ -215,16 +215,16 @@ def inverter_training_data(config: InverterConfig, *, log: Callable[[str], None]
     identity = encoder_identity(encoder)
     texts, owners, dev_texts = sel.train, sel.train_corpora, sel.heldout
     log(f"inverter {config.name}: encoding the sentences with {encoder.model_name} (cached after the first run)")
+    rows_of = {name: [i for i, o in enumerate(owners) if o == name] for name, _ in config.sources}
     held, missing = [], []  # the sentences of the sources whose vectors are (not) in the cache
-    for name, _ in config.sources:
-        rows = [texts[i] for i, o in enumerate(owners) if o == name]
-        (held if rows and is_cached(encoder, rows, name, "inverter-train", cache=cache) else missing).extend(rows)
+    for name, rows in rows_of.items():
+        part = [texts[i] for i in rows]
+        (held if part and is_cached(encoder, part, name, "inverter-train", cache=cache) else missing).extend(part)
     if missing:  # the first use of these sources (or of this backend): say what it costs before it starts
         announce_encoding(encoder, held + missing, what=f"public sentences of the inverter {config.name}",
                           cached=len(held), log=log)
     vectors = np.zeros((len(texts), encoder.dim), dtype=np.float32)
-    for name, _ in config.sources:
-        rows = [i for i, o in enumerate(owners) if o == name]
+    for name, rows in rows_of.items():
         if rows:
             vectors[rows] = encode_cached(encoder, [texts[i] for i in rows], name, "inverter-train",
                                           cache=cache, progress=progress)

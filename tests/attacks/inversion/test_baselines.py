@@ -5,7 +5,6 @@ the public set) and the bag-of-words predictor (beats the "most frequent words" 
 from __future__ import annotations
 
 import re
-
 from collections import Counter
 
 import numpy as np
@@ -119,7 +118,6 @@ def test_bag_of_words_is_reproducible_for_a_seed(news):
     assert timed["stopped"] == "max_minutes" and timed["steps"] == 0 and len(timed["curve"]) == 1
 
 
-
 def test_bag_of_words_stops_on_patience_the_same_with_or_without_progress_lines(news):
     """Early stopping does not depend on whether anyone reads the progress: a fit with ``log`` and one without
     stop at the same step, on their patience, with the same predictor."""
@@ -133,6 +131,7 @@ def test_bag_of_words_stops_on_patience_the_same_with_or_without_progress_lines(
     assert quiet.config()["stopped"] == told.config()["stopped"] == "patience"
     assert quiet.config()["steps"] == told.config()["steps"] < 3000 and quiet.run(Xte[:10]) == told.run(Xte[:10])
     assert len(lines) == len(told.config()["curve"]) and "2/2 evaluations without a gain" in lines[-1]
+
 
 def test_bad_inputs_are_typed_errors(news):
     _, tr, Xtr, _, _ = news
