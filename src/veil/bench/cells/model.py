@@ -25,7 +25,8 @@ from veil.bench.cells.common import ALPHA, bench_block, finish, make_defense
 from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
-__all__ = ["membership_cell", "model_utility", "MembershipResources", "MEMBERS", "SHADOWS"]
+__all__ = ["membership_cell", "model_utility", "MembershipResources", "MEMBERS", "SHADOWS",
+           "score_membership_attack", "target_config"]
 
 #: the target's training examples (quick, full), at most a third of the train split
 MEMBERS = (1000, 2000)
@@ -77,11 +78,15 @@ def _accuracy(correct: np.ndarray) -> Metric:
     return Metric(mean=float(correct.mean()), n=len(correct), ci_low=lo, ci_high=hi, ci_level=0.95)
 
 
+def target_config(defense: Any, model: Any, n_train: int, candidates: int, population: int) -> dict[str, Any]:
+    """What a membership record says of its target: the defense, its recipe, the game's sizes, the guarantee."""
+    return {"defense": defense.config(), "recipe": defense.recipe(), "n_train": n_train, "candidates": candidates,
+            "population": population, "guarantee": model.guarantee.to_dict(), "train_seconds": model.seconds}
+
+
 def _config(t: dict[str, Any]) -> dict[str, Any]:
     g, model = t["game"], t["model"]
-    return {"defense": t["defense"].config(), "recipe": t["defense"].recipe(), "n_train": len(g.train),
-            "candidates": len(g.candidates), "population": len(g.population),
-            "guarantee": model.guarantee.to_dict(), "train_seconds": model.seconds}
+    return target_config(t["defense"], model, len(g.train), len(g.candidates), len(g.population))
 
 
 def model_utility(cell: Any, data: Any) -> ResultRecord:
@@ -99,12 +104,38 @@ def model_utility(cell: Any, data: Any) -> ResultRecord:
     return finish(rec, cell, data, start, bench)
 
 
+def score_membership_attack(attacker: Any, access: Any, truth: Any, *, seed: int, config: dict[str, Any],
+                            setting: str, extra_metrics: dict[str, Metric] | None = None
+                            ) -> tuple[ResultRecord, dict[str, Any]]:
+    """Run ``attacker`` (a built membership attack) on ``access`` (black-box access to the target and the
+    candidates) and score it as the bench cell does: AUC [stratified bootstrap 95%], TPR at 1% / 0.1% FPR, tested
+    against 0.5 by a one-sided Mann-Whitney U test; ``truth`` (which candidates are members) reaches the scorer
+    only. Returns (the record, method ``bench``, experiment ``setting``; its ``extra["bench"]`` block). The bench
+    cell and ``veil.attack`` on a model release both score through this."""
+    from veil.attacks.membership import score_membership
+    from veil.attacks.membership.scoring import membership_test
+
+    result = attacker.run(access)
+    scored = score_membership(result, truth, rng=seed)
+    verdict = membership_test(result.scores, truth.members, alpha=ALPHA)
+    metrics = {**scored.result.metrics, **(extra_metrics or {})}
+    rec = ResultRecord(method="bench", experiment=setting, config={"attack": dict(scored.result.config), **config},
+                       metrics=metrics, wall_time_s=0.0, extra={"roc_points": len(scored.roc.fpr)})
+    auc = metrics["auc"]
+    n = len(truth.members)
+    bench = bench_block(success="auc", success_metric=auc.to_dict(), comparable=True, random_rate=0.5,
+                        floor_success=Metric(mean=0.5).to_dict(), test=verdict.to_dict(), versus="random guessing",
+                        measure=f"membership inference: AUC over {n} candidates (half trained on), "
+                                f"TPR at 1% FPR {metrics['tpr@1%fpr'].mean:.3f}, at 0.1% FPR "
+                                f"{metrics['tpr@0.1%fpr'].mean:.3f}; 0.5 is random guessing")
+    return rec, bench
+
+
 def membership_cell(cell: Any, data: Any) -> ResultRecord:
     """The cell's membership attack on the setting's target: AUC [bootstrap 95%], TPR at 1% / 0.1% FPR, tested
-    against 0.5."""
+    against 0.5 (:func:`score_membership_attack`)."""
     from veil.attacks.base import get_attack
-    from veil.attacks.membership import ModelAccess, score_membership
-    from veil.attacks.membership.scoring import membership_test
+    from veil.attacks.membership import ModelAccess
 
     start = time.perf_counter()
     t = _target(cell, data)
@@ -113,17 +144,6 @@ def membership_cell(cell: Any, data: Any) -> ResultRecord:
     resources = MembershipResources(population=(data.X[g.population], data.labels[g.population]),
                                     seed=cell.config.seed, shadows=SHADOWS[0 if cell.config.quick else 1])
     attack = get_attack(cell.attack).for_bench(resources)
-    result = attack.run(access)
-    scored = score_membership(result, g.truth, rng=cell.config.seed)
-    verdict = membership_test(result.scores, g.truth.members, alpha=ALPHA)
-    metrics = {**scored.result.metrics, "test_accuracy": _accuracy(t["correct"])}
-    rec = ResultRecord(method="bench", experiment=cell.id,
-                       config={"attack": dict(scored.result.config), **_config(t)}, metrics=metrics, wall_time_s=0.0,
-                       extra={"roc_points": len(scored.roc.fpr)})
-    auc = metrics["auc"]
-    bench = bench_block(success="auc", success_metric=auc.to_dict(), comparable=True, random_rate=0.5,
-                        floor_success=Metric(mean=0.5).to_dict(), test=verdict.to_dict(), versus="random guessing",
-                        measure=f"membership inference: AUC over {len(g.candidates)} candidates (half trained on), "
-                                f"TPR at 1% FPR {metrics['tpr@1%fpr'].mean:.3f}, at 0.1% FPR "
-                                f"{metrics['tpr@0.1%fpr'].mean:.3f}; 0.5 is random guessing")
+    rec, bench = score_membership_attack(attack, access, g.truth, seed=cell.config.seed, config=_config(t),
+                                         setting=cell.id, extra_metrics={"test_accuracy": _accuracy(t["correct"])})
     return finish(rec, cell, data, start, bench)
