@@ -60,7 +60,8 @@ def test_three_attacks_of_different_families_run_on_a_tiny_release():
 def test_every_attack_is_built_or_named_through_veil_attack(name):
     """The registry walk: an attack veil.attack scores takes its bench defaults (no argument beyond them) and is
     built from them (the learning word-recovery attackers train for a minute in their bench cell: built there, not
-    here); any other is refused with a typed error naming veil.evaluate, which plans its bench cell."""
+    here; unmixing is built from the masks mask recovery finds, in test_attack_runs); any other is refused with a
+    typed error naming veil.evaluate, which plans its bench cell."""
     cls = get_attack(name)
     if name in scored_attacks():
         family = SCORED_CELLS[cls.bench_cell]
@@ -74,6 +75,16 @@ def test_every_attack_is_built_or_named_through_veil_attack(name):
                 data = _treebank()
                 built = build_attacker(name, data.train, data.vocab, data.setup(0), lambda seed: None)
                 assert callable(built.rank)
+            return
+        if family == "membership":  # built from the public population the caller gives (shadow attacks)
+            from veil.bench.cells.model import MembershipResources
+
+            assert set(resources_of(name)) >= {"nonmembers", "population", "shadows"}
+            pop = (np.zeros((4, 3), np.float32), np.zeros(4, np.int64))
+            assert cls.for_bench(MembershipResources(population=pop, seed=0, shadows=2)).observes == "model"
+            return
+        if family == "texthide-run":  # mask recovery and unmixing: public statistics, the recovered masks
+            assert set(resources_of(name)) >= {"public", "queries"}
             return
         assert "public" in resources_of(name)
         if cls.observes == "vectors" and not getattr(cls, "floor", False) and name != "reprecon":

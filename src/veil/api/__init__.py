@@ -13,7 +13,7 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 | kind | data | release |
 |---|---|---|
 | ``vectors`` | (n, d) vectors, or texts (encoded by MiniLM) | (n, d) float32 protected vectors |
-| ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | one epoch's encodings (``Encrypted``: mixed vectors, mixed soft labels) |
+| ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | one epoch's encodings (``Encrypted``: mixed vectors, mixed soft labels); the key holds the pool and the epoch's one-time mixing (``SecretKey.mixing``) |
 | ``document-embeddings`` | documents (each a list of sentences), or a document corpus (its test split; ``public`` defaults to its train split) | (n, d) private document embeddings |
 | ``text`` | texts, or a corpus (its test split) | the rewritten texts |
 | ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
@@ -68,14 +68,21 @@ class SecretKey:
     """A defense's secret key (TextHide's mask pool, the obfuscation keys, redaction's hash key): ``value`` holds
     it; its repr and str never show it. Keep it with its owner; ``save(path)`` writes it owner-only (mode 0600)."""
 
-    __slots__ = ("_value", "kind")
+    __slots__ = ("_value", "kind", "_mixing")
 
-    def __init__(self, value: Any, kind: str) -> None:
-        self._value, self.kind = value, kind
+    def __init__(self, value: Any, kind: str, mixing: Any = None) -> None:
+        self._value, self.kind, self._mixing = value, kind, mixing
 
     @property
     def value(self) -> Any:
         return self._value
+
+    @property
+    def mixing(self) -> Any:
+        """A TextHide training release's one-time mixing (which private rows and coefficients went into each
+        encoding, and its mask: a :class:`~veil.attacks.texthide.observe.TextHideTruth`), kept only so that
+        :func:`veil.attack` can score mask recovery and unmixing; None for other keys. ``save`` never writes it."""
+        return self._mixing
 
     def save(self, path: Any) -> Any:
         """Write the key to ``path`` (mode 0600): a mask pool through ``MaskPool.save``, other keys as JSON."""
@@ -118,7 +125,8 @@ class Protected:
 
     def __repr__(self) -> str:
         r = getattr(self.release, "e", self.release)  # TextHide's Encrypted: its encodings
-        n = None if r is None else (r.shape[0] if hasattr(r, "shape") else len(r) if hasattr(r, "__len__") else "?")
+        n = None if r is None else (r.shape[0] if hasattr(r, "shape") else len(r) if hasattr(r, "__len__") else
+                                    "a model" if self.kind == "model" else "?")
         return (f"Protected(defense={getattr(self.defense, 'name', '?')!r}, kind={self.kind!r}, "
                 f"released={n}, key={'hidden' if self.key is not None else None})")
 

@@ -112,11 +112,15 @@ def protect_training_encodings(data: Any, name: str, s: dict[str, Any]) -> tuple
         from veil.defenses.defaults import public_vectors
 
         public = public_vectors(PUBLIC_SIZE, corpus=s["public"])[1]
-    defense = TextHide(k=int(s["k"]), pool=pool, public=public, mode=s["mode"], rng=seeds[1])
+    defense = TextHide(k=int(s["k"]), pool=pool, public=public, mode=s["mode"], rng=seeds[1], record_details=True)
     num_classes = None if y is None else max(2, int(y.max()) + 1)
     release = defense.encrypt(torch.from_numpy(X), None if y is None else torch.from_numpy(y),
                               num_classes=num_classes)
-    return defense, release, _key(pool, "mask pool")
+    from veil.api import SecretKey
+    from veil.attacks.texthide.observe import last_call_truth
+
+    # the one-time mixing is taken off the defense at once (no later call can read it) and kept in the key only
+    return defense, release, SecretKey(pool, "mask pool", mixing=last_call_truth(defense, len(X)))
 
 
 def _documents(docs: Any, what: str) -> list[list[str]]:

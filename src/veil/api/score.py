@@ -8,12 +8,15 @@ cell's own: :func:`veil.bench.cells.vectors.score_retrieval` (re-identification,
 floor: the same attack on unrelated public vectors). The numbers are those a bench cell writes for the same release,
 queries and seed.
 
-In this process ``veil.attack`` scores the attacks of three bench cells (``veil attacks list``): retrieval and
-inversion on releases read as vectors (``vectors``, ``document-embeddings``, ``text`` encoded by MiniLM), and word
+In this process ``veil.attack`` scores the attacks of six bench cells (``veil attacks list``): retrieval and
+inversion on releases read as vectors (``vectors``, ``document-embeddings``, ``text`` encoded by MiniLM); word
 recovery on ``obfuscated-text`` releases (:mod:`veil.api.score_obfuscated`, scored by
-:func:`veil.bench.cells.obfuscated_text.score_word_recovery`). The others (attribute inference and inversion on
-``representations``, mask recovery and unmixing on ``training-encodings``, membership on ``model``, the document
-audits, infilling) are refused with an :class:`~veil.errors.InvalidParameterError` naming :func:`veil.evaluate`,
+:func:`veil.bench.cells.obfuscated_text.score_word_recovery`); membership inference on ``model`` releases
+(:mod:`veil.api.score_model`, scored by :func:`veil.bench.cells.model.score_membership_attack`); and mask recovery
+and unmixing on TextHide's ``training-encodings`` (:mod:`veil.api.score_encodings`, scored by
+:mod:`veil.bench.cells.training_encodings`' functions). The others (attribute inference and inversion on
+``representations``, whose objectives release nothing until a model is trained with them on a corpus; the document
+audits; infilling) are refused with an :class:`~veil.errors.InvalidParameterError` naming :func:`veil.evaluate`,
 which scores them by their bench cell on a corpus (one bench row).
 """
 
@@ -32,27 +35,38 @@ __all__ = ["attack", "AttackOutcome", "resources_of", "scored_attacks", "SCORED_
 #: bench cell -> the scoring family veil.attack runs in this process
 SCORED_CELLS = {"veil.bench.cells.vectors:retrieval_cell": "retrieval",
                 "veil.bench.cells.vectors:inversion_cell": "inversion",
-                "veil.bench.cells.obfuscated_text:word_recovery_cell": "word-recovery"}
+                "veil.bench.cells.obfuscated_text:word_recovery_cell": "word-recovery",
+                "veil.bench.cells.model:membership_cell": "membership",
+                "veil.bench.cells.training_encodings:mask_recovery_cell": "texthide-run",
+                "veil.bench.cells.training_encodings:unmix_cell": "texthide-run"}
 #: release kinds veil.attack reads as vectors (text: each rewritten text encoded by MiniLM, as anyone holding it can)
 READ_AS_VECTORS = ("vectors", "document-embeddings", "text")
 #: family -> the release kinds veil.attack scores it on
-FAMILY_KINDS = {"retrieval": READ_AS_VECTORS, "inversion": READ_AS_VECTORS, "word-recovery": ("obfuscated-text",)}
+FAMILY_KINDS = {"retrieval": READ_AS_VECTORS, "inversion": READ_AS_VECTORS, "word-recovery": ("obfuscated-text",),
+                "membership": ("model",), "texthide-run": ("training-encodings",)}
 #: family -> {resource: default (None: the bench's)}; ``seed`` selects the attacker's own choices, ``quick`` the
 #: bench's quick models (``inverter-quick``, 1 correction step) and epochs
 RESOURCES: dict[str, dict[str, Any]] = {
     "retrieval": {"index": None, "query_ids": None, "text_embeddings": None, "public": None},
     "inversion": {"public": None},
     "word-recovery": {"treebank": "silver-sm", "limit": None},
+    "membership": {"nonmembers": None, "population": None, "shadows": None},
+    "texthide-run": {"public": None, "queries": None},
 }
 _COMMON = {"seed": 0, "quick": True}
+#: family -> the module and function that score it (the families whose release is not read as vectors)
+_ELSEWHERE = {"word-recovery": ("veil.api.score_obfuscated", "word_recovery"),
+              "membership": ("veil.api.score_model", "membership"),
+              "texthide-run": ("veil.api.score_encodings", "texthide_run")}
 
 
 @dataclass(frozen=True)
 class AttackOutcome:
     """What :func:`attack` returns: the success ``metric`` (``identity``, ``token_f1``, ...), its ``value`` and
     ``interval`` (low, high at ``level``), the ``test`` against the floor (the bench's dict: test, statistic,
-    p_value, alpha, reject, null), the ``floor`` (the random rate, or the floor attack's success) and ``record``
-    (the :class:`~veil.results.ResultRecord` as JSON, its ``extra["bench"]`` block as the bench cell writes it)."""
+    p_value, alpha, reject, null; empty where the cell has none, as mask recovery), the ``floor`` (the random rate,
+    or the floor attack's success) and ``record`` (the :class:`~veil.results.ResultRecord` as JSON, its
+    ``extra["bench"]`` block as the bench cell writes it)."""
 
     attack: str
     defense: str
@@ -74,9 +88,11 @@ class AttackOutcome:
         low, high = self.interval
         ci = "" if low is None else f" [{low:.3f}, {high:.3f}]"
         p = self.test.get("p_value")
-        verdict = "above" if self.significant else "not above"
-        return (f"{self.attack} on {self.defense}: {self.metric} = {self.value:.3f}{ci}; {verdict} the floor "
-                f"({self.floor if self.floor is None else round(self.floor, 4)}; p = {p:.3g})")
+        head = f"{self.attack} on {self.defense}: {self.metric} = {self.value:.3f}{ci}"
+        floor = self.floor if self.floor is None else round(self.floor, 4)
+        if p is None:  # mask recovery: a step towards re-identification, scored without a test
+            return f"{head}; chance: {floor} (no test)"
+        return f"{head}; {'above' if self.significant else 'not above'} the floor ({floor}; p = {p:.3g})"
 
 
 def outcome(attack_name: str, defense: str, kind: str, record: Any) -> AttackOutcome:
@@ -88,8 +104,8 @@ def outcome(attack_name: str, defense: str, kind: str, record: Any) -> AttackOut
     if floor is None and "versus_success" in bench:
         floor = bench["versus_success"]["mean"]
     return AttackOutcome(attack=attack_name, defense=defense, kind=kind, metric=bench["success"], value=m["mean"],
-                         interval=(m.get("ci_low"), m.get("ci_high")), level=m.get("ci_level"), test=bench["test"],
-                         floor=floor, record=d)
+                         interval=(m.get("ci_low"), m.get("ci_high")), level=m.get("ci_level"),
+                         test=bench.get("test", {}), floor=floor, record=d)
 
 
 def scored_attacks(kind: str | None = None) -> list[str]:
@@ -212,7 +228,12 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
     ``obfuscated-text`` release ``private`` is the sentences you protected (``(words, tags)``, trees or word lists)
     and the resources are ``treebank`` (the public treebank the attacker learns from: ``"silver-sm"``, the bench's,
     or a ``TreebankBenchData``) and ``limit`` (cap on its public sentences); see :mod:`veil.api.score_obfuscated`.
-    Attacks on other release kinds are refused, naming :func:`veil.evaluate`.
+    On a ``model`` release ``private`` is the model's training examples, ``(vectors or texts, labels)``, and the
+    resources are ``nonmembers`` (held-out examples, required), ``population`` (public labelled examples for the
+    shadow-model attacks) and ``shadows`` (:mod:`veil.api.score_model`). On TextHide's ``training-encodings``
+    ``private`` is the protected texts, and the resources ``public`` (the attacker's public statistics) and
+    ``queries`` (encodings unmixed) (:mod:`veil.api.score_encodings`). Attacks on other release kinds are refused,
+    naming :func:`veil.evaluate`.
 
     >>> import veil                                                              # doctest: +SKIP
     >>> texts = ["a gripping film", "a dull, lifeless plot", "the cast shines"]
@@ -229,10 +250,11 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
                                     f"{', '.join(f'{k}={v!r}' for k, v in valid.items())}")
     s = {**valid, **resources}
     start = time.perf_counter()
-    if family == "word-recovery":
-        from veil.api.score_obfuscated import word_recovery
+    if family in _ELSEWHERE:
+        import importlib
 
-        rec, bench, cell, n = word_recovery(release, attack, private, s, _cell)
+        module, function = _ELSEWHERE[family]
+        rec, bench, cell, n = getattr(importlib.import_module(module), function)(release, attack, private, s, _cell)
         return _stamp(rec, bench, cell, release, n, start, attack)
     obs = _observation(release)
     texts, X = _private(private, release.kind, len(obs))

@@ -41,7 +41,7 @@ from veil.validation import check_int
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["TextHideTruth", "PublicStats", "observe_training_run", "observe_inference"]
+__all__ = ["TextHideTruth", "PublicStats", "observe_training_run", "observe_inference", "last_call_truth"]
 
 
 def _frozen(a: Any, dtype: Any) -> np.ndarray:
@@ -250,6 +250,21 @@ def observe_training_run(X: Any, texthide: Any, *, epochs: int, batch_size: int 
                           public_index=np.concatenate(public) if public else None, epoch=np.concatenate(epoch_of),
                           pool_size=th.pool.m, n_examples=n)
     return obs, truth
+
+
+def last_call_truth(texthide: Any, n: int) -> TextHideTruth:
+    """The secret truth of ``texthide``'s last :meth:`~veil.defenses.texthide.TextHide.encrypt` call, made on ``n``
+    rows in one batch (one epoch, in the rows' order; the TextHide built with ``record_details=True``). The
+    details are taken, so no later call can read them again. For the owner's scorer only (``veil.attack``)."""
+    th = _check_texthide(texthide, texthide.pool.dim)
+    n = check_int("n", n, minimum=1)
+    d = _details(th)
+    idx, masks = _mask_truth(th.pool, d, n, 0)
+    return TextHideTruth(sources=d.private_index.cpu().numpy(),
+                         coefficients=d.coefficients.detach().cpu().numpy().astype(np.float64), mask_index=idx,
+                         masks=_pool_masks(th.pool, [] if masks is None else [masks]),
+                         public_index=None if d.public_index is None else d.public_index.cpu().numpy(),
+                         epoch=np.zeros(n, dtype=np.int64), pool_size=th.pool.m, n_examples=n)
 
 
 def observe_inference(X: Any, texthide: Any, *, repeats: int = 1) -> tuple[Observation, TextHideTruth]:
