@@ -37,7 +37,7 @@ from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["attribute_cell", "representations_inversion_cell", "representations_utility", "paired_floor_test",
-           "train_setting", "SETTING_KEYS", "WIDTH"]
+           "train_setting", "score_attribute", "SETTING_KEYS", "WIDTH"]
 
 WIDTH = 64
 #: the keys a representations defense's bench setting may hold: AttributeRun's objective parameters
@@ -179,38 +179,53 @@ def representations_utility(cell: Any, data: Any) -> ResultRecord:
     return finish(rec, cell, data, start, bench)
 
 
+def score_attribute(attacks: dict[str, Any], rows: dict[str, np.ndarray], kind: str, floor: Metric, n_dev: int,
+                    seed: int) -> tuple[dict[str, Metric], dict[str, Any], str, dict[str, Any]]:
+    """The post-hoc attackers' results (:func:`~veil.experiments.adversarial.attributes.post_hoc_attackers`) scored
+    as the bench's attribute cell scores them: the strongest by its own dev score, each tested against the floor
+    (``floor``: the best constant predictor's score) by :func:`paired_floor_test`. Returns (metrics, each
+    attacker's verdict as a dict, the strongest, the ``extra["bench"]`` entries). The bench cell and
+    ``veil.attack`` on a ``representations`` release both score through this."""
+    from veil.experiments.adversarial.attributes import ATTACKERS, strongest_attacker
+
+    arch = strongest_attacker(attacks)
+    verdicts = {a: paired_floor_test(rows[a], rows["floor"], kind, rng=seed) for a in ATTACKERS}
+    metrics = {"score": attacks[arch].metrics["score"], "floor_score": floor}
+    for a in ATTACKERS:
+        res = attacks[a]
+        metrics[f"score[{a}]"] = res.metrics["score"]
+        metrics[f"advantage[{a}]"] = res.metrics["advantage"]
+        metrics[f"dev_score[{a}]"] = Metric(float(res.config["dev_score"]), n=n_dev)
+    score = ("micro-F over the private entity sets (which of the top people a passage names)" if kind == "entities"
+             else "mean per-variable accuracy of the private attributes")
+    bench = dict(success=_success(kind), success_metric=attacks[arch].metrics["score"].to_dict(),
+                 comparable=True, random_rate=floor.mean, floor_success=floor.to_dict(),
+                 test=verdicts[arch].to_dict(), attacker=arch, versus="the best constant predictor",
+                 measure=f"attribute inference from r(x): {score}, by the strongest of the post-hoc attackers "
+                         f"{', '.join(ATTACKERS)} chosen on its own dev split ({arch}); the floor is the best "
+                         "constant predictor on the attacker's training labels")
+    return metrics, {a: v.to_dict() for a, v in verdicts.items()}, arch, bench
+
+
 def attribute_cell(cell: Any, data: Any) -> ResultRecord:
-    """The strongest post-hoc attacker on the cell's r(x) (chosen on its dev split), tested against the floor."""
+    """The strongest post-hoc attacker on the cell's r(x) (chosen on its dev split), tested against the floor
+    (:func:`score_attribute`)."""
     from veil.experiments.adversarial.attributes import ATTACKERS
 
     start = time.perf_counter()
     out, trained = _outcome(cell, data)
     reference = _reference(cell, data)
-    arch = out.strongest()
-    verdicts = {a: paired_floor_test(out.rows[a], out.rows["floor"], out.kind, rng=cell.config.seed)
-                for a in ATTACKERS}
-    floor = out.metrics["floor_score"]
-    metrics = {"score": out.attacks[arch].metrics["score"], "floor_score": floor}
-    for a in ATTACKERS:
-        res = out.attacks[a]
-        metrics[f"score[{a}]"] = res.metrics["score"]
-        metrics[f"advantage[{a}]"] = res.metrics["advantage"]
-        metrics[f"dev_score[{a}]"] = Metric(float(res.config["dev_score"]), n=out.n["dev"])
+    metrics, significance, arch, scored = score_attribute(out.attacks, out.rows, out.kind,
+                                                          out.metrics["floor_score"], out.n["dev"], cell.config.seed)
     for k in ("score[adversary]", "paper_floor_privacy"):
         if k in out.metrics:
             metrics[k] = out.metrics[k]
     rec = _record(cell, out, trained, metrics, "attacked")
-    rec.config["significance"] = {a: v.to_dict() for a, v in verdicts.items()}
+    rec.config["significance"] = significance
     rec.config["attackers"] = {a: out.attacks[a].to_dict()["config"] for a in ATTACKERS}
-    score = ("micro-F over the private entity sets (which of the top people a passage names)" if out.kind == "entities"
-             else "mean per-variable accuracy of the private attributes")
-    bench = bench_block(success=_success(out.kind), success_metric=out.attacks[arch].metrics["score"].to_dict(),
-                        comparable=True, random_rate=floor.mean, floor_success=floor.to_dict(),
-                        test=verdicts[arch].to_dict(), attacker=arch, reference=reference,
-                        versus="the best constant predictor",
-                        measure=f"attribute inference from r(x): {score}, by the strongest of the post-hoc attackers "
-                                f"{', '.join(ATTACKERS)} chosen on its own dev split ({arch}); the floor is the best "
-                                "constant predictor on the attacker's training labels")
+    tail = ("versus", "measure")  # the block's keys in the order the cell always wrote them
+    bench = bench_block(**{k: v for k, v in scored.items() if k not in tail}, reference=reference,
+                        **{k: scored[k] for k in tail})
     return finish(rec, cell, data, start, bench)
 
 

@@ -26,7 +26,8 @@ from veil.errors import InvalidParameterError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["AttributeRun", "AttributeOutcome", "train_attribute", "run_attribute", "result_path", "run_or_skip",
-           "existing_result", "identity", "sweep", "ATTACKERS", "ENCODERS"]
+           "existing_result", "identity", "sweep", "ATTACKERS", "ENCODERS", "post_hoc_attackers",
+           "strongest_attacker"]
 
 ATTACKERS = ("mlp", "mlp-wide", "linear")
 ENCODERS = ("lstm", "minilm")
@@ -171,7 +172,37 @@ class AttributeOutcome:
 
     def strongest(self) -> str:
         """The post-hoc attacker with the best score on its own dev split (ties: the first of :data:`ATTACKERS`)."""
-        return max(ATTACKERS, key=lambda a: (self.attacks[a].config["dev_score"], -ATTACKERS.index(a)))
+        return strongest_attacker(self.attacks)
+
+
+def strongest_attacker(attacks: Mapping[str, Any]) -> str:
+    """The post-hoc attacker with the best score on its own dev split (ties: the first of :data:`ATTACKERS`)."""
+    return max(ATTACKERS, key=lambda a: (attacks[a].config["dev_score"], -ATTACKERS.index(a)))
+
+
+def post_hoc_attackers(R: Mapping[str, np.ndarray], private: Mapping[str, Any], *, ids: Mapping[str, Any],
+                       seed: int, epochs: int, defense: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any],
+                                                                                   dict[str, np.ndarray]]:
+    """Phase 3: each of :data:`ATTACKERS` trained on the train split's r(x) (``R``) and private variables
+    (``private``, :class:`~veil.corpora.attributes.PrivateVariables` per split), selected on dev, scored on test.
+    Returns (splits, truth, attackers' results, per-test-example rows: each attacker's and the floor's, the best
+    constant predictor on the training labels). The bench's representations cells and ``veil.attack`` on a
+    ``representations`` release both attack through this."""
+    from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
+                                        observe_splits, predict_sets)
+
+    splits, truth = observe_splits(R, private, ids=ids, defense=dict(defense))
+    Z = np.asarray(truth.Z, dtype=np.float32)
+    rows = {"floor": _per_example(floor_predictions(splits.z_train, splits.groups, splits.kind, len(Z)), Z,
+                                  splits.groups, splits.kind)}
+    attacks: dict[str, Any] = {}
+    seeds = np.random.SeedSequence([seed, 2]).spawn(len(ATTACKERS))
+    for arch, ss in zip(ATTACKERS, seeds):
+        attack = AttributeAttack(architecture=arch, epochs=epochs, rng=np.random.default_rng(ss))
+        attacks[arch] = evaluate_attribute(attack, splits, truth, rng=seed)
+        hits = predict_sets(attack.predict_proba(splits.test), splits.groups, splits.kind, attack.threshold)
+        rows[arch] = _per_example(hits, Z, splits.groups, splits.kind)
+    return splits, truth, attacks, rows
 
 
 def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
@@ -182,8 +213,7 @@ def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
     frozen MiniLM vectors of ``data.texts`` (a vector release, e.g. DeepCandidate's; ``encoder="minilm"`` only)."""
     import torch
 
-    from veil.attacks.attribute import (AttributeAttack, _per_example, evaluate_attribute, floor_predictions,
-                                        observe_splits, predict_sets)
+    from veil.attacks.attribute import evaluate_attribute
     from veil.defenses.adversarial import make_objective
     from veil.training.adversarial import MainConfig, PlainObjective, representations, train_main
     from veil.metrics.leakage import wilson_interval
@@ -242,17 +272,9 @@ def train_attribute(cfg: AttributeRun, data: Any, *, progress: bool = False,
         "majority_accuracy": Metric(majority, n=len(pred)),
         "dev_accuracy": Metric(model.dev_accuracy[model.best_epoch], n=len(y["dev"])),
     }
-    splits, truth = observe_splits(R, private, ids=idx, defense={"defense": cfg.defense, **cfg.objective_params()})
-    Z = np.asarray(truth.Z, dtype=np.float32)
-    rows = {"floor": _per_example(floor_predictions(splits.z_train, splits.groups, splits.kind, len(Z)), Z,
-                                  splits.groups, splits.kind)}
-    attacks: dict[str, Any] = {}
-    seeds = np.random.SeedSequence([cfg.seed, 2]).spawn(len(ATTACKERS))
-    for arch, ss in zip(ATTACKERS, seeds):
-        attack = AttributeAttack(architecture=arch, epochs=cfg.attacker_epochs, rng=np.random.default_rng(ss))
-        attacks[arch] = evaluate_attribute(attack, splits, truth, rng=cfg.seed)
-        hits = predict_sets(attack.predict_proba(splits.test), splits.groups, splits.kind, attack.threshold)
-        rows[arch] = _per_example(hits, Z, splits.groups, splits.kind)
+    splits, truth, attacks, rows = post_hoc_attackers(
+        R, private, ids=idx, seed=cfg.seed, epochs=cfg.attacker_epochs,
+        defense={"defense": cfg.defense, **cfg.objective_params()})
     adversary = getattr(objective, "adversary", None)
     if adversary is not None:
         with torch.no_grad():
