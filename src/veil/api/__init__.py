@@ -18,7 +18,7 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 | ``text`` | texts, or a corpus (its test split) | the rewritten texts |
 | ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
 | ``model`` | ``(vectors or texts, labels)`` | the trained model |
-| ``representations`` | not used (give None) | None: these defenses are training objectives; ``Protected.defense`` is the configured objective, trained with ``veil adversarial train`` |
+| ``representations`` | ``leace``: ``(R, private)``, representations and their private variables (one value per row, a dict attribute -> values, or ``PrivateVariables``); the objectives: None | ``leace``: R with the private variables linearly erased; the objectives: None (``Protected.defense`` is the configured objective, trained with ``veil adversarial train``) |
 
 Negative controls are refused (:mod:`veil.controls` builds them); unknown settings raise
 :class:`~veil.errors.InvalidParameterError` naming the valid ones.

@@ -12,7 +12,7 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["protect_vectors", "protect_training_encodings", "protect_document_embeddings", "protect_text",
-           "protect_obfuscated_text", "protect_model", "protect_representations"]
+           "protect_obfuscated_text", "protect_model", "protect_representations", "private_variables"]
 
 
 def _key(value: Any, kind: str) -> Any:
@@ -284,12 +284,32 @@ def protect_representations(data: Any, name: str, s: dict[str, Any]) -> tuple[An
         if not isinstance(data, tuple) or len(data) != 2:
             raise InvalidTypeError("leace: give (R, private) (representations and their private variables) or None")
         R = _vectors(data[0], "leace erases from representations")
-        return defense, defense.fit(R, data[1]).protect(R), None
+        return defense, defense.fit(R, private_variables(data[1], len(R), "leace")).protect(R), None
     if data is not None:
         raise InvalidParameterError(f"{name} is a training objective (release kind representations): it releases "
                                     "nothing by itself; call veil.protect(None, ...) for the configured objective and "
                                     "train with it (`veil adversarial train`)")
     return cls(**params), None, None
+
+
+def private_variables(z: Any, n: int, what: str) -> Any:
+    """``z`` as :class:`~veil.corpora.attributes.PrivateVariables` of ``n`` examples: given as such, as a dict
+    (attribute name -> one value per example) or as one value per example (one attribute, ``private``); values
+    become one-hot variables (:func:`~veil.corpora.attributes.one_hot_variables`)."""
+    from veil.corpora.attributes import PrivateVariables, one_hot_variables
+
+    if isinstance(z, PrivateVariables):
+        out = z
+    elif isinstance(z, dict):
+        out = one_hot_variables({str(k): list(v) for k, v in z.items()})
+    elif isinstance(z, (list, tuple, np.ndarray)) and not isinstance(z, str) and np.ndim(z) == 1:
+        out = one_hot_variables({"private": list(z)})
+    else:
+        raise InvalidTypeError(f"{what}: give the private variables as one value per example (a list or a 1-d "
+                               "array), a dict attribute -> values, or veil.corpora.attributes.PrivateVariables")
+    if len(out) != n:
+        raise DataFormatError(f"{what}: {len(out)} private values for {n} representations; give one per row")
+    return out
 
 
 def _takes(cls: type, parameter: str) -> bool:

@@ -8,16 +8,18 @@ cell's own: :func:`veil.bench.cells.vectors.score_retrieval` (re-identification,
 floor: the same attack on unrelated public vectors). The numbers are those a bench cell writes for the same release,
 queries and seed.
 
-In this process ``veil.attack`` scores the attacks of six bench cells (``veil attacks list``): retrieval and
+In this process ``veil.attack`` scores the attacks of seven bench cells (``veil attacks list``): retrieval and
 inversion on releases read as vectors (``vectors``, ``document-embeddings``, ``text`` encoded by MiniLM); word
 recovery on ``obfuscated-text`` releases (:mod:`veil.api.score_obfuscated`, scored by
 :func:`veil.bench.cells.obfuscated_text.score_word_recovery`); membership inference on ``model`` releases
-(:mod:`veil.api.score_model`, scored by :func:`veil.bench.cells.model.score_membership_attack`); and mask recovery
+(:mod:`veil.api.score_model`, scored by :func:`veil.bench.cells.model.score_membership_attack`); mask recovery
 and unmixing on TextHide's ``training-encodings`` (:mod:`veil.api.score_encodings`, scored by
-:mod:`veil.bench.cells.training_encodings`' functions). The others (attribute inference and inversion on
-``representations``, whose objectives release nothing until a model is trained with them on a corpus; the document
-audits; infilling) are refused with an :class:`~veil.errors.InvalidParameterError` naming :func:`veil.evaluate`,
-which scores them by their bench cell on a corpus (one bench row).
+:mod:`veil.bench.cells.training_encodings`' functions); and attribute inference on released ``representations``
+(:mod:`veil.api.score_representations`, scored by :func:`veil.bench.cells.representations.score_attribute`). The
+others are refused with an :class:`~veil.errors.InvalidParameterError` naming :func:`veil.evaluate`, which scores
+them by their bench cell on a corpus (one bench row): inverting r(x), which needs query access to the released
+encoder; the attacks on a training objective, which releases nothing until a model is trained with it; the
+document audits; infilling.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ SCORED_CELLS = {"veil.bench.cells.vectors:retrieval_cell": "retrieval",
                 "veil.bench.cells.obfuscated_text:word_recovery_cell": "word-recovery",
                 "veil.bench.cells.model:membership_cell": "membership",
                 "veil.bench.cells.training_encodings:mask_recovery_cell": "texthide-run",
-                "veil.bench.cells.training_encodings:unmix_cell": "texthide-run"}
+                "veil.bench.cells.training_encodings:unmix_cell": "texthide-run",
+                "veil.bench.cells.representations:attribute_cell": "attribute"}
 #: release kinds veil.attack reads as vectors (text: each rewritten text encoded by MiniLM, as anyone holding it can)
 READ_AS_VECTORS = ("vectors", "document-embeddings", "text")
 #: family -> the release kinds veil.attack scores it on
 FAMILY_KINDS = {"retrieval": READ_AS_VECTORS, "inversion": READ_AS_VECTORS, "word-recovery": ("obfuscated-text",),
-                "membership": ("model",), "texthide-run": ("training-encodings",)}
+                "membership": ("model",), "texthide-run": ("training-encodings",), "attribute": ("representations",)}
 #: family -> {resource: default (None: the bench's)}; ``seed`` selects the attacker's own choices, ``quick`` the
 #: bench's quick models (``inverter-quick``, 1 correction step) and epochs
 RESOURCES: dict[str, dict[str, Any]] = {
@@ -52,12 +55,14 @@ RESOURCES: dict[str, dict[str, Any]] = {
     "word-recovery": {"treebank": "silver-sm", "limit": None},
     "membership": {"nonmembers": None, "population": None, "shadows": None},
     "texthide-run": {"public": None, "queries": None},
+    "attribute": {"epochs": 16},  # the post-hoc attackers' epochs (AttributeRun's attacker_epochs)
 }
 _COMMON = {"seed": 0, "quick": True}
 #: family -> the module and function that score it (the families whose release is not read as vectors)
 _ELSEWHERE = {"word-recovery": ("veil.api.score_obfuscated", "word_recovery"),
               "membership": ("veil.api.score_model", "membership"),
-              "texthide-run": ("veil.api.score_encodings", "texthide_run")}
+              "texthide-run": ("veil.api.score_encodings", "texthide_run"),
+              "attribute": ("veil.api.score_representations", "attribute")}
 
 
 @dataclass(frozen=True)
@@ -232,8 +237,9 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
     resources are ``nonmembers`` (held-out examples, required), ``population`` (public labelled examples for the
     shadow-model attacks) and ``shadows`` (:mod:`veil.api.score_model`). On TextHide's ``training-encodings``
     ``private`` is the protected texts, and the resources ``public`` (the attacker's public statistics) and
-    ``queries`` (encodings unmixed) (:mod:`veil.api.score_encodings`). Attacks on other release kinds are refused,
-    naming :func:`veil.evaluate`.
+    ``queries`` (encodings unmixed) (:mod:`veil.api.score_encodings`). On released representations (``leace``)
+    ``private`` is the private variables, one value per row, and ``epochs`` the attackers'
+    (:mod:`veil.api.score_representations`). Other attacks are refused, naming :func:`veil.evaluate`.
 
     >>> import veil                                                              # doctest: +SKIP
     >>> texts = ["a gripping film", "a dull, lifeless plot", "the cast shines"]
