@@ -15,7 +15,7 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 | ``vectors`` | (n, d) vectors, or texts (encoded by MiniLM) | (n, d) float32 protected vectors |
 | ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | one epoch's encodings (``Encrypted``: mixed vectors, mixed soft labels); the key holds the pool and the epoch's one-time mixing (``SecretKey.mixing``) |
 | ``document-embeddings`` | documents (each a list of sentences), or a document corpus (its test split; ``public`` defaults to its train split) | (n, d) private document embeddings |
-| ``text`` | texts, or a corpus (its test split) | the rewritten texts |
+| ``text`` | texts, documents (lists of sentences), or a corpus (its test split) | the rewritten texts, or documents of rewritten sentences (one release over all of them; ``veil.attack`` reads a document as the mean of its sentences' MiniLM vectors, as the bench) |
 | ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
 | ``model`` | ``(vectors or texts, labels)`` | the trained model |
 | ``representations`` | ``leace``: ``(R, private)``, representations and their private variables (one value per row, a dict attribute -> values, or ``PrivateVariables``); the objectives: None | ``leace``: R with the private variables linearly erased; the objectives: None (``Protected.defense`` is the configured objective, trained with ``veil adversarial train``) |

@@ -201,10 +201,32 @@ def _corpus_texts(corpus: Any, split: str) -> list[str]:
     return [corpus.texts[i] for i in corpus.indices(split)]
 
 
+def _is_documents(data: Any) -> bool:
+    return (isinstance(data, (list, tuple)) and bool(data)
+            and all(isinstance(d, (list, tuple)) and not isinstance(d, str) for d in data))
+
+
 def protect_text(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, Any]:
-    texts = _corpus_texts(data, "test") if _is_corpus(data) else _texts(data, f"{name} rewrites texts")
+    """Texts (or a corpus' test split) are rewritten one by one; documents (lists of sentences) sentence by sentence
+    in one release (as the bench rewrites a document corpus: one draw over all the sentences, pseudonyms consistent
+    over it), and come back as documents."""
+    docs = _documents(data, f"{name} rewrites documents") if _is_documents(data) else None
+    if docs is not None:
+        texts = [x for d in docs for x in d]
+    else:
+        texts = _corpus_texts(data, "test") if _is_corpus(data) else _texts(data, f"{name} rewrites texts")
     if texts is None:
-        raise InvalidTypeError(f"{name} rewrites texts: give a list of texts or a corpus")
+        raise InvalidTypeError(f"{name} rewrites texts: give a list of texts, documents (lists of sentences) or a "
+                               "corpus")
+    defense, key = _text_defense(data, name, s)
+    out = defense.transform(texts)
+    if docs is not None:
+        cuts = np.cumsum([0] + [len(d) for d in docs])
+        out = [list(out[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    return defense, out, key
+
+
+def _text_defense(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any]:
     if name == "metric-dp":
         from veil.defenses.defaults import word_vectors
         from veil.defenses.metric_dp import WordMetricDP
@@ -223,20 +245,18 @@ def protect_text(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, Any
             public = ([x for i in corpus.indices("train") for x in corpus.documents[i]] if corpus.documents
                       is not None else _corpus_texts(corpus, "train"))
         digest = hashlib.sha256("\n".join(public).encode()).hexdigest()[:12]
-        defense = WordMetricDP(vectors=word_vectors(public, name=f"public-{digest}-vocabulary"),
-                               epsilon=s["epsilon"], rng=s["seed"])
-        return defense, defense.transform(texts), None
+        return WordMetricDP(vectors=word_vectors(public, name=f"public-{digest}-vocabulary"),
+                            epsilon=s["epsilon"], rng=s["seed"]), None
     if name == "redaction":
         from veil.defenses.redaction import PresidioRedaction
 
         defense = PresidioRedaction(operator=s["operator"], entities=s["entities"], model=s["model"],
                                     threshold=s["threshold"], scope=s["scope"], rng=s["seed"])
         secret = getattr(defense, "_key", None)
-        return defense, defense.transform(texts), (_key(secret, "redaction key") if secret is not None else None)
+        return defense, (_key(secret, "redaction key") if secret is not None else None)
     from veil.defenses.base import make_defense
 
-    defense = make_defense(name, **_params(s))
-    return defense, defense.transform(texts), None
+    return make_defense(name, **_params(s)), None
 
 
 def _tagged(data: Any, name: str) -> list[tuple[list[str], list[str]]]:

@@ -187,7 +187,12 @@ def _observation(release: Any) -> Any:
     from veil.attacks.base import Observation
 
     seen = release.release
-    if release.kind == "text":
+    if release.kind == "text" and seen and isinstance(seen[0], list):  # documents: as the bench reads them
+        from veil.api.kinds import _embed_documents
+        from veil.defenses.defaults import mean_embeddings
+
+        seen = mean_embeddings(_embed_documents(seen))
+    elif release.kind == "text":
         seen = _encode(list(seen))
     return Observation(np.asarray(seen, dtype=np.float32), defense=release.defense.config(), source="defense")
 
