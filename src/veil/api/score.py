@@ -129,6 +129,11 @@ def resources_of(name: str) -> dict[str, Any]:
 
     cls = get_attack(name)  # UnknownNameError naming the valid ones
     family = SCORED_CELLS.get(cls.bench_cell)
+    if family is None and not cls.bench_cell:
+        raise InvalidParameterError(
+            f"{name!r} has no bench cell (it observes {cls.observes!r}), so neither veil.attack nor veil.evaluate "
+            f"scores it; run it directly: veil.run_attack({name!r}, observation, ...), or its command under "
+            f"`veil attack --help`; veil.attack scores {', '.join(scored_attacks())}")
     if family is None:
         raise InvalidParameterError(
             f"veil.attack scores {', '.join(scored_attacks())} in this process; {name!r} is scored by its bench "
