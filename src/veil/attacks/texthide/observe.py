@@ -41,7 +41,7 @@ from veil.validation import check_int
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.random import RngLike, as_generator
 
-__all__ = ["TextHideTruth", "PublicStats", "observe_training_run", "observe_inference", "last_call_truth"]
+__all__ = ["TextHideTruth", "PublicStats", "observe_training_run", "encrypt_training_run", "observe_inference"]
 
 
 def _frozen(a: Any, dtype: Any) -> np.ndarray:
@@ -210,9 +210,22 @@ def observe_training_run(X: Any, texthide: Any, *, epochs: int, batch_size: int 
     in batches of about ``batch_size`` (a short remainder is spread over the
     batches, never dropped; no batch is smaller than the TextHide's
     ``min_batch_size``). Encodings are returned in the order they were made
-    (epoch by epoch, batch by batch).
+    (epoch by epoch, batch by batch). :func:`encrypt_training_run` makes them.
     """
+    release, truth, config = encrypt_training_run(X, texthide, epochs=epochs, batch_size=batch_size, rng=rng)
+    return Observation(vectors=release.e.numpy(), defense=config, source="defense"), truth
+
+
+def encrypt_training_run(X: Any, texthide: Any, *, epochs: int, batch_size: int = 64, y: Any = None,
+                         num_classes: int | None = None, rng: RngLike = None) -> tuple[Any, TextHideTruth,
+                                                                                       dict[str, Any]]:
+    """A training run's release, as :func:`observe_training_run` describes it: (every encoding in order as an
+    ``Encrypted``, with the mixed soft labels of ``y`` when labels are given, else None; the secret truth; the run's
+    public configuration). ``veil.protect`` releases TextHide's training encodings through this, and the bench's
+    cells observe them through it."""
     import torch
+
+    from veil.defenses.texthide.mechanism import Encrypted
 
     x = np.ascontiguousarray(as_vectors("X", X), dtype=np.float32)
     th = _check_texthide(texthide, x.shape[1])
@@ -222,16 +235,23 @@ def observe_training_run(X: Any, texthide: Any, *, epochs: int, batch_size: int 
     if n < minimum:
         raise InvalidParameterError(f"X has {n} rows but this TextHide mixes {minimum} private examples per "
                                     f"encoding; pass at least {minimum} rows")
+    labels = None if y is None else torch.as_tensor(np.asarray(y))
+    if labels is not None and len(labels) != n:
+        raise DataFormatError(f"{len(labels)} labels for {n} rows of X; give one label per row")
     gen = as_generator(rng)
-    parts, sources, coefs, mask_idx, fresh, public, epoch_of = [], [], [], [], [], [], []
+    parts, mixed, sources, coefs, mask_idx, fresh, public, epoch_of = [], [], [], [], [], [], [], []
     offset = 0
     th.last_details = None
     with torch.no_grad():
         for epoch in range(epochs):
             for rows in _batches(gen.permutation(n), batch_size, minimum):
-                out = th.encrypt(torch.from_numpy(x[rows]))
+                if labels is None:
+                    out = th.encrypt(torch.from_numpy(x[rows]))
+                else:
+                    out = th.encrypt(torch.from_numpy(x[rows]), labels[torch.from_numpy(rows)], num_classes=num_classes)
+                    mixed.append(out[1].detach().cpu())
                 d = _details(th)
-                parts.append(out[0].detach().cpu().numpy())
+                parts.append(out[0].detach().cpu())
                 sources.append(rows[d.private_index.cpu().numpy()])
                 coefs.append(d.coefficients.detach().cpu().numpy().astype(np.float64))
                 idx, masks = _mask_truth(th.pool, d, len(rows), offset)
@@ -244,27 +264,12 @@ def observe_training_run(X: Any, texthide: Any, *, epochs: int, batch_size: int 
                 offset += len(rows)
     config = {**th.config(), "observed": "training run", "epochs": epochs, "batch_size": batch_size,
               "n_examples": n}
-    obs = Observation(vectors=np.concatenate(parts), defense=config, source="defense")
+    release = Encrypted(torch.cat(parts), torch.cat(mixed) if mixed else None)
     truth = TextHideTruth(sources=np.concatenate(sources), coefficients=np.concatenate(coefs),
                           mask_index=np.concatenate(mask_idx), masks=_pool_masks(th.pool, fresh),
                           public_index=np.concatenate(public) if public else None, epoch=np.concatenate(epoch_of),
                           pool_size=th.pool.m, n_examples=n)
-    return obs, truth
-
-
-def last_call_truth(texthide: Any, n: int) -> TextHideTruth:
-    """The secret truth of ``texthide``'s last :meth:`~veil.defenses.texthide.TextHide.encrypt` call, made on ``n``
-    rows in one batch (one epoch, in the rows' order; the TextHide built with ``record_details=True``). The
-    details are taken, so no later call can read them again. For the owner's scorer only (``veil.attack``)."""
-    th = _check_texthide(texthide, texthide.pool.dim)
-    n = check_int("n", n, minimum=1)
-    d = _details(th)
-    idx, masks = _mask_truth(th.pool, d, n, 0)
-    return TextHideTruth(sources=d.private_index.cpu().numpy(),
-                         coefficients=d.coefficients.detach().cpu().numpy().astype(np.float64), mask_index=idx,
-                         masks=_pool_masks(th.pool, [] if masks is None else [masks]),
-                         public_index=None if d.public_index is None else d.public_index.cpu().numpy(),
-                         epoch=np.zeros(n, dtype=np.int64), pool_size=th.pool.m, n_examples=n)
+    return release, truth, config
 
 
 def observe_inference(X: Any, texthide: Any, *, repeats: int = 1) -> tuple[Observation, TextHideTruth]:

@@ -21,9 +21,13 @@ def training_run(cell: Any, data: Any) -> tuple[Any, Any, np.ndarray]:
     """The encodings of one training run on the train split: (Observation, truth for the scorer, train rows)."""
     from veil.attacks.texthide.observe import observe_training_run
 
+    from veil.defenses.defaults import key_seeds
+
     tr = data.splits["train"]
     th = make_defense(cell, data, record_details=True)
-    obs, truth = observe_training_run(data.X[tr], th, epochs=cell.config.n_epochs, rng=key_rng(cell, "order"))
+    # the batch order: the third seed of the defense's key (its pool and mixing are the first two), as veil.protect
+    order = key_seeds(key_rng(cell, "defense"), 3)[2]
+    obs, truth = observe_training_run(data.X[tr], th, epochs=cell.config.n_epochs, rng=order)
     return obs, truth, tr
 
 
