@@ -115,7 +115,9 @@ def test_every_defense_is_built_and_applied_through_protect(name, home, texts, n
     if out.kind in ("vectors", "document-embeddings"):
         assert out.release.shape[0] == n and np.isfinite(out.release).all()
     elif out.kind == "training-encodings":
-        assert tuple(out.release.e.shape) == (n, 384) and tuple(out.release.y.shape) == (n, 2)
+        passes = SETTINGS[name]["epochs"]  # a training run: every pass's encodings, as the bench observes them
+        assert tuple(out.release.e.shape) == (passes * n, 384) and tuple(out.release.y.shape) == (passes * n, 2)
+        assert out.key.mixing.n_examples == n and len(out.key.mixing.sources) == passes * n
     elif out.kind == "text":
         assert len(out.release) == n and all(isinstance(t, str) for t in out.release)
     elif out.kind == "obfuscated-text":

@@ -13,7 +13,7 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 | kind | data | release |
 |---|---|---|
 | ``vectors`` | (n, d) vectors, or texts (encoded by MiniLM) | (n, d) float32 protected vectors |
-| ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | one epoch's encodings (``Encrypted``: mixed vectors, mixed soft labels); the key holds the pool and the epoch's one-time mixing (``SecretKey.mixing``) |
+| ``training-encodings`` | vectors or texts, or ``(vectors or texts, labels)`` | a training run's encodings: ``epochs`` passes in shuffled batches of 64 (``Encrypted``: mixed vectors, mixed soft labels); the key holds the pool and the run's one-time mixing (``SecretKey.mixing``) |
 | ``document-embeddings`` | documents (each a list of sentences), or a document corpus (its test split; ``public`` defaults to its train split) | (n, d) private document embeddings |
 | ``text`` | texts, documents (lists of sentences), or a corpus (its test split) | the rewritten texts, or documents of rewritten sentences (one release over all of them; ``veil.attack`` reads a document as the mean of its sentences' MiniLM vectors, as the bench) |
 | ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
@@ -46,7 +46,8 @@ _TRAINING = {"epochs": 10, "batch_size": 256, "lr": 1e-3, "optimizer": "adam"}  
 SETTINGS: dict[str, dict[str, Any]] = {
     "none": {},
     "texthide-inference": {"m": 256, "pool": None},  # `veil texthide eval --m 256`; pool: your own MaskPool
-    "texthide": {"m": 256, "k": 4, "mode": "intra", "public": "health-tweets", "pool": None},  # `veil texthide eval`
+    # `veil texthide eval`; epochs: the passes a training run releases (`veil attack unmix --epochs`)
+    "texthide": {"m": 256, "k": 4, "mode": "intra", "epochs": 5, "public": "health-tweets", "pool": None},
     "deepcandidate": {**_DOCUMENT, "n_projections": 50, "depth": "tukey-min"},  # `veil sentdp embed`
     "truncation": dict(_DOCUMENT),
     "metric-dp": dict(_DOCUMENT),

@@ -12,7 +12,11 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["protect_vectors", "protect_training_encodings", "protect_document_embeddings", "protect_text",
-           "protect_obfuscated_text", "protect_model", "protect_representations", "private_variables"]
+           "protect_obfuscated_text", "protect_model", "protect_representations", "private_variables",
+           "TRAINING_BATCH"]
+
+#: the batch a TextHide training release is encrypted in (the bench's training runs; mixing is within a batch)
+TRAINING_BATCH = 64
 
 
 def _key(value: Any, kind: str) -> Any:
@@ -66,12 +70,6 @@ def _pair(data: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y.astype(np.int64)
 
 
-def _seeds(s: dict[str, Any]) -> list[Any]:
-    from veil.defenses.defaults import key_seeds
-
-    return key_seeds(s["seed"])
-
-
 def _pool(s: dict[str, Any], dim: int, rng: Any) -> Any:
     from veil.defenses.defaults import mask_pool
 
@@ -98,13 +96,17 @@ def protect_vectors(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, 
 
 
 def protect_training_encodings(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, Any]:
-    import torch
-
+    """A TextHide training run's release: ``epochs`` passes over the data, each in a fresh order, in batches of
+    about :data:`TRAINING_BATCH` (:func:`~veil.attacks.texthide.observe.encrypt_training_run`, the bench's own),
+    every encoding with a fresh one-time mixing. The key holds the pool and the run's mixing."""
+    from veil.api import SecretKey
+    from veil.attacks.texthide.observe import encrypt_training_run
+    from veil.defenses.defaults import key_seeds
     from veil.defenses.texthide.mechanism import TextHide
 
     what = f"{name} releases the encodings of a training run"
     X, y = _pair(data, what) if isinstance(data, tuple) else (_vectors(data, what), None)
-    seeds = _seeds(s)
+    seeds = key_seeds(s["seed"], 3)  # pool, mixing, batch order (the first two as the bench's bench_make draws them)
     pool = _pool(s, X.shape[1], seeds[0])
     public = None
     if s["mode"] == "inter":
@@ -114,13 +116,9 @@ def protect_training_encodings(data: Any, name: str, s: dict[str, Any]) -> tuple
         public = public_vectors(PUBLIC_SIZE, corpus=s["public"])[1]
     defense = TextHide(k=int(s["k"]), pool=pool, public=public, mode=s["mode"], rng=seeds[1], record_details=True)
     num_classes = None if y is None else max(2, int(y.max()) + 1)
-    release = defense.encrypt(torch.from_numpy(X), None if y is None else torch.from_numpy(y),
-                              num_classes=num_classes)
-    from veil.api import SecretKey
-    from veil.attacks.texthide.observe import last_call_truth
-
-    # the one-time mixing is taken off the defense at once (no later call can read it) and kept in the key only
-    return defense, release, SecretKey(pool, "mask pool", mixing=last_call_truth(defense, len(X)))
+    release, truth, _ = encrypt_training_run(X, defense, epochs=int(s["epochs"]), batch_size=TRAINING_BATCH, y=y,
+                                             num_classes=num_classes, rng=seeds[2])
+    return defense, release, SecretKey(pool, "mask pool", mixing=truth)
 
 
 def _documents(docs: Any, what: str) -> list[list[str]]:

@@ -54,7 +54,7 @@ RESOURCES: dict[str, dict[str, Any]] = {
     "inversion": {"public": None},
     "word-recovery": {"treebank": "silver-sm", "limit": None},
     "membership": {"nonmembers": None, "population": None, "shadows": None},
-    "texthide-run": {"public": None, "queries": None},
+    "texthide-run": {"public": None, "queries": None, "index": None, "source_ids": None},
     "attribute": {"epochs": 16},  # the post-hoc attackers' epochs (AttributeRun's attacker_epochs)
 }
 _COMMON = {"seed": 0, "quick": True}
@@ -246,8 +246,9 @@ def attack(release: Any, attack: str, *, private: Any = None, **resources: Any) 
     On a ``model`` release ``private`` is the model's training examples, ``(vectors or texts, labels)``, and the
     resources are ``nonmembers`` (held-out examples, required), ``population`` (public labelled examples for the
     shadow-model attacks) and ``shadows`` (:mod:`veil.api.score_model`). On TextHide's ``training-encodings``
-    ``private`` is the protected texts, and the resources ``public`` (the attacker's public statistics) and
-    ``queries`` (encodings unmixed) (:mod:`veil.api.score_encodings`). On released representations (``leace``)
+    ``private`` is the protected texts, and the resources ``public`` (the attacker's public statistics),
+    ``queries`` (encodings unmixed), ``index`` and ``source_ids`` (the candidates, and each protected row's place
+    among them) (:mod:`veil.api.score_encodings`). On released representations (``leace``)
     ``private`` is the private variables, one value per row, and ``epochs`` the attackers'
     (:mod:`veil.api.score_representations`). Other attacks are refused, naming :func:`veil.evaluate`.
 
