@@ -1,0 +1,130 @@
+"""A small causal language model for the ``generative-model`` release (issue 52): MiniLM's own BERT weights as a
+decoder (``BertLMHeadModel`` with ``is_decoder=True``: causal self-attention; the output layer tied to the word
+embeddings, the MLM transform fresh, as the inverter's decoder), fine-tuned on text to predict each next token.
+
+A text is ``[CLS] tokens [SEP]``: the model predicts every token after ``[CLS]``, ``[SEP]`` included, so a text's
+log-perplexity (:func:`log_perplexities`: the mean negative log-likelihood per predicted token, in nats) covers its
+end too. :func:`train_steps` fine-tunes for a fixed number of optimiser steps (the same model on a busy or an idle
+machine), drawing batches with the given seed. Only what the model released can be queried through these
+functions: scores of given texts, and (later) samples; the training text never reaches an attack.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+
+__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "train_steps"]
+
+
+class CausalLM:
+    """The model (``net``: a ``BertLMHeadModel`` decoder), its tokenizer, the base model's id and ``max_tokens``
+    (texts are cut to this many word pieces)."""
+
+    def __init__(self, net: Any, tokenizer: Any, base: str, max_tokens: int = 64) -> None:
+        self.net, self.tokenizer, self.base, self.max_tokens = net, tokenizer, base, int(max_tokens)
+
+    def __repr__(self) -> str:
+        return f"CausalLM(base={self.base!r}, max_tokens={self.max_tokens})"
+
+    def batch(self, texts: list[str]) -> tuple[Any, Any]:
+        """(input ids, attention mask) of ``texts``, each ``[CLS] ... [SEP]``, padded."""
+        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_tokens + 2,
+                             return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"]
+
+
+def build_causal_lm(encoder: str = "minilm", *, max_tokens: int = 64, seed: int = 0) -> CausalLM:
+    """A fresh causal LM whose decoder starts from the registered encoder's weights (offline); the layers no
+    registry package ships trained (the MLM transform) are initialised from ``seed``, leaving torch's global
+    generator as it was."""
+    import torch
+    from transformers import AutoTokenizer, BertLMHeadModel
+
+    from veil.encoders.registry import resolve_model
+    from veil.models.inverter import _quiet
+
+    resolved = resolve_model(encoder)
+    with _quiet(), torch.random.fork_rng():
+        torch.manual_seed(int(seed))
+        net = BertLMHeadModel.from_pretrained(resolved.folder, is_decoder=True, add_cross_attention=False,
+                                              local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(resolved.folder, local_files_only=True)
+    return CausalLM(net, tokenizer, resolved.model_id, max_tokens)
+
+
+def _texts(texts: Any, what: str) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+        raise InvalidTypeError(f"{what}: give a list of texts, not {type(texts).__name__}")
+    out = list(texts)
+    if not out:
+        raise DataFormatError(f"{what}: no text given")
+    if not all(isinstance(t, str) and t.strip() for t in out):
+        raise DataFormatError(f"{what}: every text must be a non-empty string")
+    return out
+
+
+def _token_nll(lm: CausalLM, texts: list[str]) -> tuple[Any, Any]:
+    """Per text: the summed negative log-likelihood of its predicted tokens, and their number (torch tensors)."""
+    import torch
+
+    ids, mask = lm.batch(texts)
+    logits = lm.net(input_ids=ids, attention_mask=mask).logits[:, :-1]
+    target, keep = ids[:, 1:], mask[:, 1:].bool()
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    return (nll * keep).sum(1), keep.sum(1)
+
+
+def log_perplexities(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> np.ndarray:
+    """Each text's log-perplexity under ``lm``: its mean negative log-likelihood per predicted token (nats)."""
+    import torch
+
+    texts = _texts(texts, "texts")
+    lm.net.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(texts), batch_size):
+            total, count = _token_nll(lm, texts[i:i + batch_size])
+            out.append((total / count).double().numpy())
+    return np.concatenate(out)
+
+
+def train_steps(lm: CausalLM, texts: Any, *, steps: int, batch_size: int = 16, lr: float = 1e-4, seed: int = 0,
+                log: Callable[[str], None] | None = None) -> list[float]:
+    """Fine-tune ``lm`` on ``texts`` for exactly ``steps`` AdamW steps (batches drawn uniformly with ``seed``);
+    returns the training loss (mean NLL per token) of each step."""
+    import torch
+
+    from veil.validation import check_int
+
+    texts = _texts(texts, "texts")
+    steps = check_int("steps", steps, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    if not (np.isfinite(lr) and 0 < lr <= 1):
+        raise InvalidParameterError(f"lr must be in (0, 1], got {lr}")
+    gen = np.random.default_rng(seed)
+    opt = torch.optim.AdamW(lm.net.parameters(), lr=lr)
+    lm.net.train()
+    losses = []
+    with torch.random.fork_rng():  # dropout's draws: reproducible per seed, torch's global generator untouched
+        torch.manual_seed(int(gen.integers(2**31)))
+        _steps(lm, texts, opt, gen, steps, batch_size, losses, log)
+    lm.net.eval()
+    return losses
+
+
+def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, steps: int, batch_size: int, losses: list[float],
+           log: Callable[[str], None] | None) -> None:
+    for step in range(steps):
+        batch = [texts[i] for i in gen.integers(0, len(texts), size=min(batch_size, len(texts)))]
+        total, count = _token_nll(lm, batch)
+        loss = total.sum() / count.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        if log is not None and (step + 1) % max(1, steps // 10) == 0:
+            log(f"causal LM: step {step + 1}/{steps}, loss {losses[-1]:.3f}")
