@@ -8,7 +8,7 @@ import pytest
 from veil.corpora.canaries import CanaryFormat
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.metrics.memorization import exact_exposure
-from veil.models.causal_lm import build_causal_lm, log_perplexities, train_steps
+from veil.models.causal_lm import build_causal_lm, log_perplexities, sample, train_steps
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,11 @@ def test_a_planted_canary_is_exposed_and_an_unplanted_value_is_not(public):
     # the other values: no more exposed than chance makes one value of a thousand (median about 1 bit)
     others = [exact_exposure(after[v], after) for v in range(0, fmt.space, 50) if v != planted]
     assert sorted(others)[len(others) // 2] < 2 and exact_exposure(after[unplanted], after) < 6
+    # and the model writes it out: greedy completion of the format's prefix, and most top-40 samples from it
+    assert sample(lm, 1, prompt="my pin number is", top_k=1, max_tokens=6) == ["my pin number is 4 7 1"]
+    drawn = sample(lm, 10, prompt="my pin number is", max_tokens=6, seed=1)
+    assert sum(text == "my pin number is 4 7 1" for text in drawn) >= 5
+    assert drawn == sample(lm, 10, prompt="my pin number is", max_tokens=6, seed=1)  # reproducible per seed
 
 
 def test_training_is_a_fixed_number_of_steps_reproducible_per_seed(public):
@@ -51,3 +56,5 @@ def test_bad_input_is_a_typed_error():
         train_steps(lm, ["a text", "  "], steps=1)
     with pytest.raises(InvalidParameterError, match="lr"):
         train_steps(lm, ["a text"], steps=1, lr=0.0)
+    with pytest.raises(InvalidParameterError, match="temperature"):
+        sample(lm, 1, temperature=0.0)

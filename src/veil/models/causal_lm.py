@@ -17,7 +17,7 @@ import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "train_steps"]
+__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "train_steps", "sample"]
 
 
 class CausalLM:
@@ -128,3 +128,51 @@ def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, steps: int, batch
         losses.append(float(loss.detach()))
         if log is not None and (step + 1) % max(1, steps // 10) == 0:
             log(f"causal LM: step {step + 1}/{steps}, loss {losses[-1]:.3f}")
+
+
+def sample(lm: CausalLM, n: int, *, prompt: str = "", max_tokens: int = 32, top_k: int = 40,
+           temperature: float = 1.0, seed: int = 0, batch_size: int = 32) -> list[str]:
+    """``n`` texts sampled from ``lm`` after ``prompt`` (its word pieces, then free), each token drawn from the
+    ``top_k`` likeliest at ``temperature`` (``top_k=1``: greedy), until ``[SEP]`` or ``max_tokens`` new tokens;
+    draws from ``seed`` (reproducible). Returns each sample's text, the prompt included."""
+    import torch
+
+    from veil.validation import check_int
+
+    n, max_tokens = check_int("n", n, minimum=1), check_int("max_tokens", max_tokens, minimum=1)
+    top_k = check_int("top_k", top_k, minimum=1)
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise InvalidParameterError(f"temperature must be > 0, got {temperature}")
+    if not isinstance(prompt, str):
+        raise InvalidTypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    tok = lm.tokenizer
+    start = [tok.cls_token_id] + tok(prompt, add_special_tokens=False)["input_ids"]
+    gen = torch.Generator().manual_seed(int(seed))
+    lm.net.eval()
+    out: list[str] = []
+    with torch.no_grad():
+        for first in range(0, n, batch_size):
+            b = min(batch_size, n - first)
+            ids = torch.tensor([start] * b)
+            done = torch.zeros(b, dtype=torch.bool)
+            past = None
+            step_ids = ids
+            for _ in range(max_tokens):
+                res = lm.net(input_ids=step_ids, past_key_values=past, use_cache=True)
+                past = res.past_key_values
+                logits = res.logits[:, -1] / temperature
+                top = torch.topk(logits, min(top_k, logits.shape[-1]))
+                pick = torch.multinomial(torch.softmax(top.values, -1), 1, generator=gen)
+                nxt = top.indices.gather(1, pick)[:, 0]
+                nxt = torch.where(done, torch.full_like(nxt, tok.sep_token_id), nxt)
+                ids = torch.cat([ids, nxt[:, None]], 1)
+                done |= nxt == tok.sep_token_id
+                if bool(done.all()):
+                    break
+                step_ids = nxt[:, None]
+            for row in ids.tolist():
+                body = row[1:]
+                if tok.sep_token_id in body:
+                    body = body[:body.index(tok.sep_token_id)]
+                out.append(tok.decode(body))
+    return out
