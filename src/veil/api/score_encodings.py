@@ -46,12 +46,11 @@ def _stats(s: dict[str, Any], quick: bool) -> Any:
 def texthide_run(release: Any, attack: str, private: Any, s: dict[str, Any],
                  make_cell: Callable[..., Any]) -> tuple[Any, dict[str, Any], Any, int]:
     """(record, bench block, the cell it stands for, encodings scored) of ``attack`` on ``release``."""
+    from veil.api.kinds import TRAINING_BATCH
     from veil.api.score import _private
     from veil.attacks.base import Observation, get_attack
     from veil.bench.cells.training_encodings import score_mask_recovery_run, score_unmix_run
     from veil.bench.plan import BenchConfig
-
-    from veil.api.kinds import TRAINING_BATCH
 
     truth = _truth(release)
     encodings = release.release
