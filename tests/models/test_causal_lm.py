@@ -58,3 +58,7 @@ def test_bad_input_is_a_typed_error():
         train_steps(lm, ["a text"], steps=1, lr=0.0)
     with pytest.raises(InvalidParameterError, match="temperature"):
         sample(lm, 1, temperature=0.0)
+    with pytest.raises(InvalidParameterError, match="min_tokens"):
+        sample(lm, 1, max_tokens=2, min_tokens=3)
+    fixed = sample(lm, 2, prompt="a", max_tokens=5, min_tokens=5, seed=3)  # [SEP] held back: five new pieces each
+    assert all(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) >= 5 for t in fixed)

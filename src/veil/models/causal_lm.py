@@ -130,17 +130,21 @@ def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, steps: int, batch
             log(f"causal LM: step {step + 1}/{steps}, loss {losses[-1]:.3f}")
 
 
-def sample(lm: CausalLM, n: int, *, prompt: str = "", max_tokens: int = 32, top_k: int = 40,
+def sample(lm: CausalLM, n: int, *, prompt: str = "", max_tokens: int = 32, min_tokens: int = 0, top_k: int = 40,
            temperature: float = 1.0, seed: int = 0, batch_size: int = 32) -> list[str]:
     """``n`` texts sampled from ``lm`` after ``prompt`` (its word pieces, then free), each token drawn from the
-    ``top_k`` likeliest at ``temperature`` (``top_k=1``: greedy), until ``[SEP]`` or ``max_tokens`` new tokens;
-    draws from ``seed`` (reproducible). Returns each sample's text, the prompt included."""
+    ``top_k`` likeliest at ``temperature`` (``top_k=1``: greedy), until ``[SEP]`` or ``max_tokens`` new tokens
+    (``[SEP]`` is never drawn before ``min_tokens``: fixed-length samples, as extraction draws them); draws from
+    ``seed`` (reproducible). Returns each sample's text, the prompt included."""
     import torch
 
     from veil.validation import check_int
 
     n, max_tokens = check_int("n", n, minimum=1), check_int("max_tokens", max_tokens, minimum=1)
     top_k = check_int("top_k", top_k, minimum=1)
+    min_tokens = check_int("min_tokens", min_tokens, minimum=0)
+    if min_tokens > max_tokens:
+        raise InvalidParameterError(f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens})")
     if not (np.isfinite(temperature) and temperature > 0):
         raise InvalidParameterError(f"temperature must be > 0, got {temperature}")
     if not isinstance(prompt, str):
@@ -157,10 +161,12 @@ def sample(lm: CausalLM, n: int, *, prompt: str = "", max_tokens: int = 32, top_
             done = torch.zeros(b, dtype=torch.bool)
             past = None
             step_ids = ids
-            for _ in range(max_tokens):
+            for t in range(max_tokens):
                 res = lm.net(input_ids=step_ids, past_key_values=past, use_cache=True)
                 past = res.past_key_values
                 logits = res.logits[:, -1] / temperature
+                if t < min_tokens:
+                    logits[:, tok.sep_token_id] = float("-inf")
                 top = torch.topk(logits, min(top_k, logits.shape[-1]))
                 pick = torch.multinomial(torch.softmax(top.values, -1), 1, generator=gen)
                 nxt = top.indices.gather(1, pick)[:, 0]
