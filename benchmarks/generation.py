@@ -43,7 +43,7 @@ PROMPT = "the film is"
 
 def _predicted_tokens(lm, texts: list[str]) -> list[int]:
     """Per text: the tokens the LM predicts for it (its word pieces after [CLS], [SEP] included, as cut)."""
-    ids, mask = lm.batch(texts)
+    _, mask = lm.batch(texts)
     return [int(m.sum()) - 1 for m in mask]
 
 
@@ -77,9 +77,9 @@ def run(args: argparse.Namespace) -> dict:
         assert len(drawn) == args.samples and prompt_len >= 1
         ids = torch.tensor([[lm.tokenizer.cls_token_id]
                             + lm.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]] * args.samples)
-        torch.manual_seed(0)
         start = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng():  # generate draws from torch's global generator: seeded here only
+            torch.manual_seed(0)
             out = lm.net.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=40,
                                   temperature=1.0, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
                                   pad_token_id=lm.tokenizer.pad_token_id)
