@@ -128,8 +128,11 @@ def test_bench_runs_resumes_isolates_failures_and_ray_agrees(tmp_path, ray_lefto
     run_summary = json.loads((seq / "run.json").read_text())
     assert run_summary["counts"] == {"done": len(cells), "skipped": 0, "failed": 1}
 
-    again = run_bench(cells, seq, progress=False)  # resume: everything is there
+    assert "left_out" not in run_summary
+    left = {"trains a model for minutes": ["x--y--z--quick-q500-e5-seed0"]}
+    again = run_bench(cells, seq, progress=False, left_out=left)  # resume: everything is there
     assert again.counts() == {"done": 0, "skipped": len(cells), "failed": 0}
+    assert json.loads((seq / "run.json").read_text())["left_out"] == left  # --demo's note for the report
     assert _metrics(seq) == m
 
     par = tmp_path / "ray"

@@ -81,3 +81,11 @@ def test_the_demo_benchmark_reads_an_estimate_the_console_wrapped():
     rows = demo._models([(0.0, line) for line in log])
     assert [(r["model"], r["estimate_minutes"], r["ratio_to_estimate"], r["within_2x"]) for r in rows] == [
         ("mlm-quick", 6.0, 0.58, True), ("inverter-quick", 12.0, 0.66, True)]
+
+
+def test_the_demo_benchmark_reads_the_estimate_the_demo_prints_before_its_cells():
+    from veil.bench.selection import DEMO_MINUTES, demo_plan_line
+
+    line = demo_plan_line({"why": ["a--b--c--quick-q500-e5-seed0"]}, "veil-results/bench")
+    m = _demo()._CELLS_ESTIMATE.search(line)
+    assert m and float(m.group(1)) == DEMO_MINUTES

@@ -284,3 +284,61 @@ def test_the_page_states_the_rules_and_keeps_the_frontier_as_a_description(tmp_p
     assert "dpsgd ep200-eps8" in row and "texthide-model ep200-k4-m256: leaks: membership-" in row
     # DP-SGD's bound is read with the delta its record states (the registry's guarantee has none)
     assert "membership AUC its (8, 0.0001)-DP allows" in row
+
+
+def test_a_setting_that_passes_the_attacks_that_ran_gets_no_verdict_while_a_planned_one_did_not_run():
+    """Passing the attacks that ran says nothing of a stronger one that did not (``veil bench --demo``, a partial
+    --attacks run): no recommendation; an attack that ran and beats its floor still fails the setting."""
+    dp = _setting("dpsgd", "eps1", 0.72, {"membership-rmia": ("auc", 0.54, 0.52, 0.56, True)},
+                  guarantee={"kind": "epsilon-delta-dp", "epsilon": 1.0, "delta": 1e-5})
+    dp.missing = ["membership-lira"]
+    row = _model_row(PLAIN, dp)
+    assert row[2].startswith("nothing of this kind is both useful and private here. Least bad: dpsgd eps1")
+    assert row[2].endswith("privacy untested: membership-rmia AUC 54.0% [52.0, 56.0], beating random guessing "
+                           "(p<1e-4), within the 73.11% membership AUC its (1, 1e-05)-DP allows; not run on it: "
+                           "membership-lira (no verdict until they are)")
+    hide = _setting("texthide-model", "k4", 0.70, {"membership-loss": ("auc", 0.54, 0.52, 0.56, True)})
+    hide.missing = ["membership-lira"]
+    dp.missing = []
+    row = _model_row(PLAIN, hide, dp)
+    assert row[2].startswith("dpsgd eps1 ")
+    assert row[3] == ("texthide-model k4: leaks: membership-loss AUC 54.0% [52.0, 56.0] beats random guessing "
+                      "(p<1e-4)")
+
+
+def test_bench_points_name_the_planned_attacks_a_setting_has_no_record_of(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from veil.report.bench import bench_points, load_bench
+
+    committed = Path(__file__).resolve().parents[2] / "results" / "bench" / "cells"
+    (tmp_path / "cells").mkdir()
+    for p in committed.glob("rt-polarity--dpsgd-*.json"):
+        if "--membership-lira--" not in p.name:
+            shutil.copy(p, tmp_path / "cells" / p.name)
+    (dp,) = bench_points(load_bench(tmp_path)[0])["rt-polarity"]
+    assert dp.missing == ["membership-lira"]
+    whole = {p.name: p.missing for p in bench_points(load_bench(committed.parent)[0])["rt-polarity"]}
+    assert whole and all(m == [] for m in whole.values())  # the committed quick run has every planned attack
+
+
+def test_a_demo_report_names_what_it_left_out_and_the_command_that_adds_it(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from veil._io import atomic_write_json
+    from veil.report.bench import render_bench
+
+    committed = Path(__file__).resolve().parents[2] / "results" / "bench" / "cells"
+    (tmp_path / "b" / "cells").mkdir(parents=True)
+    for p in committed.glob("rt-polarity--dpsgd-*.json"):
+        if "--membership-lira--" not in p.name:
+            shutil.copy(p, tmp_path / "b" / "cells" / p.name)
+    left = {"trains a model for minutes": ["rt-polarity--dpsgd-ep200-eps8--membership-lira--quick-q500-e5-seed0"]}
+    atomic_write_json(tmp_path / "b" / "run.json", {"cells": [], "left_out": left})
+    text = render_bench(tmp_path / "b", tmp_path / "out", name="report")[0].read_text()
+    section = text[text.index("## Left out of this run"):]
+    assert f"`veil bench --quick --out {tmp_path / 'b'}` runs them" in section
+    assert "| trains a model for minutes | 1: rt-polarity / dpsgd-ep200-eps8 / membership-lira |" in section
+    assert "not run on it: membership-lira (no verdict until they are)" in text

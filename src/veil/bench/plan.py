@@ -20,7 +20,8 @@ from typing import Any
 
 from veil.errors import InvalidParameterError
 
-__all__ = ["Cell", "BenchConfig", "plan_cells", "not_runnable", "runnable", "QUICK_CORPORA", "FULL_CORPORA", "UTILITY"]
+__all__ = ["Cell", "BenchConfig", "plan_cells", "paired_attacks", "not_runnable", "runnable", "QUICK_CORPORA",
+           "FULL_CORPORA", "UTILITY"]
 
 #: one corpus per task (the attribute corpus, debates-2016, is the small one); the full bench adds corpora per task
 QUICK_CORPORA = ("rt-polarity", "drug-reviews", "silver-sm", "debates-2016-speaker")
@@ -130,6 +131,28 @@ def runnable(cells: list[Cell]) -> list[Cell]:
     return [c for c in cells if c.defense not in skip]
 
 
+def paired_attacks(defense: str, setting: dict[str, Any], attacks: Any = None) -> list[str]:
+    """The attacks (registry names, of ``attacks`` or else every registered one) the planner pairs with one setting
+    of ``defense``: those that observe its release kind and whose :meth:`bench_applies` accepts the setting; a floor
+    attack only on the undefended baseline, where that releases what the floor observes. The report reads this to
+    tell a setting that every applicable attack measured from one that some attack never saw."""
+    from veil.attacks.base import attack_names, get_attack
+    from veil.defenses.base import get_defense
+    from veil.kinds import observable
+
+    releases, none_kind = get_defense(defense).releases, get_defense("none").releases
+    out = []
+    for aname in attack_names() if attacks is None else attacks:
+        acls = get_attack(aname)
+        if not acls.observes or not observable(releases, acls.observes):
+            continue
+        if acls.floor and defense != "none" and observable(none_kind, acls.observes):
+            continue  # a floor is the undefended baseline's reference where there is one
+        if acls.bench_applies(defense, setting):
+            out.append(aname)
+    return out
+
+
 def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, config: BenchConfig | None = None,
                utility: bool = True, corpus_tasks: dict[str, str] | None = None,
                runnable_only: bool = True) -> list[Cell]:
@@ -140,9 +163,8 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
     ``runnable_only``: drop the cells of defenses whose release kind has no bench cells yet
     (:func:`not_runnable` of the full plan says which).
     """
-    from veil.attacks.base import attack_names, get_attack
+    from veil.attacks.base import attack_names
     from veil.defenses.base import defense_names, get_defense
-    from veil.kinds import observable
 
     config = config or BenchConfig()
     defense_list = _names(defenses, defense_names(), "defense")
@@ -151,7 +173,6 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
         from veil.bench.data import bench_task
 
         corpus_tasks = {name: bench_task(name) for name in corpora}
-    none_kind = get_defense("none").releases
     cells: list[Cell] = []
     for corpus in corpora:
         task = corpus_tasks.get(corpus)
@@ -163,14 +184,7 @@ def plan_cells(corpora: Any, *, defenses: Any = None, attacks: Any = None, confi
             if task not in dcls.tasks:
                 continue
             for setting in dcls.bench_settings(config.quick):
-                for aname in attack_list:
-                    acls = get_attack(aname)
-                    if not acls.observes or not observable(dcls.releases, acls.observes):
-                        continue
-                    if acls.floor and dname != "none" and observable(none_kind, acls.observes):
-                        continue  # a floor is the undefended baseline's reference where there is one
-                    if not acls.bench_applies(dname, setting):
-                        continue
+                for aname in paired_attacks(dname, setting, attack_list):
                     cells.append(Cell.make(corpus, dname, setting, aname, config))
                 if utility:
                     cells.append(Cell.make(corpus, dname, setting, UTILITY, config))

@@ -27,7 +27,8 @@ from typing import Any, Callable
 from veil.errors import InvalidParameterError
 from veil.experiments._sweep import CellOutcome, Sweep, SweepRun, run_sweep
 
-__all__ = ["BenchRun", "CellOutcome", "run_bench", "run_cell", "cell_path", "finished_cells", "ensure_models"]
+__all__ = ["BenchRun", "CellOutcome", "run_bench", "run_cell", "cell_path", "finished_cells", "ensure_models",
+           "cell_models"]
 
 #: a bench run: the outcome of every cell (``failed``, ``counts()``), written as ``OUT/run.json``
 BenchRun = SweepRun
@@ -157,6 +158,19 @@ def _warn_truncated(names: list[str]) -> None:
         warn_truncated(name, fresh, encoder)
 
 
+def cell_models(cell: Any) -> list[str]:
+    """The cached models veil trains that ``cell`` needs (:func:`ensure_models` makes them): ``mlm-quick`` for the
+    quick bench's infilling and veil's masked-LM word recovery, an inverter for every inverting attack
+    (``inverter-quick`` quick, ``inverter`` full)."""
+    attack = getattr(cell, "attack", None)
+    out = []
+    if attack and (str(attack).startswith("word-recovery-veil-mlm") or attack == "infill") and cell.config.quick:
+        out.append("mlm-quick")
+    if _inverts(attack):
+        out.append("inverter-quick" if cell.config.quick else "inverter")
+    return out
+
+
 def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Make sure the models ``cells`` need are cached before any runs: the quick masked LM (infilling, veil's MLM
     word recovery) and the inverters (the quick one is trained here on first use; the full one must exist).
@@ -165,18 +179,16 @@ def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[
     that took a second or more (one trained here; benchmarks/demo.py times a first run's phases from these lines)."""
     import time
 
+    names = list(dict.fromkeys(name for c in cells for name in cell_models(c)))
     needed: list[tuple[str, Callable[[], None]]] = []
-    if any(getattr(c, "attack", None) and (str(c.attack).startswith("word-recovery-veil-mlm") or c.attack == "infill")
-           and c.config.quick for c in cells):
+    if "mlm-quick" in names:
         from veil.parsing.mlm import ensure_mlm
 
         needed.append(("mlm-quick", lambda: ensure_mlm("mlm-quick", log=log)))
-    inverting = {c.config.quick for c in cells if _inverts(getattr(c, "attack", None))}
-    if inverting:
-        from veil.training.inverter import ensure_inverter
+    for name in ("inverter", "inverter-quick"):
+        if name in names:
+            from veil.training.inverter import ensure_inverter
 
-        for quick in sorted(inverting):
-            name = "inverter-quick" if quick else "inverter"
             needed.append((name, lambda name=name: ensure_inverter(name, log=log)))
     done = []
     for name, ensure in needed:
@@ -191,7 +203,7 @@ def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[
 
 def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_address: str | None = None,
               force: bool = False, progress: bool = True, log: Callable[[str], None] | None = None,
-              cache_embeddings: bool = False) -> BenchRun:
+              cache_embeddings: bool = False, left_out: dict[str, list[str]] | None = None) -> BenchRun:
     """Run every cell not yet done (all with ``force``); writes ``OUT/cells/*.json`` and ``OUT/run.json``.
 
     Every existing cell record is checked first (:func:`finished_cells`); an empty plan is an error. Ctrl-C stops
@@ -199,7 +211,8 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
 
     The encodings of data given in this process (:func:`veil.bench.data.given_names`: a user's file) are kept in
     memory for this run only, never in ``VEIL_HOME/embeddings``, unless ``cache_embeddings`` (then they are cached
-    there like a built-in corpus' and reused by later runs). Texts of it longer than the encoder's token limit are
+    there like a built-in corpus' and reused by later runs). ``left_out`` (``--demo``: why -> the ids of planned cells
+    not run) goes into ``run.json`` for the report. Texts of it longer than the encoder's token limit are
     warned about (:class:`~veil.errors.DataWarning`, how many and the limit) before any cell.
     """
     from veil._io import writable_dir
@@ -220,4 +233,5 @@ def run_bench(cells: list[Any], out: str | Path, *, workers: int = 1, ray_addres
     private = [t for name in given_names() for t in given_texts(name)]
     with private_texts(private, keep=cache_embeddings):
         return run_sweep(_sweep(out_dir, cells), cells, out=out_dir, workers=workers, ray_address=ray_address,
-                         force=force, progress=progress, log=log, run_json=True)
+                         force=force, progress=progress, log=log, run_json=True,
+                         notes={"left_out": left_out} if left_out else None)

@@ -21,6 +21,12 @@ def bench(
                                                         "(its wall time on 2 cores is in "
                                                         "benchmarks/RESULTS.md; the first run also encodes "
                                                         "the corpora).")] = False,
+    demo: Annotated[bool, typer.Option("--demo", help="A first look (what `make demo` runs): the quick bench "
+                                                      "without its cells that train a model for minutes (the "
+                                                      "inverter, the masked LM, learned word-recovery attackers, "
+                                                      "the generation objective, TextHide past the paper's "
+                                                      "setting). The report names what was left out; --quick into "
+                                                      "the same --out adds it later.")] = False,
     corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default with --quick: "
                                                         "rt-polarity, drug-reviews, silver-sm, "
                                                         "debates-2016-speaker; without: eight corpora, "
@@ -94,13 +100,16 @@ def bench(
     from veil.bench.data_files import use_data_file
     from veil.bench.plan import BenchConfig
     from veil.bench.runner import run_bench
-    from veil.bench.selection import builtin_corpora, select_cells
+    from veil.bench.selection import builtin_corpora, demo_plan_line, select_cells
     from veil.outputs import check_distinct_outputs, check_output_dir, default_results_dir
     from veil.report.bench import render_bench
 
     out_dir = check_output_dir(out if out is not None else default_results_dir("bench"), option="--out")
     check_distinct_outputs({"--out": out_dir}, {"--data": data})
     with usage_errors():
+        if demo:
+            _check_demo(data, limit)
+            quick = True
         if data is not None:
             corpus_list = use_data_file(data, text_column, label_column, corpora, workers, ray, drop_empty,
                                         private_column, documents_column, encoding)
@@ -108,7 +117,8 @@ def bench(
             corpus_list = builtin_corpora(_names(corpora, "--corpora"), quick=quick, encoding=encoding,
                                           cache_embeddings=cache_embeddings)
         config = BenchConfig(quick=quick, seed=seed, queries=queries, key_seed=key_seed, limit=limit)
-        selection = select_cells(corpus_list, _names(defenses, "--defenses"), _names(attacks, "--attacks"), config)
+        selection = select_cells(corpus_list, _names(defenses, "--defenses"), _names(attacks, "--attacks"), config,
+                                 demo=demo)
     con = console(as_json)
     if selection.pending_note and not as_json:
         con.print(f"veil: not run: {selection.pending_note}: their release kinds have no bench cells yet "
@@ -118,11 +128,23 @@ def bench(
     if key_seed is not None:
         con.print(f"veil: keys are SEEDED (--key-seed {key_seed}): reproducible, not private", style="yellow")
     con.print(f"veil bench: {len(selection.cells)} cells on {', '.join(corpus_list)} -> {out_dir}", markup=False)
+    if demo:
+        con.print(demo_plan_line(selection.left_out, out_dir), markup=False, highlight=False)
     run = run_bench(selection.cells, out_dir, workers=workers, ray_address=ray, force=force,
-                    cache_embeddings=cache_embeddings, log=lambda line: con.print(line, markup=False, highlight=False))
+                    cache_embeddings=cache_embeddings, log=lambda line: con.print(line, markup=False, highlight=False),
+                    left_out=selection.left_out)
     _print_run(run, render_bench(out_dir, out_dir, name="report"), con, as_json)
     if run.failed:
         raise typer.Exit(1)
+
+
+def _check_demo(data: Optional[Path], limit: Optional[int]) -> None:
+    from veil.errors import OptionError
+
+    given = [opt for opt, on in (("--data", data is not None), ("--limit", limit is not None)) if on]
+    if given:
+        raise OptionError(f"--demo runs the quick bench's own cells on the built-in corpora: leave out "
+                          f"{' and '.join(given)}, or use --quick instead of --demo")
 
 
 def _print_cells(cells: list, con, as_json: bool) -> None:

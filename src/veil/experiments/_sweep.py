@@ -62,6 +62,8 @@ class SweepRun:
     wall_time_s: float = 0.0
     workers: int = 1
     engine: str = "sequential"
+    #: what the caller adds to ``run.json`` about the run (the bench's ``--demo``: the cells it left out)
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[CellOutcome]:
@@ -77,7 +79,7 @@ class SweepRun:
         return {"out": self.out, "wall_time_s": self.wall_time_s, "workers": self.workers, "engine": self.engine,
                 "counts": self.counts(), "machine": {"platform": platform.platform(), "python":
                                                      platform.python_version(), "processor": platform.machine()},
-                "cells": [o.to_dict() for o in self.outcomes]}
+                "cells": [o.to_dict() for o in self.outcomes], **self.notes}
 
     def raise_failed(self) -> None:
         """Re-raise the first failed cell's own exception (its type unchanged), the other failures noted on it;
@@ -240,7 +242,8 @@ def finished(sweep: Sweep, cells: Sequence[Any], *, force: bool = False) -> set[
 
 def run_sweep(sweep: Sweep, cells: Sequence[Any], *, out: str | Path, workers: int = 1,
               ray_address: str | None = None, force: bool = False, progress: bool = True,
-              log: Callable[[str], None] | None = None, run_json: bool = False) -> SweepRun:
+              log: Callable[[str], None] | None = None, run_json: bool = False,
+              notes: dict[str, Any] | None = None) -> SweepRun:
     """Run every cell not yet done (all with ``force``); see the module docstring. ``out``: the folder the run
     belongs to (``OUT/run.json`` is written there with ``run_json``). The outcomes keep the order of ``cells``
     for skipped ones first, then finished and failed ones as they end."""
@@ -254,7 +257,7 @@ def run_sweep(sweep: Sweep, cells: Sequence[Any], *, out: str | Path, workers: i
     log = log or (lambda line: None)
     start = time.perf_counter()
     engine = "sequential" if workers == 1 and ray_address is None else "ray"
-    run = SweepRun(out=str(out), workers=workers, engine=engine)
+    run = SweepRun(out=str(out), workers=workers, engine=engine, notes=dict(notes or {}))
     todo = []
     for cell, cell_id in zip(cells, ids):
         if cell_id in done:

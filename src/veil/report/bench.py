@@ -45,6 +45,8 @@ class BenchPoint:
     guarantee: dict[str, Any]
     utility: dict[str, Any] | None = None
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # attack -> bench block (+ "record")
+    #: the attacks the bench plans for this setting (:func:`veil.bench.plan.paired_attacks`) that have no record
+    missing: list[str] = field(default_factory=list)
 
     @property
     def strongest(self) -> tuple[str, dict[str, Any]] | None:
@@ -104,7 +106,18 @@ def bench_points(records: list[ResultRecord]) -> dict[str, list[BenchPoint]]:
             p.utility = {**block, "collapsed": bool(rec.extra.get("collapsed", False))}
         else:
             p.attacks[cell["attack"]] = block
+    for by_setting in points.values():
+        for p in by_setting.values():
+            p.missing = [a for a in _planned(p.defense, p.setting) if a not in p.attacks]
     return {c: list(v.values()) for c, v in points.items()}
+
+
+def _planned(defense: str, setting: dict[str, Any]) -> list[str]:
+    """The attacks this veil's bench pairs with the setting ([] for a defense it no longer registers)."""
+    from veil.bench.plan import paired_attacks
+    from veil.defenses.base import defense_names
+
+    return paired_attacks(defense, setting) if defense in defense_names(controls=True) else []
 
 
 def _pct(m: dict[str, Any] | None) -> str:
@@ -384,6 +397,21 @@ def _floor_line(points: list[BenchPoint]) -> str:
     return line + "."
 
 
+def _left_out(left: dict[str, list[str]], folder: str | Path) -> tuple[str, list[str], list[list[str]]]:
+    """The section on the cells ``veil bench --demo`` left out (``run.json``'s ``left_out``): a note with the
+    command that adds them, and one row per reason."""
+    from veil.bench.selection import QUICK_REST_MINUTES
+
+    n = sum(map(len, left.values()))
+    note = (f"This was `veil bench --demo`: {n} cells of the quick bench were not run, because each trains a model "
+            "for minutes on 2 cores. A setting that passed the attacks that ran but not one of these gets no "
+            "verdict above, and settings left out whole are not in this report. `veil bench --quick --out "
+            f"{folder}` runs them and reuses every cell already here (about {QUICK_REST_MINUTES} minutes on 2 idle "
+            "cores, the two quick models included).")
+    rows = [[why, f"{len(ids)}: " + ", ".join(" / ".join(i.split("--")[:3]) for i in ids)] for why, ids in left.items()]
+    return note, ["why left out", "cells (corpus / defense-setting / attack)"], rows
+
+
 def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench") -> tuple[Path, Path]:
     """Write ``out_dir/<name>.md`` (+ one PNG per corpus) and the self-contained ``out_dir/<name>.html``."""
     from veil._io import atomic_write, atomic_write_text
@@ -407,6 +435,11 @@ def render_bench(folder: str | Path, out_dir: str | Path, *, name: str = "bench"
         tag = f"h{len(level)}"
         md += [f"{level} {title}", "", note, ""] + _md_table(head, rows) + [""]
         body.append(f"<{tag}>{html.escape(title)}</{tag}><p>{html.escape(note)}</p>" + _html_table(head, rows))
+    left = run.get("left_out") or {}
+    if left:
+        note, lhead, lrows = _left_out(left, folder)
+        md += ["## Left out of this run", "", note, ""] + _md_table(lhead, lrows) + [""]
+        body.append(f"<h2>Left out of this run</h2><p>{html.escape(note)}</p>" + _html_table(lhead, lrows))
     for kind, corpus, points in _by_kind(by_corpus):
         if kind != last_kind:
             last_kind = kind

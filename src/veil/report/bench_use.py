@@ -9,7 +9,9 @@ that recommends asks both):
    its one-class value (``majority_rate`` in that utility's unit, e.g. macro-F1 of predicting one class): the lower
    end of its 95% interval lies above that value. A utility whose cell records no trivial baseline (the parse's UAS)
    cannot be tested, and nothing is recommended on it.
-2. **Private**: every attack measured on it with a stated test (floor cells, which are the reference, and mask-bit
+2. **Private**: every attack the bench plans for it ran (:attr:`BenchPoint.missing` is empty: a setting that passes
+   the attacks that ran, with a planned one not run, gets no verdict; one that fails an attack that ran fails), and
+   every attack measured on it with a stated test (floor cells, which are the reference, and mask-bit
    recovery, which measures the key, aside) is not distinguishable from the floor it was tested against (the cell's
    own test: random guessing, the best constant predictor, the tag-frequency floor, the same attack on unrelated
    vectors); or, for a setting with a formal DP guarantee, the upper end of the attack's 95% interval stays within
@@ -45,7 +47,8 @@ USE_NOTE = (f"A setting is recommended only when it passes both rules (one-sided
             "correction for the many settings). Useful: its utility beats the majority class (accuracy: the exact "
             "one-sided binomial test of its test-split hits against the majority rate; another utility: the lower "
             "end of its 95% interval above its one-class value; a utility without a recorded trivial baseline, such "
-            "as a parse's UAS, cannot be tested and is never recommended). Private: no attack measured on it beats "
+            "as a parse's UAS, cannot be tested and is never recommended). Private: every attack the bench plans for "
+            "it ran (else no verdict, unless one that ran already fails), and no attack measured on it beats "
             "the floor of its own stated test (random guessing, the best constant predictor, the tag-frequency floor, "
             "the same attack on unrelated vectors); or, with a formal DP guarantee, the upper end of each attack's "
             "95% interval stays within what the guarantee allows on that measure (membership AUC under "
@@ -202,13 +205,22 @@ def private(p: BenchPoint) -> Check:
             key = (bool(block.get("comparable")), (block.get("success_metric") or {}).get("mean", 0.0), name)
             checks.append((key, c))
     if not checks:
-        return Check(None, "no attack with a stated test was measured on it")
+        return Check(None, "no attack with a stated test was measured on it" + _unmeasured(p))
     checks.sort(key=lambda kc: kc[0], reverse=True)
     fails = [c for _, c in checks if not c.passed]
     if fails:
         more = {1: "", 2: " (1 more attack fails)"}.get(len(fails), f" ({len(fails) - 1} more attacks fail)")
         return Check(False, fails[0].text + more)
+    if p.missing:  # passing the attacks that ran says nothing of a stronger one that did not
+        return Check(None, f"{checks[0][1].text}{_unmeasured(p)}")
     return Check(True, checks[0][1].text)
+
+
+def _unmeasured(p: BenchPoint) -> str:
+    """``; not run on it: A, B (no verdict until they are)``, for a setting whose planned attacks did not all run."""
+    if not p.missing:
+        return ""
+    return f"; not run on it: {', '.join(p.missing)} (no verdict until they are)"
 
 
 def frontier(points: list[BenchPoint]) -> list[BenchPoint]:
