@@ -97,9 +97,9 @@ DEMO_LEFT_OUT: tuple[tuple[str, Any], ...] = (
      "(0.7-1.4 min)", lambda c: c.defense in ("texthide", "texthide-inference") and c.setting != _TEXTHIDE_DEMO),
 )
 
-#: ``--demo``'s cells on 2 idle cores from a fresh VEIL_HOME (the corpora pulled), in minutes; measured by
-#: benchmarks/demo.py (benchmarks/RESULTS.md)
-DEMO_MINUTES = 8
+#: ``--demo``'s cells on 2 idle cores from a fresh VEIL_HOME (the corpora pulled), in minutes: 6.15 measured by
+#: benchmarks/demo.py at 2dd1e6f (benchmarks/RESULTS.md, "make demo from a fresh clone", 2026-12-07T03:29)
+DEMO_MINUTES = 6
 #: the rest of the quick bench after ``--demo`` (its left-out cells and the two quick models), in minutes: the whole
 #: quick bench's first run (52.5 min of models and cells, benchmarks/RESULTS.md at fba7c91) less the demo's cells
 QUICK_REST_MINUTES = 45

@@ -54,6 +54,29 @@ def bench_quick_time(results: Path, bench: Path) -> str:
     return text + (f" sequentially and {ray[1]} on {ray[0].removeprefix('Ray, ')}." if ray else ".")
 
 
+@register_fragment("demo-time")
+def demo_time(results: Path, bench: Path) -> str:
+    """The newest ``benchmarks/demo.py`` record: a first ``make demo`` from a fresh clone, phase by phase."""
+    head, rows, lines = _section(bench, "make demo from a fresh clone")
+    by = {r[0]: r for r in rows[1:]}
+    outcome = next((ln.removeprefix("- outcome: ") for ln in lines if ln.startswith("- outcome:")), "")
+    machine = next((ln.removeprefix("- machine: ") for ln in lines if ln.startswith("- machine:")), "")
+    load = "no synthetic load" if "no synthetic load" in machine else \
+        next((m.group(0) for m in [re.search(r"\d+ busy loop\(s\) running", machine)] if m), "a stated load")
+    def name(k: str) -> str:
+        m = re.match(r"(\d+) cells, (\d+) of the quick bench's left out", k)
+        return f"{m.group(1)} cells ({m.group(2)} of the quick bench left out)" if m else \
+            k.replace(" (summed cell time)", "").replace("`", "").replace("report and the rest of make demo", "report")
+
+    phases = [f"{name(k)} {float(r[2]):.1f}" for k, r in by.items() if not k.startswith(("**", "clone"))]
+    total = next(r for k, r in by.items() if k.startswith("**total"))
+    target = total[3].split()[0]
+    within = "NOT within" not in outcome and outcome.startswith("done")
+    return (f"The last measured first run (commit {_commit(lines)}, 2 cores, {load}, {head.split(', ')[-1][:10]}) "
+            f"took {float(total[2]):.1f} min from a fresh clone to the report ({'; '.join(phases)} min), "
+            f"{'within' if within else 'NOT within'} the {target}-minute target.")
+
+
 @register_fragment("parsing-throughput")
 def parsing_throughput(results: Path, bench: Path) -> str:
     head, rows, lines = _section(bench, "parsing throughput")
