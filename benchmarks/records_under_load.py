@@ -1,10 +1,12 @@
 """Whether a bench record depends on how busy the machine was: the same cells run quiet and beside busy loops.
 
-Runs ``veil bench --demo --key-seed K`` (the quick bench's own cells, less those ``--demo`` leaves out) twice, each
+Runs ``veil bench --demo --key-seed K`` (the quick bench's own cells, less those ``--demo`` leaves out; ``--quick``:
+the whole quick bench, and ``--corpora``/``--attacks`` narrow either) twice, each
 into a fresh output folder so every cell runs in both: first on the quiet machine, then beside ``--busy N`` busy
 loops (``while True: pass`` processes, the synthetic load of a shared machine). ``--key-seed`` makes the defenses'
 keys the same in both runs (the default draws them from the OS CSPRNG, so two runs would differ by design). Both
-runs use this VEIL_HOME, so its cached corpora, encodings and models serve both; ``--attacks`` narrows the cells.
+runs use this VEIL_HOME, so its cached corpora, encodings and models serve both (a model or attacker cached there
+is trained by neither run: train it first, or clear it, to compare its training too).
 
 Each cell's record is then compared field by field, after dropping what measures the run rather than its result:
 the record's ``created``, ``wall_time_s`` and ``environment``, and every key named ``seconds`` or ``minutes`` or
@@ -15,7 +17,8 @@ field of each other one, with both runs' summed cell seconds (how much the load 
 
 Usage::
 
-    python benchmarks/records_under_load.py [--busy 2] [--key-seed 0] [--attacks A,B] [--keep DIR] [--note TEXT]
+    python benchmarks/records_under_load.py [--busy 2] [--key-seed 0] [--quick] [--corpora A,B] [--attacks A,B]
+        [--keep DIR] [--note TEXT]
         [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
 
 Prints one JSON line and appends a dated section to ``--results-file``; refuses to append from a tree with
@@ -102,10 +105,12 @@ def compare(quiet: Path, busy: Path) -> dict[str, Any]:
 
 
 def _bench(out: Path, args: argparse.Namespace) -> tuple[float, int]:
-    """One ``veil bench --demo`` into ``out``: (summed cell seconds, cells run)."""
-    cmd = [sys.executable, "-m", "veil.cli", "bench", "--demo", "--key-seed", str(args.key_seed), "--out", str(out)]
-    if args.attacks:
-        cmd += ["--attacks", args.attacks]
+    """One ``veil bench --demo`` (``--quick``) into ``out``: (summed cell seconds, cells run)."""
+    cmd = [sys.executable, "-m", "veil.cli", "bench", "--quick" if args.quick else "--demo", "--key-seed",
+           str(args.key_seed), "--out", str(out)]
+    for option, value in (("--corpora", args.corpora), ("--attacks", args.attacks)):
+        if value:
+            cmd += [option, value]
     print("$ " + shlex.join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True)
     run = json.loads((out / "run.json").read_text())
@@ -135,6 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "records_under_load", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "git_commit": git_commit(HERE.parent), "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
             "busy_loops": args.busy, "key_seed": args.key_seed, "note": args.note,
+            "bench": "--quick" if args.quick else "--demo", "corpora": args.corpora, "attacks": args.attacks,
             "command": "python benchmarks/records_under_load.py " + shlex.join(sys.argv[1:]),
             "cells_quiet": n_quiet, "cells_busy": n_busy, "cell_seconds_quiet": quiet_s, "cell_seconds_busy": busy_s,
             "load_during_busy": load, "total_s": round(time.perf_counter() - start, 1), **result}
@@ -146,7 +152,8 @@ def markdown(r: dict[str, Any]) -> str:
              f"- commit: {r['git_commit']}",
              f"- machine: {r['machine']}; {r['busy_loops']} busy loop(s) beside the second run (1-min load average "
              f"{r['load_during_busy']} as it ended)" + (f"; note: {r['note']}" if r["note"] else ""),
-             f"- command: `{r['command']}` (`veil bench --demo --key-seed {r['key_seed']}`, twice)",
+             f"- command: `{r['command']}` (`veil bench {r['bench']} --key-seed {r['key_seed']}"
+             + "".join(f" --{k} {r[k]}" for k in ("corpora", "attacks") if r.get(k)) + "`, twice)",
              f"- outcome: {r['identical']} of {r['compared']} cell records identical "
              f"(timings and the run's own fields aside): "
              + ("the records do not depend on the load" if same else "NOT all identical"),
@@ -164,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the second run (default 2)")
     parser.add_argument("--key-seed", type=int, default=0, help="the defenses' key seed, both runs (default 0)")
-    parser.add_argument("--attacks", help="comma-separated attacks to keep (default: every cell of --demo)")
+    parser.add_argument("--quick", action="store_true", help="run the quick bench's cells (default: --demo's)")
+    parser.add_argument("--corpora", help="comma-separated corpora to keep (default: all of the grid's)")
+    parser.add_argument("--attacks", help="comma-separated attacks to keep (default: all of the grid's)")
     parser.add_argument("--keep", type=Path, help="leave both output folders in this new folder")
     parser.add_argument("--note", default="", help="what else was running (recorded with the numbers)")
     parser.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads of this script (default 2)")

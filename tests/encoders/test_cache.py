@@ -319,3 +319,27 @@ def test_clear_removes_only_entry_files(tmp_path, key):
     assert cache.clear() == 1
     assert not entry.exists() and not _checksum(entry).exists()
     assert (root / "data.npy").is_file() and own.is_file() and (root / "empty-folder").is_dir()
+
+
+@pytest.mark.slow
+def test_a_cache_hit_warns_about_truncated_texts_as_the_encoding_did(corpus, tmp_home):
+    """benchmarks/records_under_load.py found a record whose warnings depended on whether the embeddings were
+    cached: the hit now warns as the encoding did (without running the model)."""
+    import warnings
+
+    from veil.encoders.cache import encode_cached
+    from veil.errors import DataWarning
+
+    short = TextEncoder("minilm", backend="torch", max_length=8)
+    texts = ["one two three four five six seven eight nine ten eleven twelve", "short"]
+    for _ in range(2):  # the miss, then the hit
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            encode_cached(short, texts, "tiny-long", "train", progress=False)
+        said = [str(w.message) for w in caught if issubclass(w.category, DataWarning)]
+        assert said == ["1 of 2 texts are longer than max_length=8 tokens and were truncated; split long texts "
+                        "into sentences or raise max_length (this model allows up to 512)"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encode_cached(short, ["short"], "tiny-long", "train", progress=False)
+    assert not [w for w in caught if issubclass(w.category, DataWarning)]

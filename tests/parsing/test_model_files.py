@@ -73,3 +73,23 @@ def test_the_neural_obfuscator_files(tmp_path, bad):
     (tmp_path / "ob.json").write_text('{"format": "veil-neural-obfuscator/1", "fingerprint": "0"}')
     with pytest.raises(CacheCorruptError, match=r"`veil parse obfuscator train --force`"):
         NeuralObfuscator.load(tmp_path / "ob.pt")
+
+
+def test_a_saved_masked_lm_attacker_reports_the_vectors_it_was_trained_from(tmp_path):
+    """benchmarks/records_under_load.py found the masked-LM attacker's record saying ``vectors: none`` when it was
+    loaded from its cache and ``md`` when trained in the run: the file keeps what it was trained from."""
+    import torch
+
+    from veil.attacks.word_recovery import AttackVocabulary, MaskedLMAttacker
+
+    atk = MaskedLMAttacker(AttackVocabulary(("the", "film", "is")), ["DT", "NN", "VBZ"], vectors="none")
+    atk.vectors_source = "md"  # as one built with md vectors (spaCy's md pipeline) would say
+    atk.save(tmp_path / "a.pt")
+    assert MaskedLMAttacker.load(tmp_path / "a.pt").config()["vectors"] == "md"
+    blob = torch.load(tmp_path / "a.pt", weights_only=True)
+    atk.vectors_source = "none"
+    atk.save(tmp_path / "b.pt")
+    assert MaskedLMAttacker.load(tmp_path / "b.pt").config()["vectors"] == "none"
+    del blob["vectors"]  # saved by an earlier veil: the one way it trained one then was with md vectors
+    torch.save(blob, tmp_path / "c.pt")
+    assert MaskedLMAttacker.load(tmp_path / "c.pt").config()["vectors"] == "md"

@@ -89,8 +89,8 @@ def _trains_model_first(cell: Any) -> bool:
 #: clone", at fba7c91: quick masked LM 3.5 min, quick inverter 8.0 min, cells as named).
 DEMO_LEFT_OUT: tuple[tuple[str, Any], ...] = (
     ("needs a model veil trains on first use (the quick inverter, about 8 min on 2 cores, or the quick masked LM, "
-     "about 3.5 min), and then inverts or infills for 0.5-7 min a cell", _trains_model_first),
-    ("trains a learned word-recovery attacker for the cell (2-2.6 min a cell)",
+     "about 3.5 min), and then inverts or infills for 0.2-2.4 min a cell", _trains_model_first),
+    ("trains a learned word-recovery attacker for the cell (about 1-1.3 min a cell)",
      lambda c: c.attack in ("word-recovery-minilm", "word-recovery-trained")),
     ("Coavoux et al.'s generation objective trains a decoder (3.8 min)", lambda c: c.defense == "generation"),
     ("a TextHide setting other than the paper's default (k=4, m=256, intra): each trains its own classifier head "

@@ -378,6 +378,7 @@ def encode_cached(encoder: TextEncoder, texts: list[str], name: str, split: str,
                    texts_sha256=texts_sha256(texts), n=len(texts), dim=encoder.dim)
     hit = store.get(key)
     if hit is not None:
+        encoder.warn_truncated(texts)  # the cached vectors are of truncated texts too: say so as encoding did
         return hit
     store.check_writable(key)  # fail before the model runs, not after
     embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, progress=progress)

@@ -280,6 +280,14 @@ class TextEncoder:
         return encode_corpus(self, corpus, split, cache=cache, batch_size=batch_size, normalize=normalize,
                              progress=progress)
 
+    def warn_truncated(self, texts: Sequence[str]) -> None:
+        """Warn (:class:`~veil.errors.DataWarning`) as :meth:`encode` does about texts longer than ``max_length``,
+        without running the model: a cache hit (:func:`veil.encoders.cache.encode_cached`) warns as the encoding
+        did, so what a record keeps of a run does not depend on what was cached before it."""
+        texts = check_texts(texts)
+        if texts:
+            self._token_lengths(texts)
+
     # -------------------------------------------------------- differentiable
     def tokenize(self, texts: Sequence[str]) -> BatchEncoding:
         """Tokenize ``texts`` into one padded batch of tensors (truncation warns)."""

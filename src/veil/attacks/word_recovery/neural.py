@@ -325,7 +325,8 @@ class MaskedLMAttacker(_NeuralAttacker):
 
         with atomic_write(path, "wb") as fh:
             torch.save({"state": self.net.state_dict(), "words": list(self.vocabulary.words),
-                        "tags": list(self.tags), "history": self.history, "seed": self.seed}, fh)
+                        "tags": list(self.tags), "history": self.history, "seed": self.seed,
+                        "vectors": self.vectors_source}, fh)
 
     @classmethod
     def load(cls, path: Any) -> "MaskedLMAttacker":
@@ -342,5 +343,8 @@ class MaskedLMAttacker(_NeuralAttacker):
             raise DataFormatError(f"{what} {path} does not hold an attacker veil can rebuild "
                                   f"({type(exc).__name__}); it was not used. {fix}") from None
         obj.history = blob["history"]
+        # built without the md vectors (its weights replace them), it reports those it was trained from; one saved
+        # before veil kept that was trained with md vectors (the only way veil trained one then)
+        obj.vectors_source = str(blob.get("vectors", "md"))
         obj.net.eval()
         return obj

@@ -122,6 +122,8 @@ def budget_note(history: list[dict[str, Any]], minutes: float, stopped: str | No
     unit = "evaluations" if "step" in last else "epochs"
     if stopped == "flattened":
         stop = f"stopped after {used:.2f} min when its own dev MRR stopped rising (early stopping)"
+    elif stopped == "steps":
+        stop = f"stopped at its optimiser-step cap after {used:.2f} min"
     else:
         stop = (f"stopped by the {minutes:g}-minute budget" if used >= 0.98 * minutes or stopped == "budget" else
                 f"{len(history)} {unit} in {used:.2f} min (its epoch limit)")
