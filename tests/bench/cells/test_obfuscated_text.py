@@ -129,4 +129,4 @@ def test_the_quick_attackers_budget_is_steps_with_the_minutes_a_cap_only():
     full bench's, far above what the quick attackers take on 2 cores (a busy machine takes longer, records the same)."""
     from veil.bench.data_parsing import SIZES
 
-    assert SIZES["attack_steps"][0] is not None and SIZES["attack_minutes"][0] >= 8.0
+    assert SIZES["attack_steps"][0] is not None and SIZES["attack_minutes"][0] >= 30.0
