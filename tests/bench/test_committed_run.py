@@ -40,3 +40,17 @@ def test_every_committed_representations_model_beats_the_majority_class_but_leac
                                                                   "update docs/bench.md"
         else:
             assert acc["ci_low"] > majority, f"{r['experiment']}: {acc['mean']:.3f} is not above {majority:.3f}"
+
+
+def test_every_committed_quick_obfuscated_text_cell_was_made_with_the_quick_setup_the_code_has_now():
+    """Issue 50: the quick word-recovery attackers' budget is steps, with the minutes a cap only; every committed
+    silver-sm cell records the setup the quick bench makes today, and none of its attackers was cut short."""
+    from veil.bench.data import bench_data
+
+    setup = bench_data("silver-sm", True).setup(0).to_dict()
+    records = [json.loads(p.read_text()) for p in sorted(CELLS.glob("silver-sm--*.json"))]
+    assert len(records) >= 10
+    for r in records:
+        if "setup" in r["config"]:
+            assert r["config"]["setup"] == setup, r["experiment"]
+        assert "minute budget" not in r["extra"]["bench"].get("budget", ""), r["experiment"]
