@@ -9,16 +9,18 @@ runs use this VEIL_HOME, so its cached corpora, encodings and models serve both 
 is trained by neither run: train it first, or clear it, to compare its training too).
 
 Each cell's record is then compared field by field, after dropping what measures the run rather than its result:
-the record's ``created``, ``wall_time_s`` and ``environment``, and every key named ``seconds`` or ``minutes`` or
-ending in ``_seconds`` (timings inside the records: a training's seconds, the minute an epoch ended). A record
-whose step budget a minute cap had cut short would differ here (its ``budget``/``stopped`` fields), and so would
-any result that depends on timing. The record lists the cells compared, those identical, and the first differing
+the record's ``created``, ``wall_time_s`` and ``environment``, every key named ``seconds`` or ``minutes`` or ending
+in ``_seconds`` or ``_per_s`` (timings inside the records: a training's seconds, the minute an epoch ended, an
+attacker's sentences per second), and each duration written inside a text ("stopped at its optimiser-step cap
+after 0.29 min": the words are compared, the minutes are not). A record whose step budget a minute cap had cut
+short would differ here (its ``budget``/``stopped`` fields say "stopped by the ... budget"), and so would any result
+that depends on timing. The record lists the cells compared, those identical, and the first differing
 field of each other one, with both runs' summed cell seconds (how much the load slowed them).
 
 Usage::
 
     python benchmarks/records_under_load.py [--busy 2] [--key-seed 0] [--quick] [--corpora A,B] [--attacks A,B]
-        [--keep DIR] [--note TEXT]
+        [--keep DIR | --compare DIR] [--note TEXT]
         [--out result.json] [--results-file benchmarks/RESULTS.md] [--no-append]
 
 Prints one JSON line and appends a dated section to ``--results-file``; refuses to append from a tree with
@@ -47,15 +49,20 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
 #: what a record says about its run rather than its result
 RUN_FIELDS = ("created", "wall_time_s", "environment")
-_TIMING_KEY = re.compile(r"^(seconds|minutes)$|_seconds$")
+_TIMING_KEY = re.compile(r"^(seconds|minutes)$|_seconds$|_per_s$")
+#: a duration inside a text (a budget note's "stopped ... after 0.29 min"): the words around it are still compared
+_TIMING_TEXT = re.compile(r"\b\d+(?:\.\d+)? min\b")
 
 
 def strip_timings(value: Any) -> Any:
-    """``value`` without the keys that time the run (``seconds``, ``minutes``, ``*_seconds``), recursively."""
+    """``value`` without the keys that time the run (``seconds``, ``minutes``, ``*_seconds``, rates ``*_per_s``) and
+    with each duration written inside a text ("after 0.29 min") replaced by ``_ min``, recursively."""
     if isinstance(value, dict):
         return {k: strip_timings(v) for k, v in value.items() if not _TIMING_KEY.search(k)}
     if isinstance(value, list):
         return [strip_timings(v) for v in value]
+    if isinstance(value, str):
+        return _TIMING_TEXT.sub("_ min", value)
     return value
 
 
@@ -105,7 +112,7 @@ def compare(quiet: Path, busy: Path) -> dict[str, Any]:
 
 
 def _bench(out: Path, args: argparse.Namespace) -> tuple[float, int]:
-    """One ``veil bench --demo`` (``--quick``) into ``out``: (summed cell seconds, cells run)."""
+    """One ``veil bench --demo`` (``--quick``) into ``out``."""
     cmd = [sys.executable, "-m", "veil.cli", "bench", "--quick" if args.quick else "--demo", "--key-seed",
            str(args.key_seed), "--out", str(out)]
     for option, value in (("--corpora", args.corpora), ("--attacks", args.attacks)):
@@ -113,7 +120,10 @@ def _bench(out: Path, args: argparse.Namespace) -> tuple[float, int]:
             cmd += [option, value]
     print("$ " + shlex.join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True)
-    run = json.loads((out / "run.json").read_text())
+
+
+def _summed(folder: Path) -> tuple[float, int]:
+    run = json.loads((folder / "run.json").read_text())
     return round(sum(float(c.get("wall_time_s") or 0) for c in run["cells"]), 1), len(run["cells"])
 
 
@@ -122,6 +132,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from veil.results import git_commit
 
+    if args.compare is not None:  # the kept folders of an earlier run, compared again (by this commit's rules)
+        where = args.compare.resolve()
+        (quiet_s, n_quiet), (busy_s, n_busy) = _summed(where / "quiet"), _summed(where / "busy")
+        made = {json.loads(p.read_text()).get("git_commit") for p in (where / "quiet" / "cells").glob("*.json")}
+        return {"benchmark": "records_under_load", "date": dt.datetime.now(dt.timezone.utc).isoformat(
+                    timespec="seconds"), "git_commit": git_commit(HERE.parent),
+                "machine": f"{platform.platform()}, {os.cpu_count()} CPUs", "busy_loops": args.busy,
+                "key_seed": args.key_seed, "note": args.note + f"; the runs kept in {where.name}/ (made at "
+                f"{', '.join(sorted(str(m)[:12] for m in made))}) compared again", "bench": "--quick" if args.quick
+                else "--demo", "corpora": args.corpora, "attacks": args.attacks,
+                "command": "python benchmarks/records_under_load.py " + shlex.join(sys.argv[1:]),
+                "cells_quiet": n_quiet, "cells_busy": n_busy, "cell_seconds_quiet": quiet_s,
+                "cell_seconds_busy": busy_s, "load_during_busy": None, "total_s": 0.0,
+                **compare(where / "quiet", where / "busy")}
     keep = args.keep.resolve() if args.keep else None
     if keep is not None and keep.exists() and any(keep.iterdir()):
         sys.exit(f"--keep {keep} is not empty: name a new folder (this script never writes into one it did not make)")
@@ -129,11 +153,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     where.mkdir(parents=True, exist_ok=True)
     try:
         start = time.perf_counter()
-        quiet_s, n_quiet = _bench(where / "quiet", args)
+        _bench(where / "quiet", args)
         with busy_loops(args.busy):
-            busy_s, n_busy = _bench(where / "busy", args)
+            _bench(where / "busy", args)
             load = round(os.getloadavg()[0], 2)
         result = compare(where / "quiet", where / "busy")
+        (quiet_s, n_quiet), (busy_s, n_busy) = _summed(where / "quiet"), _summed(where / "busy")
     finally:
         if keep is None:
             shutil.rmtree(where, ignore_errors=True)
@@ -150,8 +175,9 @@ def markdown(r: dict[str, Any]) -> str:
     same = r["identical"] == r["compared"] and not r["only_busy"] and r["compared"] > 0
     lines = [f"## Bench records quiet and under load, {r['date']}", "",
              f"- commit: {r['git_commit']}",
-             f"- machine: {r['machine']}; {r['busy_loops']} busy loop(s) beside the second run (1-min load average "
-             f"{r['load_during_busy']} as it ended)" + (f"; note: {r['note']}" if r["note"] else ""),
+             f"- machine: {r['machine']}; {r['busy_loops']} busy loop(s) beside the second run"
+             + ("" if r["load_during_busy"] is None else f" (1-min load average {r['load_during_busy']} as it ended)")
+             + (f"; note: {r['note']}" if r["note"] else ""),
              f"- command: `{r['command']}` (`veil bench {r['bench']} --key-seed {r['key_seed']}"
              + "".join(f" --{k} {r[k]}" for k in ("corpora", "attacks") if r.get(k)) + "`, twice)",
              f"- outcome: {r['identical']} of {r['compared']} cell records identical "
@@ -175,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", help="comma-separated corpora to keep (default: all of the grid's)")
     parser.add_argument("--attacks", help="comma-separated attacks to keep (default: all of the grid's)")
     parser.add_argument("--keep", type=Path, help="leave both output folders in this new folder")
+    parser.add_argument("--compare", type=Path, help="compare again the quiet/ and busy/ folders an earlier run "
+                                                      "left with --keep (nothing is run; give its other options)")
     parser.add_argument("--note", default="", help="what else was running (recorded with the numbers)")
     parser.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads of this script (default 2)")
     parser.add_argument("--out", type=Path, help="also write the result as JSON to this file")
