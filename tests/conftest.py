@@ -231,6 +231,11 @@ def _tiny_inverter_folder(tmp_path_factory, real_home):
     trained here (once per session) on 80 public news-articles sentences."""
     from veil.training.inverter import InverterConfig, inverter_training_data, train_inverter
 
+    from filelock import FileLock
+
+    # trained once per test session, not once per pytest-xdist worker: the first worker to get here trains it into
+    # a folder every worker of the session shares (the parent of their own temporary roots), the others wait for it
+    shared = tmp_path_factory.getbasetemp().parent / "tiny-inverter-home"
     home = tmp_path_factory.mktemp("home")
     for sub in ("corpora", "embeddings", "encoders", "models"):
         if sub == "models":
@@ -238,20 +243,29 @@ def _tiny_inverter_folder(tmp_path_factory, real_home):
             for name in ("mlm-quick",):  # the masked LM of the word edits, if the real cache has it
                 if (real_home / sub / name).exists():
                     (home / sub / name).symlink_to(real_home / sub / name)
+            (home / sub / "inverter-quick").symlink_to(shared / sub / "inverter-quick", target_is_directory=True)
         elif (real_home / sub).exists():
             (home / sub).symlink_to(real_home / sub)
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(home)
-    try:
-        config = InverterConfig(name="inverter-quick", sources=(("news-articles", 80),), epochs=3, batch_size=16,
-                                warmup=2, eval_every=10, heldout=8, max_tokens=24, threads=1, seed=0)
-        train, held, data = inverter_training_data(config, log=lambda _: None, progress=False)
-        train_inverter(config, train, held, data=data, log=lambda _: None, progress=False)
-    finally:
-        if old is None:
-            del os.environ["VEIL_HOME"]
-        else:
-            os.environ["VEIL_HOME"] = old
+    with FileLock(str(shared) + ".lock"):
+        if not (shared / "done").is_file():
+            (shared / "models").mkdir(parents=True, exist_ok=True)
+            for sub in ("corpora", "embeddings", "encoders"):
+                if (real_home / sub).exists() and not (shared / sub).exists():
+                    (shared / sub).symlink_to(real_home / sub)
+            old = os.environ.get("VEIL_HOME")
+            os.environ["VEIL_HOME"] = str(shared)
+            try:
+                config = InverterConfig(name="inverter-quick", sources=(("news-articles", 80),), epochs=3,
+                                        batch_size=16, warmup=2, eval_every=10, heldout=8, max_tokens=24, threads=1,
+                                        seed=0)
+                train, held, data = inverter_training_data(config, log=lambda _: None, progress=False)
+                train_inverter(config, train, held, data=data, log=lambda _: None, progress=False)
+            finally:
+                if old is None:
+                    del os.environ["VEIL_HOME"]
+                else:
+                    os.environ["VEIL_HOME"] = old
+            (shared / "done").write_text("trained\n")
     return home
 
 
