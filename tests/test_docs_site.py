@@ -84,7 +84,7 @@ def test_the_reference_covers_the_public_library_and_not_the_cli():
                    "veil.report"):
         assert module in named, f"no API page renders {module}"
     for family in ("texthide", "sentdp", "truncation", "metric_dp", "none", "adversarial", "obfuscation",
-                   "redaction", "dpsgd"):
+                   "redaction", "dpsgd", "lm"):
         assert f"veil.defenses.{family}" in named, f"no API page renders the {family} defenses"
     assert not any(name.startswith("veil.cli") for name in named)
 

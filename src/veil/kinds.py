@@ -9,6 +9,12 @@ turned into a vector by anyone who holds the public encoder. A view never reache
 nothing contains ``training-encodings`` but a training run, and the exact audit (which needs the mechanism's
 probabilities) observes ``document-embeddings`` itself.
 
+A language model fine-tuned on private text is its own kind, ``generative-model``, not a ``model``: a ``model``
+release is a classifier, observed through its logits on given inputs (:class:`veil.attacks.membership.observe.
+ModelAccess`), while a generative model is observed through what it writes and how likely it finds a text
+(:class:`veil.attacks.generation.observe.LMAccess`), and its utility is a perplexity, not an accuracy. Neither kind
+contains the other.
+
 Two attacks read their kind through another view, and say so: the exact audit is white-box (it observes the
 DeepCandidate mechanism itself, :class:`veil.attacks.audit.WhiteBox`), and Algorithm 3's gradient matching one
 client gradient (:class:`veil.attacks.gradients.alg3.GradientObservation`) rather than a tap of every update.
@@ -57,6 +63,9 @@ RELEASE_KINDS: dict[str, ReleaseKind] = {k.name: k for k in (
                 "the encoder's main task", "veil.attacks.attribute:AttackerSplits"),
     ReleaseKind("model", "a trained model (its outputs or weights)", "train", "classification",
                 "veil.attacks.membership.observe:ModelAccess"),
+    ReleaseKind("generative-model", "a causal language model fine-tuned on the private text (its samples and the "
+                "likelihood it gives any text)", "train_lm", "held-out perplexity on the private domain",
+                "veil.attacks.generation.observe:LMAccess"),
 )}
 
 #: release kind -> the kinds an attack may read it as (besides itself)
@@ -67,7 +76,8 @@ CONTAINS: dict[str, tuple[str, ...]] = {
 }
 
 #: the tasks a defense serves; a corpus offers some of them (bench: which corpora a defense is planned on)
-TASKS = ("sentence-classification", "document-classification", "dependency-parsing", "private-attributes")
+TASKS = ("sentence-classification", "document-classification", "dependency-parsing", "private-attributes",
+         "language-modeling")
 
 
 def observable(release: str, observes: str) -> bool:

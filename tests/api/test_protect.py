@@ -96,6 +96,7 @@ def _case(name, texts, news, trees, neural_model):
         "texthide-model": ((sentences, labels), {**small, "m": 16}),
         "multidetask": (None, {}), "grl": (None, {}), "generation": (None, {}), "decluster": (None, {}),
         "leace": (None, {}),
+        "lm-plain": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
     }[name]
 
 
@@ -125,6 +126,8 @@ def test_every_defense_is_built_and_applied_through_protect(name, home, texts, n
         assert [tags for _, tags in out.release] == [list(t.tags) for t in trees[1]]
     elif out.kind == "model":
         assert out.release is not None
+    elif out.kind == "generative-model":  # a fine-tuned language model, trained for the steps asked
+        assert len(out.release.losses) == 2 and out.release.n_train == len(data)
     else:
         assert out.kind == "representations" and out.release is None
     if name in ("texthide", "texthide-inference", "obfuscation-random", "obfuscation-neural"):

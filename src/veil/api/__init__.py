@@ -18,6 +18,7 @@ What ``data`` is, and what the release is, follows the defense's release kind (`
 | ``text`` | texts, documents (lists of sentences), or a corpus (its test split) | the rewritten texts, or documents of rewritten sentences (one release over all of them; ``veil.attack`` reads a document as the mean of its sentences' MiniLM vectors, as the bench) |
 | ``obfuscated-text`` | sentences: ``(words, tags)`` pairs, trees, or plain strings (tagged by spaCy sm) | ``(words, tags)`` per sentence (the key, positions and originals, apart) |
 | ``model`` | ``(vectors or texts, labels)`` | the trained model |
+| ``generative-model`` | texts (the private training texts) | the fine-tuned language model (``TrainedLM``; an attack reads it through ``LMAccess.of``) |
 | ``representations`` | ``leace``: ``(R, private)``, representations and their private variables (one value per row, a dict attribute -> values, or ``PrivateVariables``); the objectives: None | ``leace``: R with the private variables linearly erased; the objectives: None (``Protected.defense`` is the configured objective, trained with ``veil adversarial train``) |
 
 Negative controls are refused (:mod:`veil.controls` builds them); unknown settings raise
@@ -59,6 +60,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "plain": dict(_TRAINING),
     "dpsgd": {**_TRAINING, "epsilon": 8.0, "clip": 1.0, "accountant": "prv"},  # epsilon: the bench's (quick) target
     "texthide-model": {**_TRAINING, "m": 256, "k": 4},
+    "lm-plain": {"steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},  # veil.defenses.lm
 }
 _COMMON = {"seed": None}
 #: how many public texts fill TextHide's inter-mode slots (the quick bench's)
@@ -127,7 +129,7 @@ class Protected:
     def __repr__(self) -> str:
         r = getattr(self.release, "e", self.release)  # TextHide's Encrypted: its encodings
         n = None if r is None else (r.shape[0] if hasattr(r, "shape") else len(r) if hasattr(r, "__len__") else
-                                    "a model" if self.kind == "model" else "?")
+                                    "a model" if self.kind in ("model", "generative-model") else "?")
         return (f"Protected(defense={getattr(self.defense, 'name', '?')!r}, kind={self.kind!r}, "
                 f"released={n}, key={'hidden' if self.key is not None else None})")
 

@@ -12,7 +12,8 @@ import numpy as np
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["protect_vectors", "protect_training_encodings", "protect_document_embeddings", "protect_text",
-           "protect_obfuscated_text", "protect_model", "protect_representations", "private_variables",
+           "protect_obfuscated_text", "protect_model", "protect_generative_model", "protect_representations",
+           "private_variables",
            "TRAINING_BATCH"]
 
 #: the batch a TextHide training release is encrypted in (the bench's training runs; mixing is within a batch)
@@ -288,6 +289,16 @@ def protect_model(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, An
     X, y = _pair(data, f"{name} trains a model")
     defense = get_defense(name)(**_params(s))
     return defense, defense.train((X, y)), None
+
+
+def protect_generative_model(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, Any]:
+    from veil.defenses.base import get_defense
+
+    texts = _texts(data, f"{name} fine-tunes a language model")
+    if texts is None:
+        raise InvalidTypeError(f"{name} fine-tunes a language model on texts: give a list of strings")
+    defense = get_defense(name)(**_params(s))
+    return defense, defense.train_lm(texts), None
 
 
 def protect_representations(data: Any, name: str, s: dict[str, Any]) -> tuple[Any, Any, Any]:

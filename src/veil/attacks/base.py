@@ -299,6 +299,8 @@ _REGISTRY = LazyRegistry("attack", {
     "invert-representations": "veil.attacks.inversion.mapped:MappedInversion",
     "invert-nearest-public": "veil.attacks.inversion.baselines:NearestPublic",
     "invert-bag-of-words": "veil.attacks.inversion.baselines:BagOfWords",
+    "canary-exposure": "veil.attacks.generation.exposure:CanaryExposure",
+    "extraction": "veil.attacks.generation.extraction:TrainingDataExtraction",
 })
 
 

@@ -19,7 +19,8 @@ Every defense
   (training-encodings), ``release_embeddings(documents)`` (document-embeddings),
   ``transform(texts)`` (text), ``transform(tagged sentences)`` (obfuscated-text),
   ``objective()`` (representations: the training objective, or None for plain
-  training followed by ``protect``), ``train(data)`` (model: the trained model released);
+  training followed by ``protect``), ``train(data)`` (model: the trained model released),
+  ``train_lm(texts)`` (generative-model: the fine-tuned language model released);
 * declares :attr:`Defense.tasks` (keys of :data:`veil.kinds.TASKS`), which decide
   the corpora the bench plans it on, and :meth:`Defense.bench_settings` /
   :meth:`Defense.bench_make` (the settings the bench runs, and the defense for
@@ -47,9 +48,9 @@ from veil._registry import LazyRegistry
 from veil.errors import VeilError
 
 __all__ = ["Defense", "VectorsDefense", "TrainingEncodingsDefense", "DocumentEmbeddingsDefense", "TextDefense",
-           "ObfuscatedTextDefense", "RepresentationsDefense", "ModelDefense", "KIND_BASES", "Guarantee", "NO_GUARANTEE",
-           "InsecureKeyFileError", "NegativeControl", "defense_names", "get_defense", "register_defense",
-           "defense_table", "make_defense", "is_control"]
+           "ObfuscatedTextDefense", "RepresentationsDefense", "ModelDefense", "GenerativeModelDefense", "KIND_BASES",
+           "Guarantee", "NO_GUARANTEE", "InsecureKeyFileError", "NegativeControl", "defense_names", "get_defense",
+           "register_defense", "defense_table", "make_defense", "is_control"]
 
 
 class InsecureKeyFileError(VeilError, PermissionError):
@@ -236,11 +237,24 @@ class ModelDefense(Defense):
         """The trained model the owner releases, fitted on ``data`` (the private training examples)."""
 
 
+class GenerativeModelDefense(Defense):
+    """Releases a causal language model fine-tuned on private text: ``train_lm(texts)`` fine-tunes it on the owner's
+    private texts and returns what is released (:class:`veil.defenses.lm.TrainedLM`)."""
+
+    releases: ClassVar[str] = "generative-model"
+    tasks: ClassVar[tuple[str, ...]] = ("language-modeling",)
+    abstract: ClassVar[bool] = True
+
+    @abstractmethod
+    def train_lm(self, texts: Any) -> Any:
+        """The language model the owner releases, fine-tuned on ``texts`` (the private training texts)."""
+
+
 #: release kind -> the base class whose abstract method is the kind's verb (``updates`` has no registered defense
 #: yet: federated DP lands as its own issue)
 KIND_BASES: dict[str, type[Defense]] = {c.releases: c for c in (
     VectorsDefense, TrainingEncodingsDefense, DocumentEmbeddingsDefense, TextDefense, ObfuscatedTextDefense,
-    RepresentationsDefense, ModelDefense)}
+    RepresentationsDefense, ModelDefense, GenerativeModelDefense)}
 
 
 # ---------------------------------------------------------------- registry
@@ -263,6 +277,7 @@ _REGISTRY = LazyRegistry("defense", {
     "plain": "veil.defenses.dpsgd:PlainTraining",
     "dpsgd": "veil.defenses.dpsgd:DPSGD",
     "texthide-model": "veil.defenses.texthide.model:TextHideTraining",
+    "lm-plain": "veil.defenses.lm:PlainFineTuning",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",

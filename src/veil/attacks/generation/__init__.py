@@ -1,0 +1,10 @@
+"""Attacks on a released language model (the ``generative-model`` kind, issue 52): canary exposure
+(:mod:`.exposure`, Carlini et al. 2019) and training-data extraction (:mod:`.extraction`, Carlini et al. 2021).
+Each observes the model only through :class:`.observe.LMAccess`: samples and the likelihood of given texts."""
+
+from veil.attacks.generation.exposure import CanaryExposure, CandidateScores, score_exposure
+from veil.attacks.generation.extraction import Extracted, TrainingDataExtraction, score_extraction
+from veil.attacks.generation.observe import LMAccess
+
+__all__ = ["LMAccess", "CanaryExposure", "CandidateScores", "score_exposure", "TrainingDataExtraction", "Extracted",
+           "score_extraction"]

@@ -1,0 +1,89 @@
+"""Defenses that release a language model fine-tuned on private text (the ``generative-model`` kind, issue 52).
+
+``lm-plain`` is the undefended reference: veil's causal LM (:mod:`veil.models.causal_lm`: MiniLM's weights as a
+decoder) fine-tuned on the private texts as they are, for a fixed number of optimiser steps (the same model on a
+busy or an idle machine). The defenses to set against it (Presidio scrubbing before training, deduplication, DP-SGD
+fine-tuning) are registered with the same kind as they land.
+
+What is released is a :class:`TrainedLM`: the model and how it was trained. An attack observes it only through
+:class:`veil.attacks.generation.observe.LMAccess` (samples and the likelihood of given texts), never the texts it
+was trained on.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from veil.defenses.base import GenerativeModelDefense, Guarantee
+from veil.errors import InvalidParameterError
+
+__all__ = ["PlainFineTuning", "TrainedLM"]
+
+
+@dataclass(frozen=True, repr=False)
+class TrainedLM:
+    """A released language model: ``lm`` (a :class:`veil.models.causal_lm.CausalLM`), the ``guarantee`` it was
+    trained under, the public ``config`` of its training, its training ``losses`` per step, ``n_train`` (texts)
+    and the wall ``seconds`` it took."""
+
+    lm: Any
+    guarantee: Guarantee
+    config: dict[str, Any] = field(default_factory=dict)
+    losses: tuple[float, ...] = ()
+    n_train: int = 0
+    seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        return (f"TrainedLM({self.config.get('defense', '?')}, {len(self.losses)} steps on {self.n_train} texts, "
+                f"base={getattr(self.lm, 'base', '?')!r})")
+
+
+class PlainFineTuning(GenerativeModelDefense):
+    """Fine-tune veil's causal LM on the private texts with no protection (the kind's undefended reference).
+
+    ``steps`` AdamW steps at ``lr`` on batches of ``batch_size`` texts drawn uniformly (texts cut to ``max_tokens``
+    word pieces); ``init_seed`` seeds the layers the base model does not ship trained; ``rng`` (an int) seeds the
+    batch order and dropout, None draws that seed from OS entropy (nothing secret depends on it)."""
+
+    name = "lm-plain"
+    undefended = True
+    citation = ("plain causal-LM fine-tuning: the undefended reference of the generation-leakage defenses (the "
+                "models Carlini et al. 2019 and 2021 attack)")
+    guarantee = Guarantee("none", "no formal guarantee: fine-tuned on the private text as it is")
+
+    def __init__(self, *, steps: int = 200, batch_size: int = 16, lr: float = 1e-4, max_tokens: int = 64,
+                 init_seed: int = 0, rng: int | None = None) -> None:
+        from veil.validation import check_int
+
+        self.steps = check_int("steps", steps, minimum=1)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.max_tokens = check_int("max_tokens", max_tokens, minimum=4)
+        self.init_seed = check_int("init_seed", init_seed, minimum=0)
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= 1:
+            raise InvalidParameterError(f"lr must be a number in (0, 1], got {lr!r}")
+        self.lr = float(lr)
+        if rng is not None:
+            rng = check_int("rng", rng, minimum=0)
+        self._seed = rng
+
+    def __repr__(self) -> str:
+        return f"PlainFineTuning(steps={self.steps}, batch_size={self.batch_size}, lr={self.lr:g})"
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+                "max_tokens": self.max_tokens, "init_seed": self.init_seed,
+                "order": "os-entropy" if self._seed is None else f"seed {self._seed}"}
+
+    def train_lm(self, texts: Any) -> TrainedLM:
+        """Fine-tune a fresh causal LM on ``texts`` (a list of strings) for ``steps`` steps; the released model."""
+        from veil.models.causal_lm import build_causal_lm, train_steps
+
+        start = time.perf_counter()
+        lm = build_causal_lm(max_tokens=self.max_tokens, seed=self.init_seed)
+        seed = secrets.randbits(31) if self._seed is None else self._seed
+        losses = train_steps(lm, texts, steps=self.steps, batch_size=self.batch_size, lr=self.lr, seed=seed)
+        return TrainedLM(lm=lm, guarantee=self.guarantee, config=self.config(), losses=tuple(losses),
+                         n_train=len(texts), seconds=time.perf_counter() - start)
