@@ -17,6 +17,7 @@ from veil.attacks.generation import (CanaryExposure, LMAccess, TrainingDataExtra
                                      score_extraction)
 from veil.corpora.canaries import Canary, CanaryFormat
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.metrics.memorization import exact_exposure
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +58,19 @@ def test_a_canary_planted_ten_times_is_exposed_and_guessed_and_one_never_planted
     rows = score_exposure(found, access, [PLANTED, UNPLANTED])
     assert rows[0]["method"] == "exact" and rows[0]["guessed"] and rows[0]["exposure"] >= 8  # of 9.97 bits
     assert rows[1]["exposure"] < 6 and not rows[1]["guessed"]
+    # the other values: no more exposed than chance makes one value of a thousand (median about 1 bit)
+    others = [exact_exposure(found.scores[v], found.scores) for v in range(0, FORMAT.space, 50) if v != PLANTED.value]
+    assert sorted(others)[len(others) // 2] < 2
+    # before fine-tuning, nothing special about it: the base model, same attack
+    from veil.models.causal_lm import build_causal_lm
+
+    base = LMAccess.of(build_causal_lm(max_tokens=24))
+    assert score_exposure(CanaryExposure(FORMAT.template).run(base), base, [PLANTED])[0]["exposure"] < 4
+    # and the model writes it out: greedy completion of the format's prefix, and most top-40 samples from it
+    assert access.sample(1, prompt="my pin number is", top_k=1, max_tokens=6) == [PLANTED.text()]
+    drawn = access.sample(10, prompt="my pin number is", max_tokens=6, seed=1)
+    assert sum(text == PLANTED.text() for text in drawn) >= 5
+    assert drawn == access.sample(10, prompt="my pin number is", max_tokens=6, seed=1)  # reproducible per seed
     # sampled: 200 values drawn by the attacker's seed; the planted one beats all of them (the count's cap)
     sampled = CanaryExposure(FORMAT.template, candidates=200, seed=1).run(access)
     assert not sampled.exhaustive and len(sampled.values) == 200
