@@ -77,6 +77,32 @@ def demo_time(results: Path, bench: Path) -> str:
             f"{'within' if within else 'NOT within'} the {target}-minute target.")
 
 
+@register_fragment("records-under-load")
+def records_under_load(results: Path, bench: Path) -> str:
+    """The newest ``benchmarks/records_under_load.py`` record of each grid it ran (``--demo``, ``--quick``): the
+    same bench cells run quietly and beside busy loops, compared record by record."""
+    if not bench.is_file():
+        raise DataFormatError(f"{bench} does not exist; run benchmarks/records_under_load.py")
+    title = "Bench records quiet and under load"
+    found: dict[str, list[str]] = {}
+    for part in re.split(r"(?m)^## ", bench.read_text(encoding="utf-8")):
+        if part.startswith(title):
+            lines = part.splitlines()
+            grid = next((m.group(1) for ln in lines for m in [re.search(r"\(`veil bench (--\w+[^`]*)`", ln)] if m),
+                        "")
+            found[grid] = lines  # the newest of each grid wins
+    if not found:
+        raise DataFormatError(f"{bench} has no section '## {title}'; run benchmarks/records_under_load.py")
+    said = []
+    for grid, lines in found.items():
+        outcome = next((ln.removeprefix("- outcome: ") for ln in lines if ln.startswith("- outcome:")), "")
+        busy = next(r for r in ([c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines
+                                if ln.startswith("| beside")))
+        said.append(f"`veil bench {grid}` run quietly and {busy[0]} (commit {_commit(lines)}, the cells {busy[3]}x "
+                    f"as slow): {outcome}")
+    return "; ".join(said) + "."
+
+
 @register_fragment("parsing-throughput")
 def parsing_throughput(results: Path, bench: Path) -> str:
     head, rows, lines = _section(bench, "parsing throughput")
