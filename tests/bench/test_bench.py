@@ -47,6 +47,10 @@ EVERY_TASK = {"rt-polarity": "sentence-classification", "drug-reviews": "documen
 
 #: defenses that run in the full bench only, each saying why in its bench_settings (minutes of training per setting)
 FULL_ONLY = {"obfuscation-neural"}
+#: release kinds with registered defenses and attacks but no bench section yet, each with why (remove the entry when
+#: the section lands: these tests then hold the kind to every check above)
+NOT_IN_BENCH_YET = {"generative-model": "issue 52: its bench section needs a language-modeling corpus and the "
+                                        "`veil lm train` cells, not built yet (docs/generation.md)"}
 
 
 @pytest.mark.parametrize("quick", [True, False])
@@ -58,6 +62,9 @@ def test_every_registered_defense_gets_a_utility_cell_and_an_attack_of_its_kind(
     cells = plan_cells(list(EVERY_TASK), config=BenchConfig(quick=quick), corpus_tasks=EVERY_TASK,
                        runnable_only=False)
     for name in defense_names():
+        if get_defense(name).releases in NOT_IN_BENCH_YET:
+            assert not [c for c in cells if c.defense == name]  # never planned half-way
+            continue
         if quick and name in FULL_ONLY:
             assert get_defense(name).bench_settings(True) == [] and get_defense(name).bench_settings(False)
             continue
@@ -77,7 +84,8 @@ def test_every_release_kind_a_defense_makes_has_bench_cells():
 
     full = plan_cells(list(EVERY_TASK), corpus_tasks=EVERY_TASK, runnable_only=False)
     assert not_runnable(full) == {}
-    assert {get_defense(c.defense).releases for c in full} == {get_defense(d).releases for d in defense_names()}
+    assert {get_defense(c.defense).releases for c in full} == ({get_defense(d).releases for d in defense_names()}
+                                                               - set(NOT_IN_BENCH_YET))
 
 
 def test_unknown_names_are_refused_with_the_valid_ones():
