@@ -41,8 +41,8 @@ import numpy as np
 from veil.errors import InvalidParameterError, InvalidTypeError
 from veil.validation import check_int
 
-__all__ = ["InjectedSpan", "InjectionCorpus", "build_injection", "ENTITY_CLASSES", "VARIANTS", "TEMPLATES",
-           "COMMON_WORD_FIRST_NAMES", "COMMON_WORD_SURNAMES", "NON_ENGLISH_LOCALES"]
+__all__ = ["InjectedSpan", "InjectionCorpus", "build_injection", "base_sentences", "ENTITY_CLASSES", "VARIANTS",
+           "TEMPLATES", "COMMON_WORD_FIRST_NAMES", "COMMON_WORD_SURNAMES", "NON_ENGLISH_LOCALES"]
 
 ENTITY_CLASSES = ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "STREET_ADDRESS", "US_SSN", "CREDIT_CARD", "IBAN_CODE",
                   "IP_ADDRESS")
@@ -144,6 +144,22 @@ class InjectionCorpus:
                 "counts": self.counts(), "templates": {c: list(t) for c, t in TEMPLATES.items()},
                 "person_variants": "each PERSON variant gets n_per_entity values; other classes split n_per_entity "
                                    "over their variants"}
+
+
+def base_sentences(base: Any) -> tuple[Any, list[str]]:
+    """``base`` (a built-in corpus name or a loaded :class:`~veil.corpora.base.Corpus`) and the sentences of it a
+    value may be inserted into (one-sentence texts of 30-200 characters, capitalised and ended): (corpus, sentences).
+    The planted corpus of :mod:`veil.corpora.planted` draws its host sentences here too."""
+    import veil.corpora as vc
+    from veil.corpora.base import Corpus
+
+    if isinstance(base, str):
+        corpus = vc.load(base)
+    elif isinstance(base, Corpus):
+        corpus = base
+    else:
+        raise InvalidTypeError(f"base must be a corpus name or a veil Corpus, not {type(base).__name__}")
+    return corpus, _base_sentences(corpus)
 
 
 def _base_sentences(corpus: Any) -> list[str]:
@@ -296,18 +312,9 @@ def _plan(n_per_entity: int) -> list[tuple[str, str]]:
 def build_injection(n_per_entity: int = 300, seed: int = 0, base: Any = "rt-polarity") -> InjectionCorpus:
     """The injection corpus (module docstring): ``base`` a built-in corpus name or a loaded
     :class:`~veil.corpora.base.Corpus`; reproducible from ``seed`` (and the pinned faker)."""
-    import veil.corpora as vc
-    from veil.corpora.base import Corpus
-
     n_per_entity = check_int("n_per_entity", n_per_entity, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    if isinstance(base, str):
-        corpus = vc.load(base)
-    elif isinstance(base, Corpus):
-        corpus = base
-    else:
-        raise InvalidTypeError(f"base must be a corpus name or a veil Corpus, not {type(base).__name__}")
-    pool = _base_sentences(corpus)
+    corpus, pool = base_sentences(base)
     plan = _plan(n_per_entity)
     if len(pool) < len(plan):
         raise InvalidParameterError(f"{corpus.name} has {len(pool)} usable sentences, fewer than the {len(plan)} "

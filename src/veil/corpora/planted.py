@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from veil.corpora.canaries import Canary, CanaryFormat, make_canaries
-from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
+from veil.errors import DataFormatError, InvalidParameterError
 from veil.validation import check_int
 
 __all__ = ["PlantedPII", "PlantedCorpus", "build_planted", "DEFAULT_CANARY", "DEFAULT_ENTITIES"]
@@ -97,9 +97,7 @@ def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), 
                   n_heldout: int = 500, n_train: int | None = None, seed: int = 0) -> PlantedCorpus:
     """The planted corpus (module docstring). ``base``: a built-in corpus name or a loaded
     :class:`~veil.corpora.base.Corpus`; ``pii_per_count`` or ``canaries_per_count`` 0 plants none of that kind."""
-    import veil.corpora as vc
-    from veil.corpora.base import Corpus
-    from veil.corpora.pii_injection import ENTITY_CLASSES, TEMPLATES, VARIANTS, _base_sentences, _fill, _Values
+    from veil.corpora.pii_injection import ENTITY_CLASSES, TEMPLATES, VARIANTS, _fill, _Values, base_sentences
 
     counts = _counts(counts)
     pii_per_count = check_int("pii_per_count", pii_per_count, minimum=0)
@@ -113,13 +111,7 @@ def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), 
         raise InvalidParameterError(f"entities must be a list of the injection corpus' classes "
                                     f"({', '.join(ENTITY_CLASSES)}); got {entities!r}")
     fmt = CanaryFormat(canary_format)  # a format without randomness is refused here, before any work
-    if isinstance(base, str):
-        corpus = vc.load(base)
-    elif isinstance(base, Corpus):
-        corpus = base
-    else:
-        raise InvalidTypeError(f"base must be a corpus name or a veil Corpus, not {type(base).__name__}")
-    pool = _base_sentences(corpus)
+    corpus, pool = base_sentences(base)
     hosts_needed = pii_per_count * len(entities) * sum(counts)
     if len(pool) < n_heldout + hosts_needed + 1:
         raise DataFormatError(f"{corpus.name} has {len(pool):,} usable sentences: too few for {n_heldout:,} held out, "
