@@ -281,3 +281,63 @@ def tiny_inverter_home(_tiny_inverter_folder):
             del os.environ["VEIL_HOME"]
         else:
             os.environ["VEIL_HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def click_tree_once():
+    """veil's click command tree, built once per module: typer builds it anew from the command functions' signatures
+    on every `veil ...` call (0.1 s of CPU), and the ``cli`` fixture's fix check builds it twice more per case; in the
+    bad-input modules those builds were most of the time. The tree is rebuilt whenever the registered commands change
+    (a test that adds a command gets a tree with it)."""
+    import typer.main
+
+    build, built = typer.main.get_command, {}
+
+    def parts(t):  # what the tree is built from: the app, its callback, commands and groups, recursively
+        out = [t, t.registered_callback, *t.registered_commands]
+        for group in t.registered_groups:
+            out += [group, *parts(group.typer_instance)]
+        return out
+
+    def get_command(t):
+        objects = parts(t)
+        key = tuple(map(id, objects))
+        if key not in built:
+            built[key] = (build(t), objects)  # the objects are kept, so that no other object takes their ids
+        return built[key][0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.main, "get_command", get_command)
+        yield
+
+
+#: the inverter's public sentences, per inverter configuration, as first selected in this process
+_PUBLIC_SELECTED: dict[str, tuple] = {}
+
+
+def public_sentences_selected_once(mp) -> None:
+    """Make :func:`veil.bench.inversion.public_sentences_of` answer from the first selection for the same inverter
+    configuration (``mp``: a ``MonkeyPatch``). Selecting them tokenizes every news-articles sentence, some 10 s a
+    call, and a cell reads them twice; the same configuration selects the same sentences, and each call gets its own
+    copies."""
+    import copy
+    import json
+
+    import veil.bench.inversion as inv
+
+    real = inv.public_sentences_of
+
+    def once(inverter, log=print):
+        key = json.dumps(inverter.manifest["config"], sort_keys=True)
+        if key not in _PUBLIC_SELECTED:
+            _PUBLIC_SELECTED[key] = real(inverter, log)
+        texts, vectors, public = _PUBLIC_SELECTED[key]
+        return list(texts), vectors.copy(), copy.deepcopy(public)
+
+    mp.setattr(inv, "public_sentences_of", once)
+
+
+@pytest.fixture(scope="session")
+def select_public_once():
+    """:func:`public_sentences_selected_once`, for tests to call with their ``MonkeyPatch``."""
+    return public_sentences_selected_once

@@ -130,10 +130,17 @@ def _attacks(population):
 
 
 @pytest.fixture(scope="module")
-def scored(corpus):
+def targets(corpus):
+    """The two targets, trained once per module: the calibration game's (True: it saw no candidate) and the
+    planted leak's (False)."""
+    return {exclude: _target(corpus, exclude=exclude) for exclude in (True, False)}
+
+
+@pytest.fixture(scope="module")
+def scored(targets):
     out = {}
     for exclude in (True, False):
-        game, access, population = _target(corpus, exclude=exclude)
+        game, access, population = targets[exclude]
         out[exclude] = {name: (score_membership(a.run(access), game.truth, level=0.999, resamples=400, rng=0),
                                a, game) for name, a in _attacks(population).items()}
     return out
@@ -159,9 +166,9 @@ def test_the_same_harness_catches_a_planted_leak(scored, name):
     assert a.ci_low > 0.5, (name, a)
 
 
-def test_u_test_is_calibrated_on_the_null_and_rejects_the_leak(corpus):
+def test_u_test_is_calibrated_on_the_null_and_rejects_the_leak(targets):
     for exclude, reject in ((True, False), (False, True)):
-        game, access, _ = _target(corpus, exclude=exclude)
+        game, access, _ = targets[exclude]
         v = membership_test(LossThreshold().run(access).scores, game.truth.members, alpha=1e-3)
         assert v.reject is reject and v.alpha == 1e-3
 

@@ -15,9 +15,53 @@ from veil.bench.inversion import InversionCell, record_path, run_inversion
 pytestmark = pytest.mark.slow
 
 
+#: the bag-of-words baseline's budget in this module: every record here reads the predictor and none measures it, so a
+#: short fit (early stopping on its held-out token F1, as the real budget stops) stands for the real one, which fits
+#: for about 30 s; how the budget stops and is cached is tested below and in tests/attacks/inversion/test_baselines.py
+SMALL_BAG_OF_WORDS = {"max_steps": 400, "eval_every": 25, "patience": 2, "max_minutes": 120.0}
+
+
 @pytest.fixture(scope="module")
-def home(tiny_inverter_home):
-    return tiny_inverter_home
+def home(tiny_inverter_home, select_public_once):
+    """The small inverter's home, with the inverter's public sentences selected once for the module and handed to
+    every run as :func:`veil.bench.inversion.public_sentences_of` gives them (selecting them tokenizes every
+    news-articles sentence, some 10 s a run; the same inverter configuration selects the same sentences), and the
+    bag-of-words baseline's budget :data:`SMALL_BAG_OF_WORDS`."""
+    import veil.bench.inversion as inv
+
+    with pytest.MonkeyPatch.context() as mp:
+        select_public_once(mp)
+        mp.setattr(inv, "BAG_OF_WORDS", dict(SMALL_BAG_OF_WORDS))
+        yield tiny_inverter_home
+
+
+@pytest.fixture(scope="module")
+def plain(home, tmp_path_factory):
+    """One undefended run read by several tests below: the MiniLM vectors of 4 rt-polarity texts, no correction
+    step, its record alone under ``results/inversion``. It is made with the bench's encoded slice unavailable and
+    every ``TextEncoder.encode`` call counted: ``(cell, record path, log lines, texts per encode call)``."""
+    import veil.bench.data as bench_data_module
+    from veil.encoders import TextEncoder
+
+    def no_slice(*args, **kwargs):
+        raise AssertionError("the bench's encoded slice was built for --defense none")
+
+    calls: list[int] = []
+    real = TextEncoder.encode
+
+    def counted(self, texts, *args, **kwargs):
+        calls.append(len(texts))
+        return real(self, texts, *args, **kwargs)
+
+    cell = InversionCell(corpus="rt-polarity", release="none", queries=4, inverter="inverter-quick", steps=0, beam=2)
+    root = tmp_path_factory.mktemp("plain") / "results" / "inversion"
+    root.mkdir(parents=True)
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench_data_module, "bench_data", no_slice)
+        mp.setattr(TextEncoder, "encode", counted)
+        path = run_inversion(cell, root, log=lines.append)
+    return cell, path, lines, calls
 
 
 def test_a_cell_writes_one_record_with_every_method_and_is_kept_on_a_rerun(home, tmp_path):
@@ -86,16 +130,17 @@ def test_the_fast_setting_is_its_own_record_and_shortlists_the_floor_too(home, t
     assert rec.extra["curve"][1]["candidates"] <= 5 * 3
 
 
-def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_vectors(home, tmp_path):
+def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_vectors(home, plain, tmp_path):
     """TextHide's inference release of every rt-polarity text: the attacker recovers the whole pool from public
     statistics, the unmasked vectors are close to the texts' own, and the queried texts are those of ``none``."""
     from veil.results import ResultRecord
 
-    plain = InversionCell(corpus="rt-polarity", release="none", queries=4, inverter="inverter-quick", steps=0, beam=2)
+    cell, path, _, _ = plain
     masked = InversionCell(corpus="rt-polarity", release="texthide-inference", m=4, queries=4,
                            inverter="inverter-quick", steps=0, beam=2)
-    assert masked.label == "texthide-inference-m4" and "m" not in plain.to_dict()  # old records still match
-    a = ResultRecord.read(run_inversion(plain, tmp_path, log=lambda _: None))
+    assert masked.label == "texthide-inference-m4" and "m" not in cell.to_dict()  # old records still match
+    assert (cell.queries, cell.steps, cell.beam, cell.seed) == (masked.queries, masked.steps, masked.beam, masked.seed)
+    a = ResultRecord.read(path)
     lines: list[str] = []
     b = ResultRecord.read(run_inversion(masked, tmp_path, log=lines.append))
     assert [e["original"] for e in a.extra["examples"]] == [e["original"] for e in b.extra["examples"]]
@@ -112,37 +157,22 @@ def test_texthide_inference_is_unmasked_then_inverted_on_the_same_texts_as_the_v
     assert b.config["release"]["mask_key"] == "os-csprng"
 
 
-def test_the_undefended_vectors_cost_only_the_queried_texts(home, tmp_path, monkeypatch):
+def test_the_undefended_vectors_cost_only_the_queried_texts(plain):
     """``--defense none`` on a sentence corpus encodes the queried texts, not the corpus (issue 50, item 3): the
-    bench's encoded slice is never built, the only private texts encoded are the queries, and they are the texts
-    the bench's slice holds in the same order (so the draw is the one the other releases make)."""
-    import veil.bench.data as bench_data_module
+    bench's encoded slice is never built (the run is made without it), the only private texts encoded are the
+    queries, and they are the texts the bench's slice holds in the same order (so the draw is the one the other
+    releases make)."""
     from veil.bench.data import bench_sentence_texts
-    from veil.encoders import TextEncoder
     from veil.results import ResultRecord
 
-    def no_slice(*args, **kwargs):
-        raise AssertionError("the bench's encoded slice was built for --defense none")
-
-    calls: list[int] = []
-    real = TextEncoder.encode
-
-    def counted(self, texts, *args, **kwargs):
-        calls.append(len(texts))
-        return real(self, texts, *args, **kwargs)
-
-    monkeypatch.setattr(bench_data_module, "bench_data", no_slice)
-    monkeypatch.setattr(TextEncoder, "encode", counted)
-    cell = InversionCell(corpus="rt-polarity", release="none", queries=5, inverter="inverter-quick", steps=0, beam=2,
-                         seed=3)
-    lines: list[str] = []
-    rec = ResultRecord.read(run_inversion(cell, tmp_path, log=lines.append))
-    assert "encoding the 5 queried texts of rt-polarity" in lines
-    # the 5 queries first; then only the hypotheses (beam 2 per query) and each method's 5 outputs, to score them
-    assert calls and calls[0] == 5 and sum(calls) < 100
+    cell, path, lines, calls = plain
+    rec = ResultRecord.read(path)
+    assert "encoding the 4 queried texts of rt-polarity" in lines
+    # the 4 queries first; then only the hypotheses (beam 2 per query) and each method's 4 outputs, to score them
+    assert calls and calls[0] == 4 and sum(calls) < 100
     texts = bench_sentence_texts("rt-polarity", True)
     assert len(texts) > 10_000 and bench_sentence_texts("drug-reviews", True) is None  # documents: the slice
-    ids = np.sort(np.random.default_rng(3).choice(np.arange(len(texts)), size=5, replace=False))
+    ids = np.sort(np.random.default_rng(cell.seed).choice(np.arange(len(texts)), size=4, replace=False))
     assert [e["original"] for e in rec.extra["examples"]] == [texts[i] for i in ids][:len(rec.extra["examples"])]
 
 
@@ -183,14 +213,13 @@ def test_a_redaction_release_is_inverted_from_its_vector_beside_the_released_tex
     assert "veil attack invert --corpus drug-reviews --defense redaction --operator type --limit 3" in page
 
 
-def test_the_page_renders_the_record(home, tmp_path):
+def test_the_page_renders_the_record(plain, tmp_path):
     from veil.report import render_all
 
-    cell = InversionCell(corpus="rt-polarity", release="none", queries=4, inverter="inverter-quick", steps=0, beam=2)
-    root = tmp_path / "results" / "inversion"
-    root.mkdir(parents=True)
-    run_inversion(cell, root, log=lambda _: None)
-    render_all(tmp_path / "results", tmp_path / "out")
+    _, path, _, _ = plain
+    root = path.parent
+    assert [p.name for p in root.iterdir()] == [path.name]  # the page of this record alone
+    render_all(root.parent, tmp_path / "out")
     page = (tmp_path / "out" / "inversion.md").read_text()
     assert "## rt-polarity, release: none" in page and "| inverter + correction |" in page
     assert ("veil attack invert --corpus rt-polarity --defense none --limit 4 --inverter inverter-quick --steps 0 "

@@ -24,7 +24,8 @@ import pytest
 
 from veil.cli import main
 
-pytestmark = pytest.mark.usefixtures("builtin")
+pytestmark = pytest.mark.usefixtures("builtin", "click_tree_once")
+
 
 
 # --------------------------------------------------------------------------- ranges and types, before any work

@@ -39,12 +39,15 @@ SENTENCES = [
     "My sister bought a new car from a friendly dealer in Boston.",
 ]
 #: more training text, so that every hidden tag of P3 has several words to substitute
+pytestmark = pytest.mark.usefixtures("click_tree_once")
+
 EXTRA = [
     "John and Maria met Peter in London, Berlin and Rome.",
     "The biggest and the oldest houses are the best ones in the smallest towns.",
     "Older and bigger towns have greater problems than younger and smaller villages.",
     "The Americans and the Canadians met the Germans and the Italians in Geneva.",
 ]
+
 
 
 def _trees(texts):
@@ -323,7 +326,8 @@ def bad_server():
                         "parser": "biaffine"})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 0.05 s, not the default 0.5 s: shutdown() waits for the next poll, once per case
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
     yield state

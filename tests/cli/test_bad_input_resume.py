@@ -16,7 +16,8 @@ import pytest
 
 from veil.results import Metric, ResultRecord
 
-pytestmark = pytest.mark.usefixtures("builtin")
+pytestmark = pytest.mark.usefixtures("builtin", "click_tree_once")
+
 
 
 @pytest.fixture(autouse=True)

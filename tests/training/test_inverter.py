@@ -30,19 +30,29 @@ def _pairs(texts: list[str], seed: int) -> InversionPairs:
 
 
 def _tiny() -> InverterConfig:
-    return InverterConfig(name="inverter-quick", sources=(("news-articles", 8),), epochs=3, batch_size=4, warmup=2,
-                          eval_every=4, heldout=2, max_tokens=12, threads=1, seed=3)
+    """Four steps: two batches of four sentences per epoch, two epochs, an evaluation at step 3 and at the end."""
+    return InverterConfig(name="inverter-quick", sources=(("news-articles", 8),), epochs=2, batch_size=4, warmup=2,
+                          eval_every=3, heldout=2, max_tokens=12, threads=1, seed=3)
 
 
-def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path):
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The uninterrupted run of :func:`_tiny` on the test pairs: its manifest and its saved weights (the run a
+    resumed or capped run must end at; trained once for this file)."""
+    folder = tmp_path_factory.mktemp("inverter") / "whole"
+    manifest = train_inverter(_tiny(), _pairs(TEXTS, 0), _pairs(TEXTS[:2], 1), out=folder, log=lambda _: None)
+    return manifest, load_inverter(folder).net.state_dict()
+
+
+def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path, uninterrupted):
     config, train, held = _tiny(), _pairs(TEXTS, 0), _pairs(TEXTS[:2], 1)
-    whole = train_inverter(config, train, held, out=tmp_path / "whole", log=lambda _: None)
+    whole, a = uninterrupted
 
     class Stop(Exception):
         pass
 
     def interrupt(line: str) -> None:
-        if line.startswith("step 4/"):
+        if line.startswith("step 3/"):  # mid-epoch, after the state of step 3 is written
             raise Stop
 
     folder = tmp_path / "resumed"
@@ -53,27 +63,27 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp
         train_inverter(replace(config, lr=1e-3), train, held, out=folder, log=lambda _: None)
     lines: list[str] = []
     again = train_inverter(replace(config, max_minutes=30.0), train, held, out=folder, log=lines.append)
-    assert any(line.startswith("resumed at step 4") for line in lines)
+    assert any(line.startswith("resumed at step 3") for line in lines)
     assert not state_path(folder).exists()  # finished: the resume state is gone
-    assert again["steps"] == whole["steps"] == 6
+    assert again["steps"] == whole["steps"] == 4
     assert [(r["step"], r["token_f1"], r["loss"]) for r in again["curve"]] == \
         [(r["step"], r["token_f1"], r["loss"]) for r in whole["curve"]]
-    a, b = load_inverter(tmp_path / "whole").net.state_dict(), load_inverter(folder).net.state_dict()
+    b = load_inverter(folder).net.state_dict()
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k]) for k in a)
     with pytest.raises(InvalidParameterError, match="already exists"):
         train_inverter(config, train, held, out=folder, log=lambda _: None)
 
 
-def test_the_minute_cap_only_marks_a_run_cut_short_and_the_result_does_not_depend_on_load(tmp_path):
+def test_the_minute_cap_only_marks_a_run_cut_short_and_the_result_does_not_depend_on_load(tmp_path, uninterrupted):
     """The budget is steps: a run stopped by its minute cap (a busy machine) saves a model marked cut short and
-    keeps its state, and resuming it session after session ends exactly where an uninterrupted run ends; a run
-    while two busy loops share the cores gives the same model too."""
+    keeps its state, and resuming it session after session (across an epoch's end and an evaluation) ends exactly
+    where an uninterrupted run ends; a run while two busy loops share the cores gives the same model too."""
     import subprocess
     import sys
 
     config, train, held = _tiny(), _pairs(TEXTS, 0), _pairs(TEXTS[:2], 1)
-    whole = train_inverter(config, train, held, out=tmp_path / "whole", log=lambda _: None)
-    assert whole["stopped"] == "epochs" and whole["planned_steps"] == whole["steps"] == 6
+    whole, a = uninterrupted
+    assert whole["stopped"] == "epochs" and whole["planned_steps"] == whole["steps"] == 4
 
     folder, hurried = tmp_path / "capped", replace(config, max_minutes=1e-6)  # every session stops after a step
     sessions: list[dict] = []
@@ -85,11 +95,11 @@ def test_the_minute_cap_only_marks_a_run_cut_short_and_the_result_does_not_depen
         assert state_path(folder).is_file() and any("cut short" in line for line in lines)
         assert load_inverter(folder).identity()["stopped"] == "budget"  # what a record made with it says
     first = sessions[0]
-    assert first["stopped"] == "budget" and first["steps"] == 1 and first["planned_steps"] == 6
-    assert len(sessions) == 6 and sessions[-1]["stopped"] == "epochs" and not state_path(folder).exists()
+    assert first["stopped"] == "budget" and first["steps"] == 1 and first["planned_steps"] == 4
+    assert len(sessions) == 4 and sessions[-1]["stopped"] == "epochs" and not state_path(folder).exists()
     key = (lambda m: [(r["step"], r["token_f1"], r["loss"]) for r in m["curve"]])
     assert key(sessions[-1]) == key(whole) and sessions[-1]["selected_step"] == whole["selected_step"]
-    a, b = load_inverter(tmp_path / "whole").net.state_dict(), load_inverter(folder).net.state_dict()
+    b = load_inverter(folder).net.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
@@ -104,17 +114,28 @@ def test_the_minute_cap_only_marks_a_run_cut_short_and_the_result_does_not_depen
     assert all(torch.equal(a[k], c[k]) for k in a)
 
 
-def test_the_bench_resumes_a_quick_inverter_cut_short_by_its_minute_cap(tmp_path, monkeypatch, real_home):
+def test_the_bench_resumes_a_quick_inverter_cut_short_by_its_minute_cap(tmp_path, monkeypatch, real_home, builtin):
     """ensure_inverter (what the bench and `veil attack invert` call) finds the quick inverter cut short and
     resumes it, so a busy first run does not leave the demo with a weaker model for good."""
     import veil.training.inverter as ti
 
+    builtin("trec-questions")  # pulled into the real cache if missing
     for sub in ("corpora", "embeddings", "encoders"):
         if (real_home / sub).exists():
             (tmp_path / sub).symlink_to(real_home / sub)
     monkeypatch.setenv("VEIL_HOME", str(tmp_path))
-    tiny = replace(_tiny(), max_minutes=1e-6)
+    # a small corpus (selecting its sentences takes a second, news-articles' ten)
+    tiny = replace(_tiny(), sources=(("trec-questions", 8),), max_minutes=1e-6)
     monkeypatch.setattr(ti, "QUICK_INVERTER", tiny)
+    made: dict = {}
+    real = ti.inverter_training_data
+
+    def read_once(config, **kwargs):  # the same sentences and vectors every call: selected and encoded once here
+        if config not in made:
+            made[config] = real(config, **kwargs)
+        return made[config]
+
+    monkeypatch.setattr(ti, "inverter_training_data", read_once)
     ensure_inverter("inverter-quick", log=lambda _: None)
     assert load_inverter("inverter-quick").manifest["stopped"] == "budget"
     lines: list[str] = []
@@ -128,6 +149,7 @@ def test_the_bench_resumes_a_quick_inverter_cut_short_by_its_minute_cap(tmp_path
     assert any("no state is left to resume it from: training it again" in line for line in lines)
     assert load_inverter("inverter-quick").manifest["steps"] == 1  # a fresh run, cut short again at its first step
     assert state_path(tmp_path / "models" / "inverter-quick").is_file()
+    assert list(made) == [tiny]  # every session learned from the quick configuration's data
 
 
 def test_bad_configurations_and_inputs_fail_before_any_work(tmp_path):

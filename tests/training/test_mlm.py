@@ -44,22 +44,33 @@ def test_a_damaged_or_missing_model_is_refused(quick_mlm, tmp_path):
 
 
 def _tiny() -> tuple[MLMConfig, list, list]:
-    trees = load_treebank("train", "silver-sm-quick")[:60]
+    """Four steps of about 256 subword tokens (20 sentences, one epoch), an evaluation every second step."""
+    trees = load_treebank("train", "silver-sm-quick")[:20]
     dev = load_treebank("dev", "silver-sm-quick")[:8]
     config = MLMConfig(name="mlm-quick", treebank="silver-sm-quick", epochs=1, batch_tokens=256, eval_every=2,
                        heldout=8, warmup=2, threads=1, seed=3)
     return config, [(t.words, t.tags) for t in trees], [(t.words, t.tags) for t in dev]
 
 
-def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(quick_mlm, tmp_path):
+@pytest.fixture(scope="module")
+def uninterrupted(quick_mlm, tmp_path_factory):
+    """The uninterrupted run of :func:`_tiny`: its manifest and its saved weights (the run a resumed or capped run
+    must end at; trained once for this file)."""
     config, train, heldout = _tiny()
-    whole = train_mlm(config, train, heldout, out=tmp_path / "whole", log=lambda _: None)
+    folder = tmp_path_factory.mktemp("mlm") / "whole"
+    manifest = train_mlm(config, train, heldout, out=folder, log=lambda _: None)
+    return manifest, load_mlm(folder).model.state_dict()
+
+
+def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(quick_mlm, tmp_path, uninterrupted):
+    config, train, heldout = _tiny()
+    whole, a = uninterrupted
 
     class Stop(Exception):
         pass
 
     def interrupt(line: str) -> None:
-        if line.startswith("step 4 "):
+        if line.startswith("step 2 "):  # after the state of step 2 is written, two steps before the end
             raise Stop
 
     folder = tmp_path / "resumed"
@@ -68,11 +79,11 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(qui
     assert state_path(folder).is_file() and not folder.exists()
     lines: list[str] = []
     again = train_mlm(config, train, heldout, out=folder, log=lines.append)
-    assert any(line.startswith("resumed at step 4") for line in lines)
+    assert any(line.startswith("resumed at step 2") for line in lines)
     assert not state_path(folder).exists()  # finished: the resume state is gone
-    assert again["steps"] == whole["steps"] and [r["step"] for r in again["curve"]] == [r["step"] for r in
-                                                                                        whole["curve"]]
-    a, b = load_mlm(tmp_path / "whole").model.state_dict(), load_mlm(folder).model.state_dict()
+    assert again["steps"] == whole["steps"] == 4 and [r["step"] for r in again["curve"]] == [r["step"] for r in
+                                                                                             whole["curve"]]
+    b = load_mlm(folder).model.state_dict()
     assert all(torch.allclose(a[k], b[k]) for k in a)
     # a state of another configuration is never resumed
     with pytest.raises(InvalidParameterError, match="already exists"):
@@ -82,11 +93,12 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(qui
 
 
 def test_the_minute_cap_only_marks_a_run_cut_short_and_resuming_it_ends_where_an_uninterrupted_run_does(
-        quick_mlm, tmp_path):
+        quick_mlm, tmp_path, uninterrupted):
     """The budget is steps (issue 50, item 1): a session stopped by its minute cap saves a model marked cut short
-    and keeps its state, and resuming session after session ends where an uninterrupted run ends."""
+    and keeps its state, and resuming session after session (before and after an evaluation) ends where an
+    uninterrupted run ends."""
     config, train, heldout = _tiny()
-    whole = train_mlm(config, train, heldout, out=tmp_path / "whole", log=lambda _: None)
+    whole, a = uninterrupted
     assert whole["stopped"] == "epochs" and whole["planned_steps"] == whole["steps"] >= 4
     folder, hurried = tmp_path / "capped", replace(config, max_minutes=1e-6)  # every session stops after a step
     sessions: list[dict] = []
@@ -101,7 +113,7 @@ def test_the_minute_cap_only_marks_a_run_cut_short_and_resuming_it_ends_where_an
     key = (lambda m: [(r["step"], r["accuracy"], r["loss"], r.get("train_loss")) for r in m["curve"]])
     assert key(sessions[-1]) == key(whole) and sessions[-1]["selected_step"] == whole["selected_step"]
     assert sessions[-1]["tokens_seen"] == whole["tokens_seen"]
-    a, b = load_mlm(tmp_path / "whole").model.state_dict(), load_mlm(folder).model.state_dict()
+    b = load_mlm(folder).model.state_dict()
     assert all(torch.allclose(a[k], b[k]) for k in a)
 
 
@@ -116,7 +128,8 @@ def test_the_first_use_resumes_a_quick_model_cut_short_or_trains_it_again(quick_
         if (real_home / sub).exists():
             (tmp_path / sub).symlink_to(real_home / sub)
     monkeypatch.setenv("VEIL_HOME", str(tmp_path))
-    monkeypatch.setattr(tm, "QUICK_MLM", replace(_tiny()[0], max_minutes=1e-6))  # every session: one step
+    # every session: one step; of 20 sentences of the treebank's train split (tokenised in no time)
+    monkeypatch.setattr(tm, "QUICK_MLM", replace(_tiny()[0], max_minutes=1e-6, max_train=20))
     ensure_mlm("mlm-quick", log=lambda _: None)
     assert load_mlm("mlm-quick").manifest["stopped"] == "budget" and load_mlm("mlm-quick").manifest["steps"] == 1
     lines: list[str] = []

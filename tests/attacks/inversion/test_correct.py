@@ -229,7 +229,8 @@ def test_the_shortlist_gradient_matches_finite_differences(models, targets):
 
 def test_the_shortlist_bounds_the_re_embedded_edits_and_keeps_the_search_monotone(models, targets):
     inverter, encoder = models
-    full = correct(inverter, encoder, targets[:8], steps=2, beam=2, n_best=2)
+    # every edit re-embedded: one step is all the comparison reads (its step 0 and the edits of step 1)
+    full = correct(inverter, encoder, targets[:8], steps=1, beam=2, n_best=2)
     short = correct(inverter, encoder, targets[:8], steps=2, beam=2, n_best=2, shortlist=5)
     assert short.config["shortlist"] == 5 and "shortlist" not in full.config
     assert short.candidates[0] == full.candidates[0]  # step 0 is the same reranked beam

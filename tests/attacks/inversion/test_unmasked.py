@@ -126,14 +126,14 @@ def test_the_cell_unmasks_texthide_inference_and_inverts_against_the_floor(tiny_
     from veil.bench.plan import BenchConfig, Cell
 
     builtin("rt-polarity")
-    config = BenchConfig(quick=True, limit=300, queries=10, key_seed=1)  # a seeded key: the same pool every run
+    config = BenchConfig(quick=True, limit=300, queries=6, key_seed=1)  # a seeded key: the same pool every run
     data = bench_data("rt-polarity", True, 300)
     cell = Cell.make("rt-polarity", "texthide-inference", {"m": 4}, "invert-unmasked", config)
     rec = unmasked_inversion_cell(cell, data)
     assert rec.config["unmask"]["masks_found"] >= 4  # all four (a small sample may add a spurious one)
     cos = rec.metrics["unmask_cosine"]
-    assert cos.n == 10 and cos.mean > 0.99
-    assert rec.metrics["token_f1"].n == 10 and "floor_token_f1" in rec.metrics
+    assert cos.n == 6 and cos.mean > 0.99
+    assert rec.metrics["token_f1"].n == 6 and "floor_token_f1" in rec.metrics
     assert rec.extra["bench"]["success"] == "token_f1" and 0 < rec.extra["bench"]["test"]["p_value"] <= 1
     assert rec.config["defense"]["encodings_seen"] == len(data.splits["train"])
     assert "mask_key" in rec.config["defense"] and "masks" not in rec.config["unmask"]

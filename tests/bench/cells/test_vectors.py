@@ -77,8 +77,10 @@ def test_inversion_is_planned_where_the_vectors_are_a_texts_own_embedding():
     assert {c.defense for c in planned if c.attack == "invert-unmasked"} == {"texthide", "texthide-inference"}
 
 
+
 @pytest.mark.slow
-def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(tiny_inverter_home, builtin, tmp_path):
+def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(tiny_inverter_home, builtin, tmp_path,
+                                                                              monkeypatch, select_public_once):
     """An inversion cell on real data with a small inverter: token F1 with its interval, the floor (the same attack
     on unrelated public vectors) and the nearest public sentence scored on the same texts, the paired test's
     verdict in the bench block."""
@@ -89,14 +91,15 @@ def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(ti
     from veil.bench.plan import BenchConfig, plan_cells
 
     builtin("rt-polarity")
-    config = BenchConfig(quick=True, limit=40, queries=12)
+    select_public_once(monkeypatch)
+    config = BenchConfig(quick=True, limit=40, queries=8)
     cell = next(c for c in plan_cells(["rt-polarity"], defenses=["none"], attacks=["invert"], config=config,
                                       corpus_tasks={"rt-polarity": "sentence-classification"}, utility=False))
     data = bench_data("rt-polarity", True, 40)
     rec = inversion_cell(cell, data)
     rec.write(tmp_path / "cell.json")  # the record is plain JSON (as the bench writes it)
     f1 = rec.metrics["token_f1"]
-    assert f1.n == 12 and f1.ci_low <= f1.mean <= f1.ci_high
+    assert f1.n == 8 and f1.ci_low <= f1.mean <= f1.ci_high
     for key in ("floor_token_f1", "nearest_public_token_f1", "gain_over_floor_token_f1", "bleu", "names_recovered"):
         assert key in rec.metrics
     gain = rec.metrics["gain_over_floor_token_f1"]
@@ -105,9 +108,9 @@ def test_the_inversion_cell_scores_the_release_against_the_floor_text_by_text(ti
     assert bench["success"] == "token_f1" and not bench["comparable"]
     assert bench["success_metric"]["mean"] == pytest.approx(f1.mean / 100)
     test = bench["test"]
-    assert 0 < test["p_value"] <= 1 and test["reject"] == (test["p_value"] <= 0.05) and test["n"] == 12
+    assert 0 < test["p_value"] <= 1 and test["reject"] == (test["p_value"] <= 0.05) and test["n"] == 8
     assert rec.config["attack"]["steps"] == 1 and rec.config["attack"]["inverter"]["name"] == "inverter-quick"
-    rows = np.sort(np.random.default_rng(config.seed).choice(data.private_ids, size=12, replace=False))
+    rows = np.sort(np.random.default_rng(config.seed).choice(data.private_ids, size=8, replace=False))
     assert [e["original"] for e in rec.extra["examples"]] == [data.texts[i] for i in rows[:5]]
     # the floor is computed once per corpus and attacker (kept with the corpus' data for the next cell)
     (floor,) = [v for k, v in data._cache.items() if isinstance(k, tuple) and k[0] == "inversion-floor"]

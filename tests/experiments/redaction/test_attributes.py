@@ -25,6 +25,42 @@ ATTACKERS = ("mlp", "mlp-wide", "linear")
 # so it is expected here, not an error of the experiment.
 pytestmark = pytest.mark.filterwarnings("ignore:.*texts are longer than max_length.*:veil.errors.DataWarning")
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _each_passage_analysed_once():
+    """Presidio's detections and spaCy's silver PERSON mentions of a passage are computed once per module, then
+    reused: both are functions of the passage alone (spaCy analyses each text on its own, whatever the batch), and
+    the tests below analyse the same 1,200 passages again and again (the redaction test, the records test's run and
+    its own redaction of the training passages, the negative control, the small run). A passage not seen yet, or
+    another detector setting, is analysed as before."""
+    import veil.experiments.redaction.detection as detection
+    from veil.defenses.redaction import Detector
+
+    detect, silver = Detector.detect, detection.silver_person_spans
+    found: dict = {}
+    tagged: dict = {}
+
+    def memo_detect(self, texts, *, progress=False):
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            return detect(self, texts, progress=progress)  # its own type checks
+        setting = (self.model, self.recognizers, self.entities, self.threshold)
+        new = [t for t in dict.fromkeys(texts) if (setting, t) not in found]
+        if new:
+            found.update(zip([(setting, t) for t in new], detect(self, new, progress=progress)))
+        return [list(found[setting, t]) for t in texts]
+
+    def memo_silver(texts, say):
+        new = [t for t in dict.fromkeys(texts) if t not in tagged]
+        if new:
+            tagged.update(zip(new, silver(new, say)))
+        return [list(tagged[t]) for t in texts]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Detector, "detect", memo_detect)
+        mp.setattr(detection, "silver_person_spans", memo_silver)
+        yield
+
+
 @pytest.fixture(scope="module")
 def news(builtin):
     """The first 900 train, 150 dev and 150 test passages of the built-in news attribute corpus (its spaCy build
