@@ -24,7 +24,7 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   the share of the top ``top`` found verbatim in a training text (Wilson 95%), the texts found; and PII recall:
   the share of planted PII values, per insertion count, written out anywhere in the samples.
 
-Records go to ``<results>/<run id>/<part>.json``; one of the same configuration and the same trained model (its
+Records go to ``<results>/<run id>.<part>.json``; one of the same configuration and the same trained model (its
 sha256) is kept, one of another configuration is refused unless ``force``.
 """
 
@@ -130,7 +130,8 @@ def run_folder(run: LMRun) -> Path:
 
 
 def record_path(results: str | os.PathLike, run: LMRun, part: str) -> Path:
-    return Path(results) / run.run_id / f"{part}.json"
+    """``<results>/<run id>.<part>.json`` (``part``: ``utility`` or an attack's name)."""
+    return Path(results) / f"{run.run_id}.{part}.json"
 
 
 def _defense(run: LMRun) -> Any:
