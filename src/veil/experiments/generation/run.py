@@ -18,8 +18,8 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
 * ``canary-exposure``: every canary's exposure (:class:`~veil.attacks.generation.CanaryExposure` over
   ``candidates`` values drawn uniformly from the format's space; the plain estimate, capped at log2 (n + 1)),
   summarised per insertion count (mean, 95% bootstrap interval over the canaries; each canary's skew-normal
-  extrapolation beside it), with a one-sided Mann-Whitney
-  test that canaries planted at the largest count are more exposed than those planted once;
+  extrapolation beside it), with a one-sided Mann-Whitney test that canaries planted at the largest count are more
+  exposed than those planted once;
 * ``extraction``: :class:`~veil.attacks.generation.TrainingDataExtraction` with ``samples`` samples; per ranking
   the share of the top ``top`` found verbatim in a training text (Wilson 95%), the texts found; and PII recall:
   the share of planted PII values, per insertion count, written out anywhere in the samples.
