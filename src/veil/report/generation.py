@@ -23,26 +23,32 @@ def _label(run: dict[str, Any]) -> str:
     return f"{run['defense']}{extra}, {run['steps']} steps"
 
 
-def _is_quick(run: dict[str, Any]) -> bool:
-    """Whether the run is ``--quick`` (QUICK's sizes; corpus, defense, steps and seed are options of their own)."""
-    from veil.experiments.generation import QUICK
+def _size(run: dict[str, Any]) -> str | None:
+    """``"--quick"`` or ``""`` when the run has the sizes of QUICK or of the default run (the CLI's two; corpus,
+    defense, steps and seed are options of their own), else None: a run made through the Python API."""
+    from veil.experiments.generation import QUICK, LMRun
 
     own = ("corpus", "defense", "steps", "seed")
-    quick = {k: v for k, v in QUICK.training().items() if k not in own}
-    return all(run.get(k) == v for k, v in quick.items())
+    for flag, sizes in ((" --quick", QUICK), ("", LMRun())):
+        if all(run.get(k) == v for k, v in sizes.training().items() if k not in own) and \
+                all(run.get(k) == getattr(sizes, k) for k in ("candidates", "samples", "top")):
+            return flag
+    return None
 
 
-def _commands(recs: list[ResultRecord], results: str) -> list[str]:
-    out = []
+def _commands(recs: list[ResultRecord], results: str) -> tuple[list[str], list[str]]:
+    """The commands that rerun the CLI's runs, and the labels of the runs made otherwise."""
+    out, other = [], []
     for rec in recs:
         run = rec.config["run"]
-        if rec.experiment != "utility":
+        flag = _size(run)
+        if flag is None:
+            other.append(_label(run))
             continue
-        quick = _is_quick(run)
         base = (f"--corpus {run['corpus']} --defense {run['defense']} --steps {run['steps']} --seed {run['seed']}"
-                f"{' --quick' if quick else ''} --results {results}")
+                f"{flag} --results {results}")
         out += [f"veil lm train {base}", f"veil lm attack {base}"]
-    return out
+    return out, other
 
 
 def _exposure_plot(exposure: list[ResultRecord], out_dir: Path) -> list[str]:
@@ -148,6 +154,9 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                 lines += [f"- ({r}) `{t}`" for r, t in shown] + [""]
     commits = sorted({r.git_commit for r in recs})
     lines += [f"Commits: {', '.join(commits)}."]
-    results = f"results/{method}"
-    lines += regenerate_section(_commands(by["utility"], results), method)
+    commands, other = _commands(by["utility"], f"results/{method}")
+    if other:
+        lines += ["", f"Made through the Python API (`veil.experiments.generation.LMRun` with other sizes than the "
+                      f"CLI's), so no command below reruns them: {'; '.join(other)}."]
+    lines += regenerate_section(commands, method)
     return "\n".join(lines)
