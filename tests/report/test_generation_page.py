@@ -48,6 +48,9 @@ def test_the_page_has_each_table_the_plot_and_says_no_command_reruns_a_run_of_ot
     assert (out / "generation_exposure.png").stat().st_size > 1000
     assert "one-sided Mann-Whitney U: canaries planted 4x are more exposed than canaries planted 1x" in text
     assert "Made through the Python API" in text and "lm-plain, 2 steps" in text and "veil lm train" not in text
+    # the sentence that says nothing was extracted follows the record, whichever way it went
+    found = "Examples of top samples found in the training text" in text
+    assert ("No top sample was found in the training text" in text) is not found
 
 
 def test_a_run_of_the_clis_sizes_gets_the_commands_that_rerun_it():

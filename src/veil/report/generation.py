@@ -148,6 +148,11 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                 shown = _ci(m, 100) + " %" if m is not None else "–"
                 lines.append(f"| {c} | {row['planted']} | {row['written']} ({shown}) |")
             lines += ["", f"Canaries written out whole in a sample: {rec.extra['canaries_written']}.", ""]
+            found = sum(len(ts) for ts in rec.extra["extracted"].values())
+            if not found:
+                lines += ["No top sample was found in the training text under either ranking: this model does not "
+                          "write its training text out verbatim, so what it memorised shows only in the canaries' "
+                          "exposure growing with their insertion count (above), not as extractable text.", ""]
             shown = [(r, t) for r, ts in rec.extra["extracted"].items() for t in ts[:5]]
             if shown:
                 lines += ["Examples of top samples found in the training text (a canary's secret is withheld):", ""]
