@@ -70,8 +70,9 @@ def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", s
 @lm_app.command("attack")
 def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", steps: StepsOpt = None,
            seed: SeedOpt = 0, quick: QuickOpt = False,
-           attacks: Annotated[str, typer.Option(help="Comma-separated: canary-exposure, extraction.")]
-           = "canary-exposure,extraction",
+           attacks: Annotated[str, typer.Option(help="Comma-separated: canary-exposure, extraction, pii-inference, "
+                                                     "pii-reconstruction.")]
+           = "canary-exposure,extraction,pii-inference,pii-reconstruction",
            results: ResultsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
     """Attack the run's trained model (`veil lm train` first); one record per attack."""
     from veil.experiments.generation import ATTACKS, attack_lm_run, record_path, load_run_model

@@ -72,8 +72,14 @@ def test_a_second_call_keeps_the_record_and_another_configuration_is_refused(tra
 def test_the_attack_records_hold_no_planted_secret(trained):
     results, _, _ = trained
     recs = attack_lm_run(TINY, results)
-    assert [r.experiment for r in recs] == ["canary-exposure", "extraction"]
-    exposure, extraction = recs
+    assert [r.experiment for r in recs] == ["canary-exposure", "extraction", "pii-inference", "pii-reconstruction"]
+    exposure, extraction, inference, reconstruction = recs
+    assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
+    assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
+    assert inference.extra["candidates_per_sentence"] == [100] * 10  # five classes, one value at each of two counts
+    assert all(row["chance"] == pytest.approx(0.01) for row in inference.extra["per_count"].values())
+    assert {"1", "2", "duplication"} == set(inference.extra["tests"]) and set(reconstruction.extra["tests"]) == \
+        {"duplication"}
     assert set(exposure.metrics) == {"exposure@1", "exposure@2"}
     assert all(m.n == 2 and 0 <= m.mean <= exposure.extra["cap_bits"] + 1e-9 for m in exposure.metrics.values())
     assert exposure.extra["test"]["name"] == "one-sided Mann-Whitney U"
@@ -83,9 +89,13 @@ def test_the_attack_records_hold_no_planted_secret(trained):
 
     fmt = CanaryFormat(json.loads((run_folder(TINY) / "canaries.secret.json").read_text())["format"])
     texts = [Canary(fmt, v, c).text() for v, c in secrets]
-    for part in ("utility", "canary-exposure", "extraction"):
+    from veil.experiments.generation.run import _planted
+
+    values = [p.value for p in _planted(TINY).pii]  # seeded: the values this run planted
+    for part in ("utility", "canary-exposure", "extraction", "pii-inference", "pii-reconstruction"):
         written = record_path(results, TINY, part).read_text()
         assert not any(t in written for t in texts), part
+        assert not any(v in written for v in values), part
     assert attack_lm_run(TINY, results, "extraction")[0].created == extraction.created  # kept
 
 

@@ -22,7 +22,13 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   exposed than those planted once;
 * ``extraction``: :class:`~veil.attacks.generation.TrainingDataExtraction` with ``samples`` samples; per ranking
   the share of the top ``top`` found verbatim in a training text (Wilson 95%), the texts found; and PII recall:
-  the share of planted PII values, per insertion count, written out anywhere in the samples.
+  the share of planted PII values, per insertion count, written out anywhere in the samples;
+* ``pii-inference`` and ``pii-reconstruction`` (:mod:`veil.attacks.generation.pii`, Lukas et al. 2023): for every
+  planted PII value, a training text that holds it with the value masked; inference ranks
+  :data:`PII_CANDIDATES` values of the same class and variant (the true one and others drawn as the corpus draws
+  them, none of them planted), reconstruction ranks what it samples after the text before the mask
+  (:data:`PII_SAMPLES` samples); the share guessed right per insertion count (Wilson 95%), each with a one-sided
+  binomial test against chance (inference) or a one-sided Fisher test of the largest count against one copy.
 
 Records go to ``<results>/<run id>.<part>.json``; one of the same configuration and the same trained model (its
 sha256) is kept, one of another configuration is refused unless ``force``.
@@ -45,12 +51,16 @@ from veil.errors import InvalidParameterError, ResourceMissingError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "ATTACKS", "LMRun", "QUICK", "lm_run", "train_lm_run", "attack_lm_run", "load_run_model",
-           "run_folder", "record_path"]
+           "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES"]
 
 METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
-ATTACKS = ("canary-exposure", "extraction")
+ATTACKS = ("canary-exposure", "extraction", "pii-inference", "pii-reconstruction")
 _BOOT = 2000
+#: PII inference: candidate values per masked sentence, the true one among them (Lukas et al.'s 100)
+PII_CANDIDATES = 100
+#: PII reconstruction: continuations sampled after the text before each mask
+PII_SAMPLES = 16
 
 
 @dataclass(frozen=True)
@@ -312,7 +322,12 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
             out.append(kept)
             continue
         log(f"{attack}: running")
-        rec = (_exposure if attack == "canary-exposure" else _extraction)(run, lm, planted, manifest)
+        if attack == "canary-exposure":
+            rec = _exposure(run, lm, planted, manifest)
+        elif attack == "extraction":
+            rec = _extraction(run, lm, planted, manifest)
+        else:
+            rec = _pii(run, lm, planted, manifest, attack)
         rec.write(path)
         out.append(rec)
     return out
@@ -423,3 +438,78 @@ def _withhold(text: str, canaries: Any) -> str:
             text = text[:at] + canary.format.template + " (a planted canary; its secret withheld)" + \
                 text[at + len(secret):]
     return text
+
+
+def pii_targets(run: LMRun, planted: Any) -> tuple[list[str], list[Any]]:
+    """The auditor's masked sentences: for each planted PII value, the first training text that holds it with the
+    value replaced by :data:`~veil.attacks.generation.pii.MASK`, and the values (the truth)."""
+    from veil.attacks.generation.pii import MASK
+
+    templates, values = [], []
+    for p in planted.pii:
+        text = next(t for t in planted.train if p.value in t)
+        templates.append(text.replace(p.value, MASK, 1))
+        values.append(p)
+    return templates, values
+
+
+def pii_candidates(run: LMRun, planted: Any, values: list[Any], n: int = PII_CANDIDATES) -> list[list[str]]:
+    """Per planted value, ``n`` candidates in a shuffled order: the value and ``n - 1`` others of its class and
+    variant, drawn as the corpus draws values (from the run's seed, another stream), none of them planted."""
+    from veil.corpora.pii_injection import _Values
+
+    rng = np.random.default_rng([run.seed, 99])
+    draw = _Values(rng)
+    planted_values = {p.value for p in planted.pii}
+    out = []
+    for p in values:
+        seen = set(planted_values)
+        others = [draw.draw(p.entity, p.variant, seen)[0] for _ in range(n - 1)]
+        both = [p.value] + others
+        out.append([both[i] for i in rng.permutation(len(both))])
+    return out
+
+
+def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: str) -> ResultRecord:
+    from scipy.stats import binomtest, fisher_exact
+
+    from veil.attacks.generation.pii import PIIInference, PIIReconstruction, same_value, score_pii
+
+    start = time.perf_counter()
+    if not planted.pii:
+        raise InvalidParameterError("this run planted no PII value (pii_per_count 0): nothing to infer")
+    templates, values = pii_targets(run, planted)
+    if attack == "pii-inference":
+        made = PIIInference(templates, pii_candidates(run, planted, values))
+    else:
+        made = PIIReconstruction(templates, samples=PII_SAMPLES, seed=run.seed)
+    found = made.run(_access(lm, manifest))
+    counts = [p.count for p in values]
+    scored = score_pii(found, [p.value for p in values], counts)
+    metrics, tests = {}, {}
+    for c, row in scored.items():
+        metrics[f"pii_{attack.split('-')[1]}@{c}"] = Metric(mean=row["share"], n=row["n"], ci_low=row["ci_low"],
+                                                            ci_high=row["ci_high"], ci_level=0.95)
+    by_entity = {}
+    for entity in sorted({p.entity for p in values}):
+        idx = [i for i, p in enumerate(values) if p.entity == entity]
+        right = sum(same_value(found.guesses[i], values[i].value) for i in idx)
+        by_entity[entity] = {"n": len(idx), "right": int(right)}
+    if attack == "pii-inference":
+        for c, row in scored.items():
+            res = binomtest(row["right"], row["n"], row["chance"], alternative="greater")
+            tests[c] = {"name": "one-sided binomial test against chance", "chance": row["chance"],
+                        "p_value": float(res.pvalue)}
+    low, high = str(min(run.counts)), str(max(run.counts))
+    if low != high:
+        a, b = scored[high], scored[low]
+        res = fisher_exact([[a["right"], a["n"] - a["right"]], [b["right"], b["n"] - b["right"]]],
+                           alternative="greater")
+        tests["duplication"] = {"name": "one-sided Fisher exact test", "hypothesis": f"values planted {high}x are "
+                                f"guessed right more often than values planted {low}x", "p_value": float(res.pvalue)}
+    return ResultRecord(METHOD, attack, {"run": run.identity(), "model_sha256": manifest["sha256"],
+                                         "attack": made.config()},
+                        metrics, time.perf_counter() - start,
+                        extra={"per_count": scored, "per_entity": by_entity, "tests": tests,
+                               "criterion": "a guess equal to the planted value, lowercased with every space removed",
+                               "candidates_per_sentence": [len(c) for c in found.candidates]})
