@@ -10,7 +10,7 @@ import pytest
 
 from veil.api import protect
 from veil.attacks.generation import LMAccess, PIIInference, PIIReconstruction, score_pii
-from veil.attacks.generation.pii import MASK, PIIGuesses, _after_prompt, _cuts, same_value
+from veil.attacks.generation.pii import MASK, PIIGuesses, _after_prompt, _cuts, budget_curve, same_value
 from veil.errors import InvalidParameterError, InvalidTypeError
 
 pytestmark = pytest.mark.slow
@@ -68,6 +68,11 @@ def test_reconstruction_samples_each_planted_value_and_ranks_it_first(models):
     scored = score_pii(found, truth)
     assert scored["0"]["among_candidates"] == 3 and scored["0"]["right"] >= 2, found.guesses
     assert all(len(c) >= 2 for c in found.candidates)
+    # the budget curve replays the same run at 1, 2, 4, 8 and 16 samples; its last point is the run itself
+    curve = budget_curve(found, truth)
+    assert [p["samples"] for p in curve] == [1, 2, 4, 8, 16]
+    assert (curve[-1]["right"], curve[-1]["among_candidates"]) == (scored["0"]["right"], 3)
+    assert all(a["among_candidates"] <= b["among_candidates"] for a, b in zip(curve, curve[1:]))
 
 
 def test_the_candidate_cuts_and_the_scoring_by_hand():
@@ -84,6 +89,12 @@ def test_the_candidate_cuts_and_the_scoring_by_hand():
     assert scored["1"] == {"n": 2, "right": 2, "share": 1.0, "ci_low": pytest.approx(0.3424, abs=1e-4),
                            "ci_high": pytest.approx(1.0), "among_candidates": 2, "chance": pytest.approx((1 / 2 + 1 / 3) / 2)}
     assert scored["4"]["right"] == 0 and scored["4"]["among_candidates"] == 0
+    # by hand: the candidates' first samples and scores; at one sample only "x" (wrong) is offered for the first
+    replay = PIIGuesses(("a",), (("x", "a", "b"),), (np.array([0.5, 0.1, 0.3]),), (np.array([0, 1, 1]),))
+    assert budget_curve(replay, ["a"]) == [{"samples": 1, "right": 0, "among_candidates": 0, "n": 1},
+                                           {"samples": 2, "right": 1, "among_candidates": 1, "n": 1}]
+    with pytest.raises(InvalidParameterError, match="only reconstruction"):
+        budget_curve(found, ["a", "bc", "e"])
 
 
 def test_bad_input_is_typed_and_the_attacks_observe_a_model_only():

@@ -42,7 +42,8 @@ def page(tmp_path_factory, real_home, builtin):
 
 def test_the_page_has_each_table_the_plot_and_says_no_command_reruns_a_run_of_other_sizes(page):
     text, out, _ = page
-    for heading in ("## The runs and their utility", "## Canary exposure", "## Training-data extraction and PII"):
+    for heading in ("## The runs and their utility", "## Canary exposure", "## Training-data extraction and PII",
+                    "## PII inference and reconstruction"):
         assert heading in text
     assert "| 1 | 2 |" in text and "| 4 | 2 |" in text  # each insertion count with its two canaries
     assert (out / "generation_exposure.png").stat().st_size > 1000
@@ -73,3 +74,9 @@ def test_no_canary_secret_reaches_the_page(page):
 
     fmt = CanaryFormat(secrets["format"])
     assert not any(Canary(fmt, v, c).text() in text for v, c in secrets["canaries"])
+    from veil.experiments.generation.run import _planted
+
+    assert not any(p.value in text for p in _planted(TINY).pii)  # nor a planted PII value (seeded: these)
+    # the PII table: each count with its five values (one per class), chance one in a hundred
+    assert "| 1 | 5 | " in text and "| 4 | 5 | " in text and "| 1% |" in text
+

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def _exposure_plot(exposure: list[ResultRecord], out_dir: Path) -> list[str]:
 @register_renderer("generation")
 def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
-    by = {e: [r for r in recs if r.experiment == e] for e in ("utility", "canary-exposure", "extraction")}
+    by = {e: [r for r in recs if r.experiment == e] for e in ("utility", "canary-exposure", "extraction",
+                                                               "pii-inference", "pii-reconstruction")}
     lines = ["# Results: a language model fine-tuned on private text with planted secrets", "",
              "veil's causal LM (MiniLM's weights as a decoder) fine-tuned on a corpus' sentences with planted PII "
              "values and Secret Sharer canaries, each at controlled insertion counts "
@@ -157,6 +159,7 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             if shown:
                 lines += ["Examples of top samples found in the training text (a canary's secret is withheld):", ""]
                 lines += [f"- ({r}) `{t}`" for r, t in shown] + [""]
+    lines += _pii_section(by["pii-inference"], by["pii-reconstruction"])
     commits = sorted({r.git_commit for r in recs})
     lines += [f"Commits: {', '.join(commits)}."]
     commands, other = _commands(by["utility"], f"results/{method}")
@@ -165,3 +168,53 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                       f"CLI's), so no command below reruns them: {'; '.join(other)}."]
     lines += regenerate_section(commands, method)
     return "\n".join(lines)
+
+
+def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecord]) -> list[str]:
+    """PII inference and reconstruction per run: the share guessed right per insertion count, chance, the tests."""
+    if not inference and not reconstruction:
+        return []
+    lines = ["## PII inference and reconstruction", "",
+             "Lukas et al.'s attacks, given a training sentence with one planted PII value masked: inference fills "
+             "it with each of a list of candidates (the true value among values of its class and variant, none of "
+             "them planted) and guesses the likeliest filled sentence; reconstruction ranks cuts of what the model "
+             "writes after the text before the mask. Right: the guess equals the value, lowercased with spaces "
+             "removed.", ""]
+    runs = {json.dumps(r.config["run"], sort_keys=True): r.config["run"] for r in inference + reconstruction}
+    for key, run in runs.items():
+        inf = next((r for r in inference if json.dumps(r.config["run"], sort_keys=True) == key), None)
+        rec = next((r for r in reconstruction if json.dumps(r.config["run"], sort_keys=True) == key), None)
+        counts = sorted({int(c) for r in (inf, rec) if r is not None for c in r.extra["per_count"]})
+        lines += [f"**{_label(run)}**", "",
+                  "| copies | values | inference: right | chance | p (binomial, > chance) | reconstruction: right | "
+                  "true value among its candidates |", "|---:|---:|---|---:|---:|---|---:|"]
+        for c in counts:
+            a = inf.extra["per_count"].get(str(c)) if inf else None
+            b = rec.extra["per_count"].get(str(c)) if rec else None
+            n = (a or b)["n"]
+            p = inf.extra["tests"].get(str(c), {}).get("p_value") if inf else None
+            chance = f"{a['chance']:.0%}" if a else "–"
+            shown_p = f"{p:.2g}" if p is not None else "–"
+            among = b["among_candidates"] if b else "–"
+            lines.append(f"| {c} | {n} | {_share(a)} | {chance} | {shown_p} | {_share(b)} | {among} |")
+        lines.append("")
+        for name, r in (("inference", inf), ("reconstruction", rec)):
+            test = r.extra["tests"].get("duplication") if r else None
+            if test:
+                lines.append(f"- {name}: {test['name']}, {test['hypothesis']}: p = {test['p_value']:.2g}.")
+            if r:
+                each = ", ".join(f"{e} {v['right']}/{v['n']}" for e, v in r.extra["per_entity"].items())
+                lines.append(f"- {name}, right per class: {each}.")
+            if r and r.extra.get("budget"):
+                curve = "; ".join(f"{p['samples']}: {p['right']} right, true value offered {p['among_candidates']}"
+                                  for p in r.extra["budget"])
+                lines.append(f"- {name} replayed at smaller sample budgets (of {r.extra['budget'][0]['n']} values; "
+                             f"samples: right, true value among the candidates): {curve}.")
+        lines.append("")
+    return lines
+
+
+def _share(row: dict | None) -> str:
+    if row is None:
+        return "–"
+    return f"{row['right']} ({100 * row['share']:.1f} [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}] %)"

@@ -80,6 +80,9 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     assert all(row["chance"] == pytest.approx(0.01) for row in inference.extra["per_count"].values())
     assert {"1", "2", "duplication"} == set(inference.extra["tests"]) and set(reconstruction.extra["tests"]) == \
         {"duplication"}
+    # reconstruction samples at most the run's sampling budget, and replays it at every smaller power of two
+    assert reconstruction.config["attack"]["samples"] == TINY.samples == 8
+    assert [p["samples"] for p in reconstruction.extra["budget"]] == [1, 2, 4, 8] and inference.extra["budget"] is None
     assert set(exposure.metrics) == {"exposure@1", "exposure@2"}
     assert all(m.n == 2 and 0 <= m.mean <= exposure.extra["cap_bits"] + 1e-9 for m in exposure.metrics.values())
     assert exposure.extra["test"]["name"] == "one-sided Mann-Whitney U"
@@ -97,6 +100,13 @@ def test_the_attack_records_hold_no_planted_secret(trained):
         assert not any(t in written for t in texts), part
         assert not any(v in written for v in values), part
     assert attack_lm_run(TINY, results, "extraction")[0].created == extraction.created  # kept
+    # a reconstruction record of another sample budget (the code's, not a field of the run) is not reused
+    import veil.experiments.generation.run as run_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run_module, "PII_SAMPLES", 4)
+        with pytest.raises(StaleResultError, match="samples: stored 8, requested 4"):
+            attack_lm_run(TINY, results, "pii-reconstruction")
 
 
 def test_a_missing_or_damaged_model_is_a_typed_error_naming_the_command(trained):

@@ -30,7 +30,7 @@ import numpy as np
 from veil.attacks.base import Attack, ThreatModel
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["MASK", "PIIGuesses", "PIIInference", "PIIReconstruction", "score_pii", "same_value"]
+__all__ = ["MASK", "PIIGuesses", "PIIInference", "PIIReconstruction", "score_pii", "budget_curve", "same_value"]
 
 #: where the value stands in a masked sentence
 MASK = "[MASK]"
@@ -55,11 +55,14 @@ def _templates(templates: Any) -> tuple[str, ...]:
 @dataclass(frozen=True, repr=False)
 class PIIGuesses:
     """What either attack recovers: per template, its ``guesses`` (the likeliest candidate), the ``candidates`` it
-    ranked and their ``scores`` (log-perplexities of the filled sentences, lower is likelier)."""
+    ranked and their ``scores`` (log-perplexities of the filled sentences, lower is likelier); reconstruction's
+    ``origins`` say which sample first gave each candidate, so :func:`budget_curve` can replay smaller budgets."""
 
     guesses: tuple[str, ...]
     candidates: tuple[tuple[str, ...], ...]
     scores: tuple[np.ndarray, ...]
+    #: reconstruction only: per template, the sample each candidate first came from (its budget curve)
+    origins: tuple[np.ndarray, ...] | None = None
 
     def __repr__(self) -> str:
         return f"PIIGuesses({len(self.guesses)} masked sentences, {sum(map(len, self.candidates)):,} candidates)"
@@ -195,14 +198,20 @@ class PIIReconstruction(Attack):
 
     def run(self, observation: Any) -> PIIGuesses:
         _access(observation, self.name)
-        candidates = []
+        candidates, origins = [], []
         for i, template in enumerate(self.templates):
             prefix, suffix = template.split(MASK)
             drawn = observation.sample(self.samples, prompt=prefix, max_tokens=self.max_tokens, top_k=self.top_k,
                                        temperature=self.temperature, seed=self.seed * 100_003 + i)
-            found = [c for s in drawn for c in _cuts(_after_prompt(s, prefix), suffix, self.max_words)]
-            candidates.append(tuple(dict.fromkeys(found)) or ("",))
-        return _rank(observation, self.templates, candidates, self.batch_size)
+            first: dict[str, int] = {}
+            for j, sample in enumerate(drawn):
+                for cut in _cuts(_after_prompt(sample, prefix), suffix, self.max_words):
+                    first.setdefault(cut, j)
+            first = first or {"": 0}
+            candidates.append(tuple(first))
+            origins.append(np.array(list(first.values()), dtype=np.int64))
+        ranked = _rank(observation, self.templates, candidates, self.batch_size)
+        return PIIGuesses(ranked.guesses, ranked.candidates, ranked.scores, tuple(origins))
 
 
 def score_pii(found: PIIGuesses, truth: Any, counts: Any = None) -> dict[str, Any]:
@@ -227,4 +236,30 @@ def score_pii(found: PIIGuesses, truth: Any, counts: Any = None) -> dict[str, An
         out[str(c)] = {"n": len(idx), "right": k, "share": k / len(idx), "ci_low": low, "ci_high": high,
                        "among_candidates": int(sum(offered[i] for i in idx)),
                        "chance": float(np.mean([1 / len(found.candidates[i]) for i in idx]))}
+    return out
+
+
+def budget_curve(found: PIIGuesses, truth: Any, budgets: Any = None) -> list[dict[str, Any]]:
+    """Reconstruction replayed at smaller sample budgets (each a prefix of the samples it drew, so one run gives the
+    whole curve): per budget, how many guesses are right and how often the true value is among the candidates.
+    ``budgets``: None for 1, 2, 4, ... up to the samples drawn. Whether the curve has flattened at the budget used
+    says whether more samples would have found more."""
+    if found.origins is None:
+        raise InvalidParameterError("only reconstruction's guesses have a sample budget to replay")
+    truth = list(truth) if isinstance(truth, (list, tuple)) else None
+    if truth is None or len(truth) != len(found.guesses):
+        raise InvalidParameterError(f"give one true value (str) per masked sentence ({len(found.guesses)})")
+    drawn = 1 + max(int(o.max()) for o in found.origins)
+    if budgets is None:
+        budgets = sorted({*(2 ** k for k in range(drawn.bit_length()) if 2 ** k <= drawn), drawn})
+    out = []
+    for b in budgets:
+        right = among = 0
+        for cs, sc, org, t in zip(found.candidates, found.scores, found.origins, truth):
+            keep = np.flatnonzero(org < b)
+            if keep.size == 0:
+                continue
+            among += any(same_value(cs[i], t) for i in keep)
+            right += same_value(cs[keep[int(np.argmin(sc[keep]))]], t)
+        out.append({"samples": int(b), "right": int(right), "among_candidates": int(among), "n": len(truth)})
     return out

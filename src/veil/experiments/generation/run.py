@@ -27,8 +27,9 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   planted PII value, a training text that holds it with the value masked; inference ranks
   :data:`PII_CANDIDATES` values of the same class and variant (the true one and others drawn as the corpus draws
   them, none of them planted), reconstruction ranks what it samples after the text before the mask
-  (:data:`PII_SAMPLES` samples); the share guessed right per insertion count (Wilson 95%), each with a one-sided
-  binomial test against chance (inference) or a one-sided Fisher test of the largest count against one copy.
+  (:data:`PII_SAMPLES` samples, replayed at every smaller power of two: its budget curve); the share guessed right
+  per insertion count (Wilson 95%), with a one-sided binomial test against chance (inference) and a one-sided Fisher
+  test of the largest count against one copy.
 
 Records go to ``<results>/<run id>.<part>.json``; one of the same configuration and the same trained model (its
 sha256) is kept, one of another configuration is refused unless ``force``.
@@ -59,8 +60,8 @@ ATTACKS = ("canary-exposure", "extraction", "pii-inference", "pii-reconstruction
 _BOOT = 2000
 #: PII inference: candidate values per masked sentence, the true one among them (Lukas et al.'s 100)
 PII_CANDIDATES = 100
-#: PII reconstruction: continuations sampled after the text before each mask
-PII_SAMPLES = 16
+#: PII reconstruction: continuations sampled after the text before each mask (at most the run's ``samples``)
+PII_SAMPLES = 64
 
 
 @dataclass(frozen=True)
@@ -250,11 +251,28 @@ def _perplexity(lm: Any, texts: list[str], seed: int) -> Metric:
                   ci_high=float(high), ci_level=0.95)
 
 
-def _reuse(path: Path, run: LMRun, sha: str | None, force: bool) -> ResultRecord | None:
+def _budget(run: LMRun, attack: str) -> dict[str, Any]:
+    """The attack budgets that are not fields of the run, as each attack's record states them."""
+    if attack == "pii-inference":
+        return {"candidates_each": [PII_CANDIDATES]}
+    if attack == "pii-reconstruction":
+        return {"samples": min(PII_SAMPLES, run.samples)}
+    return {}
+
+
+def _reuse(path: Path, run: LMRun, sha: str | None, force: bool, attack: str) -> ResultRecord | None:
+    """The kept record of this run, model and attack budget, if there is one (another is refused unless force)."""
     from veil.outputs import existing_record
 
-    requested = {"run": run.identity(), "model_sha256": sha}
-    return existing_record(path, requested, force=force)
+    budget = _budget(run, attack)
+    requested = {"run": run.identity(), "model_sha256": sha, **budget}
+
+    def view(config: Mapping[str, Any]) -> dict[str, Any]:
+        stated = config.get("attack") or {}
+        return {"run": config.get("run"), "model_sha256": config.get("model_sha256"),
+                **{k: stated.get(k) for k in budget}}
+
+    return existing_record(path, requested, force=force, view=view)
 
 
 def train_lm_run(run: LMRun, results: str | os.PathLike, *, force: bool = False,
@@ -316,7 +334,7 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
     out = []
     for attack in attacks:
         path = record_path(results, run, attack)
-        kept = _reuse(path, run, manifest["sha256"], force)
+        kept = _reuse(path, run, manifest["sha256"], force, attack)
         if kept is not None:
             log(f"kept {path}")
             out.append(kept)
@@ -473,7 +491,7 @@ def pii_candidates(run: LMRun, planted: Any, values: list[Any], n: int = PII_CAN
 def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: str) -> ResultRecord:
     from scipy.stats import binomtest, fisher_exact
 
-    from veil.attacks.generation.pii import PIIInference, PIIReconstruction, same_value, score_pii
+    from veil.attacks.generation.pii import PIIInference, PIIReconstruction, budget_curve, same_value, score_pii
 
     start = time.perf_counter()
     if not planted.pii:
@@ -482,7 +500,7 @@ def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: st
     if attack == "pii-inference":
         made = PIIInference(templates, pii_candidates(run, planted, values))
     else:
-        made = PIIReconstruction(templates, samples=PII_SAMPLES, seed=run.seed)
+        made = PIIReconstruction(templates, samples=_budget(run, attack)["samples"], seed=run.seed)
     found = made.run(_access(lm, manifest))
     counts = [p.count for p in values]
     scored = score_pii(found, [p.value for p in values], counts)
@@ -512,4 +530,6 @@ def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: st
                         metrics, time.perf_counter() - start,
                         extra={"per_count": scored, "per_entity": by_entity, "tests": tests,
                                "criterion": "a guess equal to the planted value, lowercased with every space removed",
-                               "candidates_per_sentence": [len(c) for c in found.candidates]})
+                               "candidates_per_sentence": [len(c) for c in found.candidates],
+                               "budget": None if found.origins is None else
+                               budget_curve(found, [p.value for p in values])})
