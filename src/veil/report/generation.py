@@ -210,6 +210,15 @@ def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecor
                                   for p in r.extra["budget"])
                 lines.append(f"- {name} replayed at smaller sample budgets (of {r.extra['budget'][0]['n']} values; "
                              f"samples: right, true value among the candidates): {curve}.")
+                if len(r.extra["budget"]) > 1:
+                    half, full = r.extra["budget"][-2], r.extra["budget"][-1]
+                    grew = full["among_candidates"] > half["among_candidates"] or full["right"] > half["right"]
+                    lines.append(f"- {name}: " + (
+                        f"the curve has not flattened (doubling the samples from {half['samples']} to "
+                        f"{full['samples']} still found more): this budget is not a verdict, and more samples would "
+                        f"offer more true values." if grew else
+                        f"the curve is flat over the last doubling of samples ({half['samples']} to "
+                        f"{full['samples']})."))
         lines.append("")
     return lines
 
