@@ -63,3 +63,17 @@ def test_bad_input_is_typed_before_any_work():
         build_planted(42)
     with pytest.raises(DataFormatError, match="too few"):
         build_planted("rt-polarity", n_heldout=20_000)
+
+
+def test_the_canaries_planted_before_rebuild_the_same_corpus_and_others_are_refused(builtin):
+    builtin("rt-polarity")
+    first = build_planted("rt-polarity", counts=(1, 2), pii_per_count=1, canaries_per_count=2, n_heldout=50,
+                          n_train=100, seed=4)
+    again = build_planted("rt-polarity", counts=(1, 2), pii_per_count=1, canaries_per_count=2, n_heldout=50,
+                          n_train=100, seed=4, canaries=list(first.canaries))
+    assert again.train == first.train and again.heldout == first.heldout
+    with pytest.raises(InvalidParameterError, match="give 2 canaries at each count of \\[1, 2\\]"):
+        build_planted("rt-polarity", counts=(1, 2), pii_per_count=1, canaries_per_count=2, n_heldout=50,
+                      n_train=100, seed=4, canaries=list(first.canaries)[:3])
+    with pytest.raises(InvalidParameterError, match="list of veil.corpora.canaries.Canary"):
+        build_planted("rt-polarity", counts=(1, 2), canaries_per_count=2, canaries=["my pin is 1 2 3"])

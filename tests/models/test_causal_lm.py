@@ -40,3 +40,52 @@ def test_bad_input_is_a_typed_error():
         sample(lm, 1, max_tokens=2, min_tokens=3)
     fixed = sample(lm, 2, prompt="a", max_tokens=5, min_tokens=5, seed=3)  # [SEP] held back: five new pieces each
     assert all(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) >= 5 for t in fixed)
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_and_ends_where_an_uninterrupted_one_does(public, tmp_path):
+    import torch
+
+    whole = build_causal_lm(max_tokens=16)
+    losses = train_steps(whole, public, steps=6, batch_size=4, lr=1e-4, seed=2)
+    state = tmp_path / "state.pt"
+
+    def stop_at_five(line):
+        if line.startswith("causal LM: step 5/"):
+            raise _Stop
+
+    cut = build_causal_lm(max_tokens=16)
+    with pytest.raises(_Stop):
+        train_steps(cut, public, steps=6, batch_size=4, lr=1e-4, seed=2, checkpoint=state, save_every=2,
+                    log=stop_at_five)
+    assert state.is_file()  # saved at step 4, before the stop
+    lines = []
+    again = build_causal_lm(max_tokens=16)
+    resumed = train_steps(again, public, steps=6, batch_size=4, lr=1e-4, seed=2, checkpoint=state, save_every=2,
+                          log=lines.append)
+    assert "causal LM: resumed at step 4/6" in lines and not state.exists()  # removed once the run is done
+    assert resumed == losses
+    for (name, a), b in zip(whole.net.state_dict().items(), again.net.state_dict().values()):
+        assert torch.equal(a, b), name
+    with pytest.raises(InvalidParameterError, match="save_every"):
+        train_steps(again, public, steps=2, save_every=0, checkpoint=state)
+
+
+def test_a_checkpoint_of_another_run_is_refused(public, tmp_path):
+    state = tmp_path / "state.pt"
+    lm = build_causal_lm(max_tokens=16)
+
+    def stop(line):
+        if line.startswith("causal LM: step 3/"):
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train_steps(lm, public, steps=4, batch_size=2, seed=1, checkpoint=state, save_every=2, log=stop)
+    with pytest.raises(DataFormatError, match="belongs to a run of 4 steps, not 9; delete"):
+        train_steps(build_causal_lm(max_tokens=16), public, steps=9, batch_size=2, seed=1, checkpoint=state)
+    state.write_bytes(b"not a torch file")
+    with pytest.raises(DataFormatError, match="damaged or not a file veil wrote"):
+        train_steps(build_causal_lm(max_tokens=16), public, steps=4, batch_size=2, seed=1, checkpoint=state)

@@ -301,6 +301,8 @@ _REGISTRY = LazyRegistry("attack", {
     "invert-bag-of-words": "veil.attacks.inversion.baselines:BagOfWords",
     "canary-exposure": "veil.attacks.generation.exposure:CanaryExposure",
     "extraction": "veil.attacks.generation.extraction:TrainingDataExtraction",
+    "pii-inference": "veil.attacks.generation.pii:PIIInference",
+    "pii-reconstruction": "veil.attacks.generation.pii:PIIReconstruction",
 })
 
 

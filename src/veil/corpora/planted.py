@@ -94,9 +94,12 @@ def _counts(counts: Any) -> tuple[int, ...]:
 
 def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), pii_per_count: int = 4,
                   entities: Any = DEFAULT_ENTITIES, canary_format: str = DEFAULT_CANARY, canaries_per_count: int = 10,
-                  n_heldout: int = 500, n_train: int | None = None, seed: int = 0) -> PlantedCorpus:
+                  n_heldout: int = 500, n_train: int | None = None, seed: int = 0,
+                  canaries: Any = None) -> PlantedCorpus:
     """The planted corpus (module docstring). ``base``: a built-in corpus name or a loaded
-    :class:`~veil.corpora.base.Corpus`; ``pii_per_count`` or ``canaries_per_count`` 0 plants none of that kind."""
+    :class:`~veil.corpora.base.Corpus`; ``pii_per_count`` or ``canaries_per_count`` 0 plants none of that kind.
+    ``canaries``: the canaries to plant instead of fresh ones (a resumed run's, which the auditor kept): as many of
+    ``canary_format`` at each count as ``canaries_per_count`` asks, so the same call builds the same corpus."""
     from veil.corpora.pii_injection import ENTITY_CLASSES, TEMPLATES, VARIANTS, _fill, _Values, base_sentences
 
     counts = _counts(counts)
@@ -137,9 +140,23 @@ def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), 
                     template = TEMPLATES[entity][int(rng.integers(len(TEMPLATES[entity])))]
                     planted_texts.append(_fill(template, value, next(hosts))[0])
                 pii.append(PlantedPII(entity, variant, value, count))
-    canaries = make_canaries(fmt.template, counts, canaries_per_count) if canaries_per_count else []
+    if canaries is None:
+        canaries = make_canaries(fmt.template, counts, canaries_per_count) if canaries_per_count else []
+    else:
+        canaries = _given(canaries, fmt, counts, canaries_per_count)
     for canary in canaries:
         planted_texts += [canary.text()] * canary.count
     train = plain + planted_texts
     train = [train[i] for i in rng.permutation(len(train))]
     return PlantedCorpus(tuple(train), heldout, tuple(pii), tuple(canaries), corpus.name, counts, seed)
+
+
+def _given(canaries: Any, fmt: CanaryFormat, counts: tuple[int, ...], per_count: int) -> list[Canary]:
+    out = list(canaries) if isinstance(canaries, (list, tuple)) else None
+    if out is None or not all(isinstance(c, Canary) for c in out):
+        raise InvalidParameterError("canaries must be a list of veil.corpora.canaries.Canary (the ones planted before)")
+    if any(c.format != fmt for c in out) or len({c.value for c in out}) != len(out):
+        raise InvalidParameterError(f"every given canary must be of the format {fmt.template!r}, each value distinct")
+    if sorted(c.count for c in out) != sorted(c for c in counts for _ in range(per_count)):
+        raise InvalidParameterError(f"give {per_count} canaries at each count of {list(counts)}, as planted before")
+    return out

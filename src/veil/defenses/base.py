@@ -246,8 +246,10 @@ class GenerativeModelDefense(Defense):
     abstract: ClassVar[bool] = True
 
     @abstractmethod
-    def train_lm(self, texts: Any) -> Any:
-        """The language model the owner releases, fine-tuned on ``texts`` (the private training texts)."""
+    def train_lm(self, texts: Any, *, checkpoint: Any = None, log: Any = None) -> Any:
+        """The language model the owner releases, fine-tuned on ``texts`` (the private training texts).
+        ``checkpoint``: a file the training saves its state to and resumes from (None: not resumable); ``log``:
+        a callable given progress lines."""
 
 
 #: release kind -> the base class whose abstract method is the kind's verb (``updates`` has no registered defense

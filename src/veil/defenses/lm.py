@@ -77,13 +77,18 @@ class PlainFineTuning(GenerativeModelDefense):
                 "max_tokens": self.max_tokens, "init_seed": self.init_seed,
                 "order": "os-entropy" if self._seed is None else f"seed {self._seed}"}
 
-    def train_lm(self, texts: Any) -> TrainedLM:
-        """Fine-tune a fresh causal LM on ``texts`` (a list of strings) for ``steps`` steps; the released model."""
+    def train_lm(self, texts: Any, *, checkpoint: Any = None, log: Any = None) -> TrainedLM:
+        """Fine-tune a fresh causal LM on ``texts`` (a list of strings) for ``steps`` steps; the released model.
+        ``checkpoint`` (a file) makes the run resumable; it needs a seeded order (``rng``), since a run drawn from
+        OS entropy cannot be resumed to the same model."""
         from veil.models.causal_lm import build_causal_lm, train_steps
 
+        if checkpoint is not None and self._seed is None:
+            raise InvalidParameterError("a resumable run (checkpoint=...) needs a seeded batch order: give rng=SEED")
         start = time.perf_counter()
         lm = build_causal_lm(max_tokens=self.max_tokens, seed=self.init_seed)
         seed = secrets.randbits(31) if self._seed is None else self._seed
-        losses = train_steps(lm, texts, steps=self.steps, batch_size=self.batch_size, lr=self.lr, seed=seed)
+        losses = train_steps(lm, texts, steps=self.steps, batch_size=self.batch_size, lr=self.lr, seed=seed,
+                             checkpoint=checkpoint, log=log)
         return TrainedLM(lm=lm, guarantee=self.guarantee, config=self.config(), losses=tuple(losses),
                          n_train=len(texts), seconds=time.perf_counter() - start)

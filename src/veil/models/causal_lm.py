@@ -11,13 +11,15 @@ functions: scores of given texts, and (later) samples; the training text never r
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "train_steps", "sample"]
+__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "token_nll", "train_steps", "sample"]
 
 
 class CausalLM:
@@ -78,6 +80,22 @@ def _token_nll(lm: CausalLM, texts: list[str]) -> tuple[Any, Any]:
     return (nll * keep).sum(1), keep.sum(1)
 
 
+def token_nll(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: the summed negative log-likelihood of its predicted tokens (nats) and their number; a corpus'
+    per-token perplexity is ``exp(nll.sum() / count.sum())``."""
+    import torch
+
+    texts = _texts(texts, "texts")
+    lm.net.eval()
+    nll, count = [], []
+    with torch.no_grad():
+        for i in range(0, len(texts), batch_size):
+            total, n = _token_nll(lm, texts[i:i + batch_size])
+            nll.append(total.double().numpy())
+            count.append(n.numpy())
+    return np.concatenate(nll), np.concatenate(count).astype(np.int64)
+
+
 def log_perplexities(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> np.ndarray:
     """Each text's log-perplexity under ``lm``: its mean negative log-likelihood per predicted token (nats)."""
     import torch
@@ -93,9 +111,15 @@ def log_perplexities(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> np.nd
 
 
 def train_steps(lm: CausalLM, texts: Any, *, steps: int, batch_size: int = 16, lr: float = 1e-4, seed: int = 0,
-                log: Callable[[str], None] | None = None) -> list[float]:
+                log: Callable[[str], None] | None = None, checkpoint: str | os.PathLike | None = None,
+                save_every: int = 50) -> list[float]:
     """Fine-tune ``lm`` on ``texts`` for exactly ``steps`` AdamW steps (batches drawn uniformly with ``seed``);
-    returns the training loss (mean NLL per token) of each step."""
+    returns the training loss (mean NLL per token) of each step.
+
+    ``checkpoint``: a file where the run's whole state (weights, optimiser, both generators, losses, the step) is
+    saved atomically every ``save_every`` steps; a run that finds it resumes there and ends where an uninterrupted
+    run ends. It belongs to these ``texts`` and this seed: the caller keys it by them (a file of another run,
+    per its step count or size, is refused). The file is removed once the run is done."""
     import torch
 
     from veil.validation import check_int
@@ -103,22 +127,69 @@ def train_steps(lm: CausalLM, texts: Any, *, steps: int, batch_size: int = 16, l
     texts = _texts(texts, "texts")
     steps = check_int("steps", steps, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    save_every = check_int("save_every", save_every, minimum=1)
     if not (np.isfinite(lr) and 0 < lr <= 1):
         raise InvalidParameterError(f"lr must be in (0, 1], got {lr}")
     gen = np.random.default_rng(seed)
     opt = torch.optim.AdamW(lm.net.parameters(), lr=lr)
     lm.net.train()
-    losses = []
+    losses: list[float] = []
     with torch.random.fork_rng():  # dropout's draws: reproducible per seed, torch's global generator untouched
         torch.manual_seed(int(gen.integers(2**31)))
-        _steps(lm, texts, opt, gen, steps, batch_size, losses, log)
+        start = 0
+        if checkpoint is not None and Path(checkpoint).is_file():
+            start = _resume(lm, opt, gen, losses, Path(checkpoint), steps, log)
+        _steps(lm, texts, opt, gen, range(start, steps), batch_size, losses, log,
+               None if checkpoint is None else (Path(checkpoint), save_every))
     lm.net.eval()
+    if checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)
     return losses
 
 
-def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, steps: int, batch_size: int, losses: list[float],
-           log: Callable[[str], None] | None) -> None:
-    for step in range(steps):
+_STATE_KEYS = ("net", "opt", "torch_rng", "numpy_rng", "losses", "step", "steps")
+
+
+def _resume(lm: CausalLM, opt: Any, gen: Any, losses: list[float], path: Path, steps: int,
+            log: Callable[[str], None] | None) -> int:
+    import json
+
+    import torch
+
+    from veil.models.files import load_tensors
+
+    fix = f"delete {path} to train from the start"
+    state = load_tensors(path, what="the causal LM's training state", fix=fix, keys=_STATE_KEYS)
+    if int(state["steps"]) != steps or not 0 < int(state["step"]) <= steps:
+        raise DataFormatError(f"the causal LM's training state {path} belongs to a run of {int(state['steps'])} "
+                              f"steps, not {steps}; {fix}")
+    lm.net.load_state_dict(state["net"])
+    opt.load_state_dict(state["opt"])
+    torch.set_rng_state(state["torch_rng"])
+    gen.bit_generator.state = json.loads(state["numpy_rng"])
+    losses.extend(float(x) for x in state["losses"])
+    if log is not None:
+        log(f"causal LM: resumed at step {int(state['step'])}/{steps}")
+    return int(state["step"])
+
+
+def _save(lm: CausalLM, opt: Any, gen: Any, losses: list[float], path: Path, step: int, steps: int) -> None:
+    import json
+
+    import torch
+
+    from veil._io import atomic_write
+
+    with atomic_write(path, "wb") as fh:
+        torch.save({"net": lm.net.state_dict(), "opt": opt.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "numpy_rng": json.dumps(gen.bit_generator.state), "losses": torch.tensor(losses),
+                    "step": step, "steps": steps}, fh)
+
+
+def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, todo: range, batch_size: int, losses: list[float],
+           log: Callable[[str], None] | None, save: tuple[Path, int] | None) -> None:
+    steps = todo.stop
+    for step in todo:
         batch = [texts[i] for i in gen.integers(0, len(texts), size=min(batch_size, len(texts)))]
         total, count = _token_nll(lm, batch)
         loss = total.sum() / count.sum()
@@ -128,6 +199,8 @@ def _steps(lm: CausalLM, texts: list[str], opt: Any, gen: Any, steps: int, batch
         losses.append(float(loss.detach()))
         if log is not None and (step + 1) % max(1, steps // 10) == 0:
             log(f"causal LM: step {step + 1}/{steps}, loss {losses[-1]:.3f}")
+        if save is not None and (step + 1) % save[1] == 0 and step + 1 < steps:
+            _save(lm, opt, gen, losses, save[0], step + 1, steps)
 
 
 def sample(lm: CausalLM, n: int, *, prompt: str = "", max_tokens: int = 32, min_tokens: int = 0, top_k: int = 40,

@@ -7,6 +7,7 @@ from veil.report import gradients as _gradients  # noqa: E402,F401  (registers i
 from veil.report import inversion as _inversion  # noqa: E402,F401  (registers its renderer)
 from veil.report import dpsgd as _dpsgd  # noqa: E402,F401  (registers the dpsgd and membership pages)
 from veil.report import federated as _federated  # noqa: E402,F401  (registers its renderer)
+from veil.report import generation as _generation  # noqa: E402,F401  (registers its renderer)
 from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)
 from veil.report import redaction as _redaction  # noqa: E402,F401  (registers its renderer)
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)

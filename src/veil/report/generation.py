@@ -1,0 +1,229 @@
+"""``docs/results/generation.md``: what a language model fine-tuned on a corpus with planted secrets gives away
+(records of ``veil lm train`` and ``veil lm attack``, :mod:`veil.experiments.generation`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from veil.report.markdown import regenerate_section, register_renderer
+from veil.results import ResultRecord
+
+__all__ = ["generation_page"]
+
+
+def _ci(m: Any, scale: float = 1.0, digits: int = 1) -> str:
+    if m.ci_low is None or m.ci_high is None:
+        return f"{scale * m.mean:.{digits}f}"
+    return f"{scale * m.mean:.{digits}f} [{scale * m.ci_low:.{digits}f}, {scale * m.ci_high:.{digits}f}]"
+
+
+def _label(run: dict[str, Any]) -> str:
+    extra = "".join(f", {k}={v}" for k, v in sorted((run.get("settings") or {}).items()))
+    return f"{run['defense']}{extra}, {run['steps']} steps"
+
+
+def _size(run: dict[str, Any]) -> str | None:
+    """``"--quick"`` or ``""`` when the run has the sizes of QUICK or of the default run (the CLI's two; corpus,
+    defense, steps and seed are options of their own), else None: a run made through the Python API."""
+    from veil.experiments.generation import QUICK, LMRun
+
+    own = ("corpus", "defense", "steps", "seed")
+    for flag, sizes in ((" --quick", QUICK), ("", LMRun())):
+        if all(run.get(k) == v for k, v in sizes.training().items() if k not in own) and \
+                all(run.get(k) == getattr(sizes, k) for k in ("candidates", "samples", "top")):
+            return flag
+    return None
+
+
+def _commands(recs: list[ResultRecord], results: str) -> tuple[list[str], list[str]]:
+    """The commands that rerun the CLI's runs, and the labels of the runs made otherwise."""
+    out, other = [], []
+    for rec in recs:
+        run = rec.config["run"]
+        flag = _size(run)
+        if flag is None:
+            other.append(_label(run))
+            continue
+        base = (f"--corpus {run['corpus']} --defense {run['defense']} --steps {run['steps']} --seed {run['seed']}"
+                f"{flag} --results {results}")
+        out += [f"veil lm train {base}", f"veil lm attack {base}"]
+    return out, other
+
+
+def _exposure_plot(exposure: list[ResultRecord], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from veil._io import atomic_write
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, rec in enumerate(exposure):
+        counts = sorted(int(k.split("@")[1]) for k in rec.metrics)
+        ms = [rec.metrics[f"exposure@{c}"] for c in counts]
+        err = [[m.mean - m.ci_low for m in ms], [m.ci_high - m.mean for m in ms]]
+        ax.errorbar(counts, [m.mean for m in ms], yerr=err, marker="o", capsize=3, color=f"C{i}",
+                    label=_label(rec.config["run"]))
+        for c in counts:
+            ax.scatter([c] * len(rec.metrics[f"exposure@{c}"].values), rec.metrics[f"exposure@{c}"].values, s=8,
+                       color=f"C{i}", alpha=0.35)
+        ax.axhline(rec.extra["cap_bits"], color=f"C{i}", ls=":", lw=0.8)
+    ax.axhline(1.0, color="black", ls=(0, (1, 3)), lw=0.8)
+    ax.annotate("a value never planted: about 1 bit", (1, 1.0), fontsize=7, va="bottom")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("copies of the canary in the training text")
+    ax.set_ylabel("exposure (bits)")
+    ax.set_title("Canary exposure against insertion count (dotted: the estimate's cap)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "generation_exposure.png"
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+    return [f"![canary exposure against insertion count]({path.name})", ""]
+
+
+@register_renderer("generation")
+def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
+    recs = [r for _, r in records]
+    by = {e: [r for r in recs if r.experiment == e] for e in ("utility", "canary-exposure", "extraction",
+                                                               "pii-inference", "pii-reconstruction")}
+    lines = ["# Results: a language model fine-tuned on private text with planted secrets", "",
+             "veil's causal LM (MiniLM's weights as a decoder) fine-tuned on a corpus' sentences with planted PII "
+             "values and Secret Sharer canaries, each at controlled insertion counts "
+             "([docs/generation.md](../generation.md) says how the corpus, the model and the attacks are made). "
+             "Intervals are 95%: bootstrap over held-out texts (perplexity) or over the canaries of one count "
+             "(exposure), Wilson over samples or values (extraction, PII recall).", ""]
+    if by["utility"]:
+        lines += ["## The runs and their utility", "",
+                  "| corpus | defense | train texts | words | planted texts | steps | held-out texts | held-out "
+                  "perplexity | before fine-tuning | guarantee |", "|---|---|---:|---:|---:|---:|---:|---|---|---|"]
+        for rec in by["utility"]:
+            run, about = rec.config["run"], rec.extra["corpus"]
+            guarantee = rec.extra.get("guarantee")
+            said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
+            lines.append(f"| {run['corpus']} | {run['defense']} | {about['train_texts']:,} | "
+                         f"{about['train_words']:,} | {about['planted_texts']:,} | {run['steps']:,} | "
+                         f"{about['heldout_texts']:,} | {_ci(rec.metrics['heldout_perplexity'])} | "
+                         f"{_ci(rec.metrics['base_perplexity'], digits=0)} | {said} |")
+        lines += [""]
+    if by["canary-exposure"]:
+        lines += ["## Canary exposure", "",
+                  "Exposure = log2 |R| - log2 rank of the canary among the values of its format, estimated from "
+                  "values drawn uniformly (the plain estimate counts them, so it cannot exceed the cap; the "
+                  "skew-normal extrapolation, a model of the scores, is in the records). A value the model never saw "
+                  "scores about 1 bit.", ""]
+        for rec in by["canary-exposure"]:
+            run, att = rec.config["run"], rec.config["attack"]
+            counts = sorted(int(k.split("@")[1]) for k in rec.metrics)
+            lines += [f"**{_label(run)}**: format `{att['template']}`, |R| = {att['space']:,}, "
+                      f"{att['candidates']:,} values scored (cap {rec.extra['cap_bits']:.1f} bits).", "",
+                      "| copies | canaries | exposure (bits) | each canary | guessed outright |",
+                      "|---:|---:|---|---|---:|"]
+            for c in counts:
+                m, row = rec.metrics[f"exposure@{c}"], rec.extra["per_count"][str(c)]
+                each = ", ".join(f"{v:.1f}" for v in row["exposures"])
+                lines.append(f"| {c} | {m.n} | {_ci(m)} | {each} | {row['guessed']} |")
+            test = rec.extra.get("test")
+            if test:
+                lines += ["", f"{test['name']}: {test['hypothesis']}: difference of means "
+                              f"{test['difference_of_means']:.1f} bits, p = {test['p_value']:.2g}."]
+            lines.append("")
+        lines += _exposure_plot(by["canary-exposure"], out_dir)
+    if by["extraction"]:
+        lines += ["## Training-data extraction and PII", ""]
+        for rec in by["extraction"]:
+            att = rec.config["attack"]
+            lines += [f"**{_label(rec.config['run'])}**: {att['samples']:,} samples of at most {att['max_tokens']} "
+                      f"word pieces (top-{att['top_k']}, temperature {att['temperature']:g}); "
+                      f"{rec.extra['distinct_samples']:,} distinct. Criterion: {rec.extra['criterion']}.", "",
+                      "| ranking | top samples | found in the training text |", "|---|---:|---|"]
+            for name, m in rec.metrics.items():
+                if name.startswith("precision@"):
+                    lines.append(f"| {name.split('@')[1]} | {m.n} | {_ci(m, 100)} % |")
+            lines += ["", "| copies of each PII value | values planted | written out in a sample |", "|---:|---:|---|"]
+            for c, row in sorted(rec.extra["pii"].items(), key=lambda kv: int(kv[0])):
+                m = rec.metrics.get(f"pii_recall@{c}")
+                shown = _ci(m, 100) + " %" if m is not None else "–"
+                lines.append(f"| {c} | {row['planted']} | {row['written']} ({shown}) |")
+            lines += ["", f"Canaries written out whole in a sample: {rec.extra['canaries_written']}.", ""]
+            found = sum(len(ts) for ts in rec.extra["extracted"].values())
+            if not found:
+                lines += ["No top sample was found in the training text under either ranking: this model does not "
+                          "write its training text out verbatim, so what it memorised shows only in the canaries' "
+                          "exposure growing with their insertion count (above), not as extractable text.", ""]
+            shown = [(r, t) for r, ts in rec.extra["extracted"].items() for t in ts[:5]]
+            if shown:
+                lines += ["Examples of top samples found in the training text (a canary's secret is withheld):", ""]
+                lines += [f"- ({r}) `{t}`" for r, t in shown] + [""]
+    lines += _pii_section(by["pii-inference"], by["pii-reconstruction"])
+    commits = sorted({r.git_commit for r in recs})
+    lines += [f"Commits: {', '.join(commits)}."]
+    commands, other = _commands(by["utility"], f"results/{method}")
+    if other:
+        lines += ["", f"Made through the Python API (`veil.experiments.generation.LMRun` with other sizes than the "
+                      f"CLI's), so no command below reruns them: {'; '.join(other)}."]
+    lines += regenerate_section(commands, method)
+    return "\n".join(lines)
+
+
+def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecord]) -> list[str]:
+    """PII inference and reconstruction per run: the share guessed right per insertion count, chance, the tests."""
+    if not inference and not reconstruction:
+        return []
+    lines = ["## PII inference and reconstruction", "",
+             "Lukas et al.'s attacks, given a training sentence with one planted PII value masked: inference fills "
+             "it with each of a list of candidates (the true value among values of its class and variant, none of "
+             "them planted) and guesses the likeliest filled sentence; reconstruction ranks cuts of what the model "
+             "writes after the text before the mask. Right: the guess equals the value, lowercased with spaces "
+             "removed.", ""]
+    runs = {json.dumps(r.config["run"], sort_keys=True): r.config["run"] for r in inference + reconstruction}
+    for key, run in runs.items():
+        inf = next((r for r in inference if json.dumps(r.config["run"], sort_keys=True) == key), None)
+        rec = next((r for r in reconstruction if json.dumps(r.config["run"], sort_keys=True) == key), None)
+        counts = sorted({int(c) for r in (inf, rec) if r is not None for c in r.extra["per_count"]})
+        lines += [f"**{_label(run)}**", "",
+                  "| copies | values | inference: right | chance | p (binomial, > chance) | reconstruction: right | "
+                  "true value among its candidates |", "|---:|---:|---|---:|---:|---|---:|"]
+        for c in counts:
+            a = inf.extra["per_count"].get(str(c)) if inf else None
+            b = rec.extra["per_count"].get(str(c)) if rec else None
+            n = (a or b)["n"]
+            p = inf.extra["tests"].get(str(c), {}).get("p_value") if inf else None
+            chance = f"{a['chance']:.0%}" if a else "–"
+            shown_p = f"{p:.2g}" if p is not None else "–"
+            among = b["among_candidates"] if b else "–"
+            lines.append(f"| {c} | {n} | {_share(a)} | {chance} | {shown_p} | {_share(b)} | {among} |")
+        lines.append("")
+        for name, r in (("inference", inf), ("reconstruction", rec)):
+            test = r.extra["tests"].get("duplication") if r else None
+            if test:
+                lines.append(f"- {name}: {test['name']}, {test['hypothesis']}: p = {test['p_value']:.2g}.")
+            if r:
+                each = ", ".join(f"{e} {v['right']}/{v['n']}" for e, v in r.extra["per_entity"].items())
+                lines.append(f"- {name}, right per class: {each}.")
+            if r and r.extra.get("budget"):
+                curve = "; ".join(f"{p['samples']}: {p['right']} right, true value offered {p['among_candidates']}"
+                                  for p in r.extra["budget"])
+                lines.append(f"- {name} replayed at smaller sample budgets (of {r.extra['budget'][0]['n']} values; "
+                             f"samples: right, true value among the candidates): {curve}.")
+                if len(r.extra["budget"]) > 1:
+                    half, full = r.extra["budget"][-2], r.extra["budget"][-1]
+                    grew = full["among_candidates"] > half["among_candidates"] or full["right"] > half["right"]
+                    lines.append(f"- {name}: " + (
+                        f"the curve has not flattened (doubling the samples from {half['samples']} to "
+                        f"{full['samples']} still found more): this budget is not a verdict, and more samples would "
+                        f"offer more true values." if grew else
+                        f"the curve is flat over the last doubling of samples ({half['samples']} to "
+                        f"{full['samples']})."))
+        lines.append("")
+    return lines
+
+
+def _share(row: dict | None) -> str:
+    if row is None:
+        return "–"
+    return f"{row['right']} ({100 * row['share']:.1f} [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}] %)"

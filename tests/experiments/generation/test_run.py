@@ -1,0 +1,131 @@
+"""veil.experiments.generation: a run trains once (cached, checked by sha256), records its utility, keeps a record
+of the same configuration and refuses one of another, and its attack records never hold a planted secret."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import stat
+
+import pytest
+
+from veil.errors import DataFormatError, InvalidParameterError, ResourceMissingError, StaleResultError
+from veil.experiments.generation import LMRun, attack_lm_run, load_run_model, record_path, run_folder, train_lm_run
+
+TINY = LMRun(steps=4, batch_size=4, max_tokens=16, n_train=40, n_heldout=20, counts=(1, 2), canaries_per_count=2,
+             pii_per_count=1, candidates=50, samples=8, top=4)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, real_home, builtin):
+    """A VEIL_HOME with the real corpora and encoders, and an empty place for the run's model."""
+    import os
+
+    builtin("rt-polarity")
+    root = tmp_path_factory.mktemp("home")
+    for sub in ("corpora", "encoders", "downloads"):
+        if (real_home / sub).exists():
+            (root / sub).symlink_to(real_home / sub)
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(root)
+    yield root
+    if old is None:
+        del os.environ["VEIL_HOME"]
+    else:
+        os.environ["VEIL_HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def trained(home, tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    lines: list[str] = []
+    rec = train_lm_run(TINY, results, log=lines.append)
+    return results, rec, lines
+
+
+def test_training_records_the_held_out_perplexity_and_keeps_the_model_with_its_canaries_private(trained):
+    results, rec, lines = trained
+    assert any(line.startswith("training lm-plain on ") for line in lines)
+    assert record_path(results, TINY, "utility").is_file() and rec.experiment == "utility"
+    for name in ("heldout_perplexity", "base_perplexity"):
+        m = rec.metrics[name]
+        assert m.n == TINY.n_heldout and m.ci_low <= m.mean <= m.ci_high and m.mean > 1
+    # four steps on the private domain already beat MiniLM's weights read as a decoder, never trained to be one
+    assert rec.metrics["heldout_perplexity"].ci_high < rec.metrics["base_perplexity"].ci_low
+    folder = run_folder(TINY)
+    secret = folder / "canaries.secret.json"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert not (folder / "state.pt").exists()  # the resume state goes once the run is done
+    assert len(rec.extra["losses"]) == TINY.steps and rec.extra["corpus"]["canaries_per_count"] == {"1": 2, "2": 2}
+
+
+def test_a_second_call_keeps_the_record_and_another_configuration_is_refused(trained):
+    results, rec, _ = trained
+    lines: list[str] = []
+    again = train_lm_run(TINY, results, log=lines.append)
+    assert again.created == rec.created and lines[0].startswith("kept ")
+    other = dataclasses.replace(TINY, n_heldout=21)  # the same record path, another configuration
+    with pytest.raises(StaleResultError, match="--force"):
+        train_lm_run(other, results)
+
+
+def test_the_attack_records_hold_no_planted_secret(trained):
+    results, _, _ = trained
+    recs = attack_lm_run(TINY, results)
+    assert [r.experiment for r in recs] == ["canary-exposure", "extraction", "pii-inference", "pii-reconstruction"]
+    exposure, extraction, inference, reconstruction = recs
+    assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
+    assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
+    assert inference.extra["candidates_per_sentence"] == [100] * 10  # five classes, one value at each of two counts
+    assert all(row["chance"] == pytest.approx(0.01) for row in inference.extra["per_count"].values())
+    assert {"1", "2", "duplication"} == set(inference.extra["tests"]) and set(reconstruction.extra["tests"]) == \
+        {"duplication"}
+    # reconstruction samples at most the run's sampling budget, and replays it at every smaller power of two
+    assert reconstruction.config["attack"]["samples"] == TINY.samples == 8
+    assert [p["samples"] for p in reconstruction.extra["budget"]] == [1, 2, 4, 8] and inference.extra["budget"] is None
+    assert set(exposure.metrics) == {"exposure@1", "exposure@2"}
+    assert all(m.n == 2 and 0 <= m.mean <= exposure.extra["cap_bits"] + 1e-9 for m in exposure.metrics.values())
+    assert exposure.extra["test"]["name"] == "one-sided Mann-Whitney U"
+    assert {"precision@perplexity", "precision@zlib", "pii_recall@1", "pii_recall@2"} <= set(extraction.metrics)
+    secrets = json.loads((run_folder(TINY) / "canaries.secret.json").read_text())["canaries"]
+    from veil.corpora.canaries import Canary, CanaryFormat
+
+    fmt = CanaryFormat(json.loads((run_folder(TINY) / "canaries.secret.json").read_text())["format"])
+    texts = [Canary(fmt, v, c).text() for v, c in secrets]
+    from veil.experiments.generation.run import _planted
+
+    values = [p.value for p in _planted(TINY).pii]  # seeded: the values this run planted
+    for part in ("utility", "canary-exposure", "extraction", "pii-inference", "pii-reconstruction"):
+        written = record_path(results, TINY, part).read_text()
+        assert not any(t in written for t in texts), part
+        assert not any(v in written for v in values), part
+    assert attack_lm_run(TINY, results, "extraction")[0].created == extraction.created  # kept
+    # a reconstruction record of another sample budget (the code's, not a field of the run) is not reused
+    import veil.experiments.generation.run as run_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run_module, "PII_SAMPLES", 4)
+        with pytest.raises(StaleResultError, match="samples: stored 8, requested 4"):
+            attack_lm_run(TINY, results, "pii-reconstruction")
+
+
+def test_a_missing_or_damaged_model_is_a_typed_error_naming_the_command(trained):
+    other = dataclasses.replace(TINY, seed=9)
+    with pytest.raises(ResourceMissingError, match="veil lm train --corpus rt-polarity --defense lm-plain"):
+        load_run_model(other)
+    weights = run_folder(TINY) / "model.safetensors"
+    kept = weights.read_bytes()
+    try:
+        weights.write_bytes(kept[: len(kept) // 2])
+        with pytest.raises(DataFormatError, match="damaged"):
+            load_run_model(TINY)
+    finally:
+        weights.write_bytes(kept)
+
+
+def test_bad_runs_are_refused_before_any_work(home, tmp_path):
+    with pytest.raises(InvalidParameterError, match="not a language model; use one of lm-plain"):
+        train_lm_run(dataclasses.replace(TINY, defense="dpsgd"), tmp_path)
+    with pytest.raises(InvalidParameterError, match="the language-model attacks are canary-exposure, extraction"):
+        attack_lm_run(TINY, tmp_path, ["membership-loss"])
+    assert not any(tmp_path.iterdir())

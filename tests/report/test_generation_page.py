@@ -1,0 +1,82 @@
+"""docs/results/generation.md is rendered from the records of a real (tiny) run: its tables, the exposure plot and
+commands that rerun the run; and no planted secret reaches the page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from veil.experiments.generation import LMRun, attack_lm_run, run_folder, train_lm_run
+from veil.report import render_method
+
+TINY = LMRun(steps=2, batch_size=4, max_tokens=16, n_train=30, n_heldout=12, counts=(1, 4), canaries_per_count=2,
+             pii_per_count=1, candidates=40, samples=6, top=3, seed=3)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory, real_home, builtin):
+    import os
+
+    builtin("rt-polarity")
+    home = tmp_path_factory.mktemp("home")
+    for sub in ("corpora", "encoders", "downloads"):
+        if (real_home / sub).exists():
+            (home / sub).symlink_to(real_home / sub)
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(home)
+    try:
+        results = tmp_path_factory.mktemp("results") / "generation"
+        train_lm_run(TINY, results)
+        attack_lm_run(TINY, results)
+        out = tmp_path_factory.mktemp("pages")
+        [path] = render_method(results, out)
+        secrets = json.loads((run_folder(TINY) / "canaries.secret.json").read_text())
+    finally:
+        if old is None:
+            del os.environ["VEIL_HOME"]
+        else:
+            os.environ["VEIL_HOME"] = old
+    return path.read_text(), out, secrets
+
+
+def test_the_page_has_each_table_the_plot_and_says_no_command_reruns_a_run_of_other_sizes(page):
+    text, out, _ = page
+    for heading in ("## The runs and their utility", "## Canary exposure", "## Training-data extraction and PII",
+                    "## PII inference and reconstruction"):
+        assert heading in text
+    assert "| 1 | 2 |" in text and "| 4 | 2 |" in text  # each insertion count with its two canaries
+    assert (out / "generation_exposure.png").stat().st_size > 1000
+    assert "one-sided Mann-Whitney U: canaries planted 4x are more exposed than canaries planted 1x" in text
+    assert "Made through the Python API" in text and "lm-plain, 2 steps" in text and "veil lm train" not in text
+    # the sentence that says nothing was extracted follows the record, whichever way it went
+    found = "Examples of top samples found in the training text" in text
+    assert ("No top sample was found in the training text" in text) is not found
+
+
+def test_a_run_of_the_clis_sizes_gets_the_commands_that_rerun_it():
+    import dataclasses
+
+    from veil.experiments.generation import QUICK
+    from veil.report.generation import _commands
+
+    class Rec:
+        config = {"run": dataclasses.replace(QUICK, steps=5, seed=2).identity()}
+
+    commands, other = _commands([Rec()], "results/generation")
+    run = "--corpus rt-polarity --defense lm-plain --steps 5 --seed 2 --quick --results results/generation"
+    assert other == [] and commands == [f"veil lm train {run}", f"veil lm attack {run}"]
+
+
+def test_no_canary_secret_reaches_the_page(page):
+    text, _, secrets = page
+    from veil.corpora.canaries import Canary, CanaryFormat
+
+    fmt = CanaryFormat(secrets["format"])
+    assert not any(Canary(fmt, v, c).text() in text for v, c in secrets["canaries"])
+    from veil.experiments.generation.run import _planted
+
+    assert not any(p.value in text for p in _planted(TINY).pii)  # nor a planted PII value (seeded: these)
+    # the PII table: each count with its five values (one per class), chance one in a hundred
+    assert "| 1 | 5 | " in text and "| 4 | 5 | " in text and "| 1% |" in text
+
