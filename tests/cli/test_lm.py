@@ -13,7 +13,8 @@ import pytest
     (("lm", "train", "--corpus", "no-such-corpus"), "no-such-corpus"),
     (("lm", "train", "--defense", "dpsgd"), "lm-plain"),
     (("lm", "train", "--steps", "0"), "--steps"),
-    (("lm", "attack", "--attacks", "membership-loss"), "canary-exposure, extraction"),
+    (("lm", "attack", "--attacks", "membership-loss"), "canary-exposure, extraction, pii-inference"),
+    (("lm", "attack", "--attacks", "extraction,extraction"), "names one twice"),
 ])
 def test_bad_input_is_refused_before_any_work(cli, args, match):
     cli(*args, "--results", "out", match=match)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from veil.cli.common import ForceOpt, JsonOpt, console, echo_json
+from veil.cli.common import ForceOpt, JsonOpt, console, echo_json, parse_names
 
 __all__ = ["register", "lm_app"]
 
@@ -77,11 +77,7 @@ def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", 
     """Attack the run's trained model (`veil lm train` first); one record per attack."""
     from veil.experiments.generation import ATTACKS, attack_lm_run, record_path, load_run_model
 
-    names = [a.strip() for a in attacks.split(",") if a.strip()]
-    bad = [a for a in names if a not in ATTACKS]
-    if bad or not names:
-        raise typer.BadParameter(f"--attacks: unknown {', '.join(bad) or '(none given)'}; choose from "
-                                 f"{', '.join(ATTACKS)}")
+    names = parse_names(attacks, "--attacks", valid=ATTACKS, what="attack")
     run = _run(corpus, defense, steps, seed, quick)
     root = _root(results)
     load_run_model(run)  # no trained model: the typed error naming `veil lm train`, before any work
