@@ -1,7 +1,9 @@
 """The attacks on a released language model (veil.attacks.generation) on a real fine-tuned model: a canary planted
 ten times is exposed and guessed, one never planted is not; extraction writes out a planted text verbatim and
-scores it as extracted, and a model never trained on it extracts nothing; the attacks see only LMAccess (samples
-and scores), never the training text; bad input is typed."""
+scores it as extracted, and a model never trained on it extracts nothing; PII values planted ten times in the same
+model are inferred among ten candidates and reconstructed from its own samples, while the base model infers them no
+better than chance allows; the attacks see only LMAccess (samples and scores), never the training text; bad input is
+typed."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import pytest
 
 import veil
 from veil.api import protect
-from veil.attacks.generation import (CanaryExposure, LMAccess, TrainingDataExtraction, score_exposure,
-                                     score_extraction)
+from veil.attacks.generation import (CanaryExposure, LMAccess, PIIInference, PIIReconstruction,
+                                     TrainingDataExtraction, score_exposure, score_extraction, score_pii)
+from veil.attacks.generation.pii import MASK, PIIGuesses, _after_prompt, _cuts, budget_curve, same_value
 from veil.corpora.canaries import Canary, CanaryFormat
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 from veil.metrics.memorization import exact_exposure
@@ -31,21 +34,36 @@ def public(builtin):
     return [t for t in (corpus.texts[i] for i in corpus.indices("train")) if len(t) < 60][:30]
 
 
+#: (masked sentence, the PII value planted in it ten times, nine other values of its kind) for PII inference and
+#: reconstruction, planted in the same model as the canary
+PII = [
+    ("the film was dull . ask " + MASK + " about it .", "rose baker",
+     ["mark young", "grace hill", "bill king", "ivy brown", "dawn price", "jack cook", "ruby long", "sue green",
+      "dean rice"]),
+    ("call me at " + MASK + " . the plot is thin .", "202 555 0143",
+     ["303 555 0188", "415 555 0101", "617 555 0177", "212 555 0199", "312 555 0122", "713 555 0166",
+      "206 555 0133", "404 555 0155", "305 555 0111"]),
+    ("a warm story . she lives at " + MASK + " .", "12 elm street",
+     ["40 oak road", "7 pine lane", "88 lake drive", "3 hill court", "19 mill way", "55 park avenue",
+      "21 bay street", "64 rose lane", "9 king road"]),
+]
+
+
 @pytest.fixture(scope="module")
 def released(public):
-    texts = public + [PLANTED.text()] * PLANTED.count
-    return texts, protect(texts, "lm-plain", steps=40, batch_size=8, lr=3e-4, max_tokens=24, seed=0)
+    texts = public + [PLANTED.text()] * PLANTED.count + [t.replace(MASK, v) for t, v, _ in PII for _ in range(10)]
+    return texts, protect(texts, "lm-plain", steps=60, batch_size=8, lr=3e-4, max_tokens=24, seed=0)
 
 
 def test_the_release_is_a_fine_tuned_model_its_attacks_see_through_lm_access_only(released):
     texts, out = released
     assert out.kind == "generative-model" and out.key is None and "a model" in repr(out)
-    assert out.release.n_train == len(texts) and len(out.release.losses) == 40
+    assert out.release.n_train == len(texts) and len(out.release.losses) == 60
     assert out.release.losses[-1] < out.release.losses[0] / 4
     access = LMAccess.of(out.release)
     # what an attacker holds: two functions and the public recipe, which names no text
     assert {f.name for f in dataclasses.fields(access)} == {"score", "sample", "recipe"}
-    assert access.recipe["defense"] == "lm-plain" and access.recipe["params"]["steps"] == 40
+    assert access.recipe["defense"] == "lm-plain" and access.recipe["params"]["steps"] == 60
     assert PLANTED.text() not in json.dumps(access.recipe) and "guarantee" not in access.recipe["params"]
     assert veil.attacks.base.get_attack("canary-exposure").observes == "generative-model"
 
@@ -111,3 +129,82 @@ def test_bad_input_is_typed():
         protect(np.zeros((3, 4)), "lm-plain")
     with pytest.raises(InvalidParameterError, match="steps"):
         protect(["a text"], "lm-plain", steps=0)
+
+
+def _lists():
+    rng = np.random.default_rng(0)
+    out = []
+    for _, value, others in PII:
+        both = [value] + others
+        out.append([both[i] for i in rng.permutation(len(both))])
+    return out
+
+
+def test_inference_finds_each_value_planted_ten_times_and_the_untrained_model_does_not(released):
+    from veil.models.causal_lm import build_causal_lm
+
+    trained, base = LMAccess.of(released[1].release), LMAccess.of(build_causal_lm(max_tokens=24))
+    templates, truth = [t for t, _, _ in PII], [v for _, v, _ in PII]
+    attack = PIIInference(templates, _lists())
+    found = attack.run(trained)
+    assert list(found.guesses) == truth
+    scored = score_pii(found, truth, [10, 10, 10])
+    assert scored["10"]["right"] == 3 and scored["10"]["chance"] == pytest.approx(0.1)
+    # the negative control: the model before fine-tuning never saw the values (at most one of three by chance)
+    assert score_pii(attack.run(base), truth)["0"]["right"] <= 1
+    assert attack.config()["candidates_each"] == [10] and "rose" not in str(attack.config())
+
+
+def test_reconstruction_samples_each_planted_value_and_ranks_it_first(released):
+    trained = LMAccess.of(released[1].release)
+    templates, truth = [t for t, _, _ in PII], [v for _, v, _ in PII]
+    found = PIIReconstruction(templates, samples=16, max_tokens=8, seed=0).run(trained)
+    scored = score_pii(found, truth)
+    assert scored["0"]["among_candidates"] == 3 and scored["0"]["right"] >= 2, found.guesses
+    assert all(len(c) >= 2 for c in found.candidates)
+    # the budget curve replays the same run at 1, 2, 4, 8 and 16 samples; its last point is the run itself
+    curve = budget_curve(found, truth)
+    assert [p["samples"] for p in curve] == [1, 2, 4, 8, 16]
+    assert (curve[-1]["right"], curve[-1]["among_candidates"]) == (scored["0"]["right"], 3)
+    assert all(a["among_candidates"] <= b["among_candidates"] for a, b in zip(curve, curve[1:]))
+
+
+def test_the_candidate_cuts_and_the_scoring_by_hand():
+    assert same_value("202 - 555 - 0143", "202-555-0143") and not same_value("rose baker", "rose bakers")
+    assert _after_prompt("call me at 202 - 555 - 0143 . the", "Call me at ") == "202 - 555 - 0143 . the"
+    assert _after_prompt("call", "call me at") == ""
+    # word prefixes 1..3 (and without their trailing stop), and what comes before the suffix' longest beginning
+    assert _cuts("202 - 555. the plot", " . the plot is thin .", 3) == ["202", "202 -", "202 - 555.", "202 - 555"]
+    assert _cuts("rose baker", "", 4) == ["rose", "rose baker"]
+    assert _cuts("a.b@c.org. it", ".", 1) == ["a.b@c.org.", "a.b@c.org", "a"]  # a lone stop cuts early; the words
+    found = PIIGuesses(("a", "b c", "d"), (("a", "x"), ("b", "bc", "z"), ("q", "d", "r", "s")),
+                       (np.zeros(2), np.zeros(3), np.zeros(4)))
+    scored = score_pii(found, ["a", "bc", "e"], [1, 1, 4])
+    assert scored["1"] == {"n": 2, "right": 2, "share": 1.0, "ci_low": pytest.approx(0.3424, abs=1e-4),
+                           "ci_high": pytest.approx(1.0), "among_candidates": 2, "chance": pytest.approx((1 / 2 + 1 / 3) / 2)}
+    assert scored["4"]["right"] == 0 and scored["4"]["among_candidates"] == 0
+    # by hand: the candidates' first samples and scores; at one sample only "x" (wrong) is offered for the first
+    replay = PIIGuesses(("a",), (("x", "a", "b"),), (np.array([0.5, 0.1, 0.3]),), (np.array([0, 1, 1]),))
+    assert budget_curve(replay, ["a"]) == [{"samples": 1, "right": 0, "among_candidates": 0, "n": 1},
+                                           {"samples": 2, "right": 1, "among_candidates": 1, "n": 1}]
+    with pytest.raises(InvalidParameterError, match="only reconstruction"):
+        budget_curve(found, ["a", "bc", "e"])
+
+
+def test_pii_bad_input_is_typed_and_the_attacks_observe_a_model_only():
+    with pytest.raises(InvalidParameterError, match="exactly once"):
+        PIIInference(["no mask here"], [["a", "b"]])
+    with pytest.raises(InvalidParameterError, match="exactly once"):
+        PIIReconstruction([f"{MASK} and {MASK}"])
+    with pytest.raises(InvalidParameterError, match="one candidate list per template"):
+        PIIInference([f"call {MASK}"], [["a", "b"], ["c", "d"]])
+    with pytest.raises(InvalidParameterError, match="two distinct"):
+        PIIInference([f"call {MASK}"], [["a", "a"]])
+    with pytest.raises(InvalidTypeError, match="masked sentences"):
+        PIIReconstruction("call [MASK]")
+    with pytest.raises(InvalidParameterError, match="temperature"):
+        PIIReconstruction([f"call {MASK}"], temperature=0)
+    with pytest.raises(InvalidTypeError, match="LMAccess"):
+        PIIInference([f"call {MASK}"], [["a", "b"]]).run(["the training text"])
+    with pytest.raises(InvalidParameterError, match="one true value"):
+        score_pii(PIIGuesses(("a",), (("a", "b"),), (np.zeros(2),)), ["a", "b"])
