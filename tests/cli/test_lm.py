@@ -44,3 +44,9 @@ def test_the_quick_run_trains_and_is_attacked_through_the_cli(tmp_path, monkeypa
     rows = json.loads(captured.out)
     assert [r["experiment"] for r in rows] == ["extraction"] and "wrote " in captured.err
     assert all(json.loads(Path(r["path"]).read_text())["method"] == "generation" for r in rows)
+    assert rows[0]["kept"] is False
+    # a second call keeps the record, and says so rather than "wrote"
+    assert main(["lm", "attack", "--quick", "--steps", "2", "--attacks", "extraction", "--results", str(out),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[0]["kept"] is True and "wrote " not in captured.err and "; kept " in captured.err

@@ -44,9 +44,25 @@ def _root(results: Path | None) -> Path:
     return check_output_dir(results if results is not None else default_results_dir("generation"))
 
 
-def _row(rec: Any, path: Path) -> dict[str, Any]:
-    return {"path": str(path), "experiment": rec.experiment,
+def _row(rec: Any, path: Path, kept: bool) -> dict[str, Any]:
+    return {"path": str(path), "experiment": rec.experiment, "kept": kept,
             "metrics": {k: m.to_dict() for k, m in rec.metrics.items()}}
+
+
+def _logger(say: Any) -> tuple[Any, set[str]]:
+    """A log that prints each line and remembers the records the library kept rather than wrote."""
+    kept: set[str] = set()
+
+    def log(line: str) -> None:
+        if line.startswith("kept "):
+            kept.add(line.split()[1])
+        say.print(line, highlight=False, soft_wrap=True)
+
+    return log, kept
+
+
+def _done(path: Path, kept: set[str]) -> str:
+    return f"kept {path} (same configuration and model)" if str(path) in kept else f"wrote {path}"
 
 
 @lm_app.command("train")
@@ -59,12 +75,13 @@ def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", s
     run = _run(corpus, defense, steps, seed, quick)
     root = _root(results)
     say = console(as_json)
-    rec = train_lm_run(run, root, force=force, log=lambda line: say.print(line, highlight=False, soft_wrap=True))
+    log, kept = _logger(say)
+    rec = train_lm_run(run, root, force=force, log=log)
     path = record_path(root, run, "utility")
     say.print(f"held-out perplexity {rec.metrics['heldout_perplexity']} (before fine-tuning "
-              f"{rec.metrics['base_perplexity']}); wrote {path}", highlight=False, soft_wrap=True)
+              f"{rec.metrics['base_perplexity']}); {_done(path, kept)}", highlight=False, soft_wrap=True)
     if as_json:
-        echo_json([_row(rec, path)])
+        echo_json([_row(rec, path, str(path) in kept)])
 
 
 @lm_app.command("attack")
@@ -82,14 +99,14 @@ def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", 
     root = _root(results)
     load_run_model(run)  # no trained model: the typed error naming `veil lm train`, before any work
     say = console(as_json)
-    recs = attack_lm_run(run, root, names, force=force,
-                         log=lambda line: say.print(line, highlight=False, soft_wrap=True))
+    log, kept = _logger(say)
+    recs = attack_lm_run(run, root, names, force=force, log=log)
     rows = []
     for rec in recs:
         path = record_path(root, run, rec.experiment)
         shown = ", ".join(f"{k} {m}" for k, m in rec.metrics.items())
-        say.print(f"{rec.experiment}: {shown}; wrote {path}", highlight=False, soft_wrap=True)
-        rows.append(_row(rec, path))
+        say.print(f"{rec.experiment}: {shown}; {_done(path, kept)}", highlight=False, soft_wrap=True)
+        rows.append(_row(rec, path, str(path) in kept))
     if as_json:
         echo_json(rows)
 

@@ -76,8 +76,9 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     exposure, extraction, inference, reconstruction = recs
     assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
     assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
-    assert inference.extra["candidates_per_sentence"] == [100] * 10  # five classes, one value at each of two counts
-    assert all(row["chance"] == pytest.approx(0.01) for row in inference.extra["per_count"].values())
+    # five classes, one value at each of two counts; at most the run's candidates (50) each
+    assert inference.extra["candidates_per_sentence"] == [50] * 10
+    assert all(row["chance"] == pytest.approx(0.02) for row in inference.extra["per_count"].values())
     assert {"1", "2", "duplication"} == set(inference.extra["tests"]) and set(reconstruction.extra["tests"]) == \
         {"duplication"}
     # reconstruction samples at most the run's sampling budget, and replays it at every smaller power of two

@@ -58,7 +58,8 @@ METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
 ATTACKS = ("canary-exposure", "extraction", "pii-inference", "pii-reconstruction")
 _BOOT = 2000
-#: PII inference: candidate values per masked sentence, the true one among them (Lukas et al.'s 100)
+#: PII inference: candidate values per masked sentence, the true one among them (Lukas et al.'s 100; at most the
+#: run's ``candidates``)
 PII_CANDIDATES = 100
 #: PII reconstruction: continuations sampled after the text before each mask (at most the run's ``samples``)
 PII_SAMPLES = 64
@@ -254,7 +255,7 @@ def _perplexity(lm: Any, texts: list[str], seed: int) -> Metric:
 def _budget(run: LMRun, attack: str) -> dict[str, Any]:
     """The attack budgets that are not fields of the run, as each attack's record states them."""
     if attack == "pii-inference":
-        return {"candidates_each": [PII_CANDIDATES]}
+        return {"candidates_each": [min(PII_CANDIDATES, run.candidates)]}
     if attack == "pii-reconstruction":
         return {"samples": min(PII_SAMPLES, run.samples)}
     return {}
@@ -498,7 +499,8 @@ def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: st
         raise InvalidParameterError("this run planted no PII value (pii_per_count 0): nothing to infer")
     templates, values = pii_targets(run, planted)
     if attack == "pii-inference":
-        made = PIIInference(templates, pii_candidates(run, planted, values))
+        n = _budget(run, attack)["candidates_each"][0]
+        made = PIIInference(templates, pii_candidates(run, planted, values, n=n))
     else:
         made = PIIReconstruction(templates, samples=_budget(run, attack)["samples"], seed=run.seed)
     found = made.run(_access(lm, manifest))
