@@ -97,6 +97,8 @@ def _case(name, texts, news, trees, neural_model):
         "multidetask": (None, {}), "grl": (None, {}), "generation": (None, {}), "decluster": (None, {}),
         "leace": (None, {}),
         "lm-plain": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
+        "lm-scrub": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
+        "lm-dedup": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
     }[name]
 
 

@@ -61,6 +61,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "dpsgd": {**_TRAINING, "epsilon": 8.0, "clip": 1.0, "accountant": "prv"},  # epsilon: the bench's (quick) target
     "texthide-model": {**_TRAINING, "m": 256, "k": 4},
     "lm-plain": {"steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},  # veil.defenses.lm
+    "lm-scrub": {"operator": "type", "model": "sm", "steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},
+    "lm-dedup": {"steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},
 }
 _COMMON = {"seed": None}
 #: how many public texts fill TextHide's inter-mode slots (the quick bench's)

@@ -280,6 +280,8 @@ _REGISTRY = LazyRegistry("defense", {
     "dpsgd": "veil.defenses.dpsgd:DPSGD",
     "texthide-model": "veil.defenses.texthide.model:TextHideTraining",
     "lm-plain": "veil.defenses.lm:PlainFineTuning",
+    "lm-scrub": "veil.defenses.lm:ScrubbedFineTuning",
+    "lm-dedup": "veil.defenses.lm:DeduplicatedFineTuning",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",
