@@ -37,11 +37,11 @@ def page(tmp_path_factory, real_home, builtin):
             del os.environ["VEIL_HOME"]
         else:
             os.environ["VEIL_HOME"] = old
-    return path.read_text(), out, secrets
+    return path.read_text(), out, secrets, results
 
 
 def test_the_page_has_each_table_the_plot_and_says_no_command_reruns_a_run_of_other_sizes(page):
-    text, out, _ = page
+    text, out, _, _ = page
     for heading in ("## The runs and their utility", "## Canary exposure", "## Training-data extraction and PII",
                     "## PII inference and reconstruction"):
         assert heading in text
@@ -69,7 +69,7 @@ def test_a_run_of_the_clis_sizes_gets_the_commands_that_rerun_it():
 
 
 def test_no_canary_secret_reaches_the_page(page):
-    text, _, secrets = page
+    text, _, secrets, _ = page
     from veil.corpora.canaries import Canary, CanaryFormat
 
     fmt = CanaryFormat(secrets["format"])
@@ -80,3 +80,26 @@ def test_no_canary_secret_reaches_the_page(page):
     # the PII table: each count with its five values (one per class), chance one in the run's 40 candidates
     assert "| 1 | 5 | " in text and "| 4 | 5 | " in text and "| 2% |" in text
 
+
+
+def test_runs_of_the_same_size_are_set_side_by_side_one_row_per_defense(page, tmp_path):
+    """The tiny run's records, copied as if a second defense had made them (the renderer reads only what the
+    records say), give one table with a row per defense; a run alone gets no such table."""
+    from veil.results import ResultRecord
+
+    text, _, _, results = page
+    assert "## Defenses side by side" not in text  # one run: nothing to set beside it
+    both = tmp_path / "generation"
+    both.mkdir()
+    for path in results.glob("*.json"):
+        rec = ResultRecord.read(path)
+        rec.write(both / path.name)
+        rec.config["run"]["defense"] = "lm-dedup"
+        rec.write(both / path.name.replace("lm-plain", "lm-dedup"))
+    [out] = render_method(both, tmp_path / "pages")
+    text = out.read_text()
+    table = text[text.index("## Defenses side by side"):text.index("## Canary exposure")]
+    rows = [line for line in table.splitlines() if line.startswith("| lm-")]
+    assert [r.split(" | ")[0] for r in rows] == ["| lm-plain, 2 steps", "| lm-dedup, 2 steps"]
+    assert "exposure ×4 (bits)" in table and "PII inference ×1" in table and rows[0].split(" | ")[2:] == \
+        rows[1].split(" | ")[2:]  # the same records, the same cells

@@ -110,6 +110,7 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                          f"{about['heldout_texts']:,} | {_ci(rec.metrics['heldout_perplexity'])} | "
                          f"{_ci(rec.metrics['base_perplexity'], digits=0)} | {said} |")
         lines += [""]
+    lines += _side_by_side(by)
     if by["canary-exposure"]:
         lines += ["## Canary exposure", "",
                   "Exposure = log2 |R| - log2 rank of the canary among the values of its format, estimated from "
@@ -227,3 +228,51 @@ def _share(row: dict | None) -> str:
     if row is None:
         return "–"
     return f"{row['right']} ({100 * row['share']:.1f} [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}] %)"
+
+
+def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
+    """The defenses of runs of the same size in one table: utility and each attack at the largest insertion count
+    beside the smallest (groups of a single run are left to the sections below)."""
+    def key(run: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in run.items() if k not in ("defense", "settings")}, sort_keys=True)
+
+    def find(part: str, run: dict[str, Any]) -> ResultRecord | None:
+        return next((r for r in by[part] if r.config["run"] == run), None)
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for rec in by["utility"]:
+        groups.setdefault(key(rec.config["run"]), []).append(rec.config["run"])
+    lines: list[str] = []
+    for runs in groups.values():
+        if len(runs) < 2:
+            continue
+        low, high = min(runs[0]["counts"]), max(runs[0]["counts"])
+        if not lines:
+            lines += ["## Defenses side by side", "",
+                      "Runs of the same corpus, sizes, steps and seed, one row per defense: utility, then each "
+                      f"attack on what was planted {low} and {high} times (intervals as in the sections below; "
+                      "PII: share of values guessed right).", ""]
+        first = runs[0]
+        lines += [f"**{first['corpus']}, {first['steps']} steps, {first['n_train'] or 'all'} plain training texts, "
+                  f"seed {first['seed']}**", "",
+                  f"| defense | guarantee | held-out perplexity | exposure ×{low} (bits) | exposure ×{high} (bits) | "
+                  f"PII inference ×{low} | PII inference ×{high} | PII reconstruction ×{high} | "
+                  f"top-{first['top']} verbatim (perplexity) |", "|---|---|---|---|---|---|---|---|---|"]
+        for run in sorted(runs, key=lambda r: (r["defense"] != "lm-plain", r["defense"])):
+            util, exp = find("utility", run), find("canary-exposure", run)
+            inf, rec, ext = find("pii-inference", run), find("pii-reconstruction", run), find("extraction", run)
+            guarantee = util.extra.get("guarantee")
+            said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
+
+            def metric(r: ResultRecord | None, name: str, scale: float = 1.0, unit: str = "") -> str:
+                m = r.metrics.get(name) if r is not None else None
+                return "–" if m is None else _ci(m, scale) + unit
+
+            lines.append(f"| {_label(run)} | {said} | {_ci(util.metrics['heldout_perplexity'])} | "
+                         f"{metric(exp, f'exposure@{low}')} | {metric(exp, f'exposure@{high}')} | "
+                         f"{metric(inf, f'pii_inference@{low}', 100, ' %')} | "
+                         f"{metric(inf, f'pii_inference@{high}', 100, ' %')} | "
+                         f"{metric(rec, f'pii_reconstruction@{high}', 100, ' %')} | "
+                         f"{metric(ext, 'precision@perplexity', 100, ' %')} |")
+        lines.append("")
+    return lines
