@@ -43,7 +43,7 @@ def page(tmp_path_factory, real_home, builtin):
 def test_the_page_has_each_table_the_plot_and_says_no_command_reruns_a_run_of_other_sizes(page):
     text, out, _, _ = page
     for heading in ("## The runs and their utility", "## Canary exposure", "## Training-data extraction and PII",
-                    "## PII inference and reconstruction"):
+                    "## PII inference and reconstruction", "## Membership inference"):
         assert heading in text
     assert "| 1 | 2 |" in text and "| 4 | 2 |" in text  # each insertion count with its two canaries
     assert (out / "generation_exposure.png").stat().st_size > 1000

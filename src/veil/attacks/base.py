@@ -303,6 +303,8 @@ _REGISTRY = LazyRegistry("attack", {
     "extraction": "veil.attacks.generation.extraction:TrainingDataExtraction",
     "pii-inference": "veil.attacks.generation.pii:PIIInference",
     "pii-reconstruction": "veil.attacks.generation.pii:PIIReconstruction",
+    "lm-membership-loss": "veil.attacks.generation.membership:LMMembership",
+    "lm-membership-zlib": "veil.attacks.generation.membership:LMMembershipZlib",
 })
 
 

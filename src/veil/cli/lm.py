@@ -88,8 +88,8 @@ def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", s
 def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", steps: StepsOpt = None,
            seed: SeedOpt = 0, quick: QuickOpt = False,
            attacks: Annotated[str, typer.Option(help="Comma-separated: canary-exposure, extraction, pii-inference, "
-                                                     "pii-reconstruction.")]
-           = "canary-exposure,extraction,pii-inference,pii-reconstruction",
+                                                     "pii-reconstruction, membership.")]
+           = "canary-exposure,extraction,pii-inference,pii-reconstruction,membership",
            results: ResultsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
     """Attack the run's trained model (`veil lm train` first); one record per attack."""
     from veil.experiments.generation import ATTACKS, attack_lm_run, record_path, load_run_model

@@ -90,7 +90,7 @@ def _exposure_plot(exposure: list[ResultRecord], out_dir: Path) -> list[str]:
 def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_dir: Path) -> str:
     recs = [r for _, r in records]
     by = {e: [r for r in recs if r.experiment == e] for e in ("utility", "canary-exposure", "extraction",
-                                                               "pii-inference", "pii-reconstruction")}
+                                                               "pii-inference", "pii-reconstruction", "membership")}
     lines = ["# Results: a language model fine-tuned on private text with planted secrets", "",
              "veil's causal LM (MiniLM's weights as a decoder) fine-tuned on a corpus' sentences with planted PII "
              "values and Secret Sharer canaries, each at controlled insertion counts "
@@ -161,6 +161,7 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                 lines += ["Examples of top samples found in the training text (a canary's secret is withheld):", ""]
                 lines += [f"- ({r}) `{t}`" for r, t in shown] + [""]
     lines += _pii_section(by["pii-inference"], by["pii-reconstruction"])
+    lines += _membership_section(by["membership"])
     commits = sorted({r.git_commit for r in recs})
     lines += [f"Commits: {', '.join(commits)}."]
     commands, other = _commands(by["utility"], f"results/{method}")
@@ -257,10 +258,12 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
                   f"seed {first['seed']}**", "",
                   f"| defense | guarantee | held-out perplexity | exposure ×{low} (bits) | exposure ×{high} (bits) | "
                   f"PII inference ×{low} | PII inference ×{high} | PII reconstruction ×{high} | "
-                  f"top-{first['top']} verbatim (perplexity) |", "|---|---|---|---|---|---|---|---|---|"]
+                  f"top-{first['top']} verbatim (perplexity) | membership AUC (loss) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for run in sorted(runs, key=lambda r: (r["defense"] != "lm-plain", r["defense"])):
             util, exp = find("utility", run), find("canary-exposure", run)
             inf, rec, ext = find("pii-inference", run), find("pii-reconstruction", run), find("extraction", run)
+            mem = find("membership", run)
             guarantee = util.extra.get("guarantee")
             said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
 
@@ -273,6 +276,28 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
                          f"{metric(inf, f'pii_inference@{low}', 100, ' %')} | "
                          f"{metric(inf, f'pii_inference@{high}', 100, ' %')} | "
                          f"{metric(rec, f'pii_reconstruction@{high}', 100, ' %')} | "
-                         f"{metric(ext, 'precision@perplexity', 100, ' %')} |")
+                         f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', 1.0)} |")
         lines.append("")
     return lines
+
+
+def _membership_section(records: list[ResultRecord]) -> list[str]:
+    """Membership inference per run: AUC and TPR at low FPR of both scores, with the one-sided test."""
+    if not records:
+        return []
+    lines = ["## Membership inference", "",
+             "Was a text in the training set? Candidates: the held-out texts (non-members) and as many plain training "
+             "texts drawn at random (members; the planted texts left out, so both come from one randomly split pool "
+             "and the test is exact). Score: minus the log-perplexity (loss) or minus the zlib ratio. AUC 0.5 is "
+             "chance; intervals are stratified bootstrap over candidates.", "",
+             "| run | score | members | AUC | TPR at 1% FPR | TPR at 0.1% FPR | p (Mann-Whitney, one-sided) |",
+             "|---|---|---:|---|---|---|---:|"]
+    for rec in records:
+        for short in ("loss", "zlib"):
+            if f"{short}_auc" not in rec.metrics:
+                continue
+            m = rec.metrics
+            lines.append(f"| {_label(rec.config['run'])} | {short} | {rec.extra['members']:,} | "
+                         f"{_ci(m[f'{short}_auc'], digits=3)} | {_ci(m[f'{short}_tpr@1%fpr'], 100)} % | "
+                         f"{_ci(m[f'{short}_tpr@0.1%fpr'], 100)} % | {rec.extra['tests'][short]['p_value']:.2g} |")
+    return lines + [""]

@@ -72,8 +72,13 @@ def test_a_second_call_keeps_the_record_and_another_configuration_is_refused(tra
 def test_the_attack_records_hold_no_planted_secret(trained):
     results, _, _ = trained
     recs = attack_lm_run(TINY, results)
-    assert [r.experiment for r in recs] == ["canary-exposure", "extraction", "pii-inference", "pii-reconstruction"]
-    exposure, extraction, inference, reconstruction = recs
+    assert [r.experiment for r in recs] == ["canary-exposure", "extraction", "pii-inference", "pii-reconstruction",
+                                            "membership"]
+    exposure, extraction, inference, reconstruction, membership = recs
+    # the held-out texts against as many plain training texts, by both scores, each with its test
+    assert membership.extra["members"] == membership.extra["non_members"] == TINY.n_heldout
+    assert {"loss_auc", "zlib_auc", "loss_tpr@1%fpr"} <= set(membership.metrics) and set(membership.extra["tests"]) \
+        == {"loss", "zlib"}
     assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
     assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
     # five classes, one value at each of two counts; at most the run's candidates (50) each
@@ -96,7 +101,7 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     from veil.experiments.generation.run import _planted
 
     values = [p.value for p in _planted(TINY).pii]  # seeded: the values this run planted
-    for part in ("utility", "canary-exposure", "extraction", "pii-inference", "pii-reconstruction"):
+    for part in ("utility", "canary-exposure", "extraction", "pii-inference", "pii-reconstruction", "membership"):
         written = record_path(results, TINY, part).read_text()
         assert not any(t in written for t in texts), part
         assert not any(v in written for v in values), part
@@ -125,7 +130,7 @@ def test_a_missing_or_damaged_model_is_a_typed_error_naming_the_command(trained)
 
 
 def test_bad_runs_are_refused_before_any_work(home, tmp_path):
-    with pytest.raises(InvalidParameterError, match="not a language model; use one of lm-plain"):
+    with pytest.raises(InvalidParameterError, match="not a language model; use one of lm-dedup, lm-plain, lm-scrub"):
         train_lm_run(dataclasses.replace(TINY, defense="dpsgd"), tmp_path)
     with pytest.raises(InvalidParameterError, match="the language-model attacks are canary-exposure, extraction"):
         attack_lm_run(TINY, tmp_path, ["membership-loss"])

@@ -29,7 +29,11 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   them, none of them planted), reconstruction ranks what it samples after the text before the mask
   (:data:`PII_SAMPLES` samples, replayed at every smaller power of two: its budget curve); the share guessed right
   per insertion count (Wilson 95%), with a one-sided binomial test against chance (inference) and a one-sided Fisher
-  test of the largest count against one copy.
+  test of the largest count against one copy;
+* ``membership``: the loss and zlib membership attacks (:mod:`veil.attacks.generation.membership`) on the
+  held-out texts (non-members) and as many plain training texts drawn at random (members; the planted texts are left
+  out, so both sides come from one randomly split pool and the one-sided Mann-Whitney test is exact): AUC and TPR at
+  low FPR with bootstrap intervals, and the test.
 
 Records go to ``<results>/<run id>.<part>.json``; one of the same configuration and the same trained model (its
 sha256) is kept, one of another configuration is refused unless ``force``.
@@ -52,11 +56,12 @@ from veil.errors import InvalidParameterError, ResourceMissingError
 from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "ATTACKS", "LMRun", "QUICK", "lm_run", "train_lm_run", "attack_lm_run", "load_run_model",
-           "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES"]
+           "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES",
+           "membership_candidates"]
 
 METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
-ATTACKS = ("canary-exposure", "extraction", "pii-inference", "pii-reconstruction")
+ATTACKS = ("canary-exposure", "extraction", "pii-inference", "pii-reconstruction", "membership")
 _BOOT = 2000
 #: PII inference: candidate values per masked sentence, the true one among them (Lukas et al.'s 100; at most the
 #: run's ``candidates``)
@@ -345,6 +350,8 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
             rec = _exposure(run, lm, planted, manifest)
         elif attack == "extraction":
             rec = _extraction(run, lm, planted, manifest)
+        elif attack == "membership":
+            rec = _membership(run, lm, planted, manifest)
         else:
             rec = _pii(run, lm, planted, manifest, attack)
         rec.write(path)
@@ -535,3 +542,48 @@ def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: st
                                "candidates_per_sentence": [len(c) for c in found.candidates],
                                "budget": None if found.origins is None else
                                budget_curve(found, [p.value for p in values])})
+
+
+def membership_candidates(run: LMRun, planted: Any) -> tuple[list[str], np.ndarray]:
+    """The candidates and the truth: every held-out text (non-members) and as many of the plain training texts
+    (members, drawn from the run's seed; planted texts left out), shuffled together."""
+    from veil.corpora.pii_injection import base_sentences
+
+    _, pool = base_sentences(run.corpus)
+    pool, heldout, train = set(pool), set(planted.heldout), set(planted.train)
+    plain = [t for t in dict.fromkeys(planted.train) if t in pool and t not in heldout]
+    unseen = [t for t in dict.fromkeys(planted.heldout) if t not in train]  # a sentence the corpus holds twice: out
+    rng = np.random.default_rng([run.seed, 13])
+    n = min(len(unseen), len(plain))
+    members = [plain[i] for i in np.sort(rng.choice(len(plain), size=n, replace=False))]
+    outside = unseen[:n]
+    texts = members + outside
+    truth = np.array([True] * n + [False] * n)
+    order = rng.permutation(len(texts))
+    return [texts[i] for i in order], truth[order]
+
+
+def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> ResultRecord:
+    from veil.attacks.generation import LMMembership, LMMembershipZlib
+    from veil.attacks.membership.scoring import membership_test, score_membership
+
+    start = time.perf_counter()
+    texts, truth = membership_candidates(run, planted)
+    access = _access(lm, manifest)
+    metrics, tests, configs = {}, {}, {}
+    for cls in (LMMembership, LMMembershipZlib):
+        attack = cls(texts)
+        found = attack.run(access)
+        scored = score_membership(found, truth, resamples=1000, rng=run.seed)
+        short = attack.name.removeprefix("lm-membership-")
+        for k, m in scored.result.metrics.items():
+            metrics[f"{short}_{k}"] = m
+        verdict = membership_test(found.scores, truth)
+        tests[short] = {"name": verdict.test, "auc": verdict.statistic, "p_value": verdict.p_value}
+        configs[short] = attack.config()
+    return ResultRecord(METHOD, "membership", {"run": run.identity(), "model_sha256": manifest["sha256"],
+                                               "attack": configs},
+                        metrics, time.perf_counter() - start,
+                        extra={"tests": tests, "members": int(truth.sum()), "non_members": int((~truth).sum()),
+                               "note": "members: plain training texts drawn at random; non-members: the held-out "
+                                       "texts; both from one randomly split pool"})
