@@ -154,8 +154,8 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             found = sum(len(ts) for ts in rec.extra["extracted"].values())
             if not found:
                 lines += ["No top sample was found in the training text under either ranking: this model does not "
-                          "write its training text out verbatim, so what it memorised shows only in the canaries' "
-                          "exposure growing with their insertion count (above), not as extractable text.", ""]
+                          "write its training text out verbatim; what it memorised shows in the other attacks on "
+                          "this page, not as extractable text.", ""]
             shown = [(r, t) for r, ts in rec.extra["extracted"].items() for t in ts[:5]]
             if shown:
                 lines += ["Examples of top samples found in the training text (a canary's secret is withheld):", ""]
@@ -215,12 +215,17 @@ def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecor
                 if len(r.extra["budget"]) > 1:
                     half, full = r.extra["budget"][-2], r.extra["budget"][-1]
                     grew = full["among_candidates"] > half["among_candidates"] or full["right"] > half["right"]
-                    lines.append(f"- {name}: " + (
-                        f"the curve has not flattened (doubling the samples from {half['samples']} to "
-                        f"{full['samples']} still found more): this budget is not a verdict, and more samples would "
-                        f"offer more true values." if grew else
-                        f"the curve is flat over the last doubling of samples ({half['samples']} to "
-                        f"{full['samples']})."))
+                    if grew:
+                        said = (f"the curve has not flattened (doubling the samples from {half['samples']} to "
+                                f"{full['samples']} still found more): this budget is not a verdict, and more "
+                                f"samples would offer more true values.")
+                    elif full["among_candidates"] == 0:
+                        said = (f"no budget up to {full['samples']} samples offered a single true value: the curve "
+                                f"is flat at zero, which does not show what a much larger budget would find.")
+                    else:
+                        said = (f"the curve is flat over the last doubling of samples ({half['samples']} to "
+                                f"{full['samples']}).")
+                    lines.append(f"- {name}: {said}")
         lines.append("")
     return lines
 
@@ -267,16 +272,16 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
             guarantee = util.extra.get("guarantee")
             said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
 
-            def metric(r: ResultRecord | None, name: str, scale: float = 1.0, unit: str = "") -> str:
+            def metric(r: ResultRecord | None, name: str, scale: float = 1.0, unit: str = "", digits: int = 1) -> str:
                 m = r.metrics.get(name) if r is not None else None
-                return "–" if m is None else _ci(m, scale) + unit
+                return "–" if m is None else _ci(m, scale, digits) + unit
 
             lines.append(f"| {_label(run)} | {said} | {_ci(util.metrics['heldout_perplexity'])} | "
                          f"{metric(exp, f'exposure@{low}')} | {metric(exp, f'exposure@{high}')} | "
                          f"{metric(inf, f'pii_inference@{low}', 100, ' %')} | "
                          f"{metric(inf, f'pii_inference@{high}', 100, ' %')} | "
                          f"{metric(rec, f'pii_reconstruction@{high}', 100, ' %')} | "
-                         f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', 1.0)} |")
+                         f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', digits=2)} |")
         lines.append("")
     return lines
 
