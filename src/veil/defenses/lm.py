@@ -115,7 +115,7 @@ class ScrubbedFineTuning(PlainFineTuning):
 
     name = "lm-scrub"
     undefended = False
-    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P), Sec. V: scrubbing PII "
+    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P): scrubbing PII "
                 "with a NER tagger before fine-tuning (Presidio here)")
     guarantee = Guarantee("none", "no formal guarantee: the PII Presidio detects is replaced before training; what "
                                   "it misses is trained on as it is")

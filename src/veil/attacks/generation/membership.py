@@ -1,4 +1,4 @@
-"""Membership inference against a released language model (Carlini et al. 2021, Sec. 6; Yeom et al. 2018): was a
+"""Membership inference against a released language model (Carlini et al. 2021; Yeom et al. 2018): was a
 given text in its training set?
 
 The attacker holds candidate texts and the model's black-box likelihood (:class:`~veil.attacks.generation.observe.
@@ -37,7 +37,7 @@ class LMMembership(Attack):
     name = "lm-membership-loss"
     observes = "generative-model"
     citation = ("Yeom et al. 2018 (the loss attack) and Carlini et al. 2021, Extracting Training Data from Large "
-                "Language Models, Sec. 6 (its perplexity and zlib membership metrics)")
+                "Language Models (its perplexity and zlib metrics)")
     threat = ThreatModel(observes="the released model's likelihood of given texts (black-box scoring)",
                          needs=("candidate texts, some of them members",), knows_key=False, trains=False)
 

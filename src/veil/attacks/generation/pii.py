@@ -1,5 +1,5 @@
 """PII reconstruction and inference (Lukas et al. 2023, *Analyzing Leakage of Personally Identifiable Information in
-Language Models*, IEEE S&P, Sec. III-B) against a released language model.
+Language Models*, IEEE S&P; arXiv 2302.00539) against a released language model.
 
 Both attacks know a sentence of the training text with one PII value masked (``[MASK]``: "... Call [MASK]."), and
 the model's black-box access (:class:`~veil.attacks.generation.observe.LMAccess`); neither reads the training text
@@ -95,7 +95,7 @@ class PIIInference(Attack):
 
     name = "pii-inference"
     observes = "generative-model"
-    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P), Sec. III-B: PII "
+    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P): PII "
                 "inference, a masked sentence filled with each candidate and ranked by the model's likelihood")
     threat = ThreatModel(observes="the released model's likelihood of given texts (black-box scoring)",
                          needs=("sentences of the training text with the PII masked", "a list of candidate values "
@@ -170,7 +170,7 @@ class PIIReconstruction(Attack):
 
     name = "pii-reconstruction"
     observes = "generative-model"
-    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P), Sec. III-B: PII "
+    citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P): PII "
                 "reconstruction, candidates sampled from the model, ranked by filling the masked sentence")
     threat = ThreatModel(observes="samples drawn from the released model and its likelihood of given texts "
                                   "(black-box)",
