@@ -67,7 +67,7 @@ _BOOT = 2000
 #: run's ``candidates``)
 PII_CANDIDATES = 100
 #: PII reconstruction: continuations sampled after the text before each mask (at most the run's ``samples``)
-PII_SAMPLES = 64
+PII_SAMPLES = 256
 
 
 @dataclass(frozen=True)
