@@ -103,3 +103,27 @@ def test_runs_of_the_same_size_are_set_side_by_side_one_row_per_defense(page, tm
     assert [r.split(" | ")[0] for r in rows] == ["| lm-plain, 2 steps", "| lm-dedup, 2 steps"]
     assert "exposure ×4 (bits)" in table and "PII inference ×1" in table and rows[0].split(" | ")[2:] == \
         rows[1].split(" | ")[2:]  # the same records, the same cells
+
+
+def test_the_budget_curve_sentence_follows_the_record(page, tmp_path):
+    """Reconstruction's curve read three ways from its record: still rising, flat at zero, or offering true values
+    that the ranking never puts first (the tiny run's record, its curve set each way)."""
+    from veil.results import ResultRecord
+
+    _, _, _, results = page
+    [path] = results.glob("*.pii-reconstruction.json")
+    cases = {
+        ((0, 0), (0, 0)): "flat at zero",
+        ((0, 1), (0, 3)): "has not flattened",
+        ((0, 2), (0, 2)): "the ranking put it first 0 times",
+    }
+    for (half, full), said in cases.items():
+        rec = ResultRecord.read(path)
+        budget = rec.extra["budget"]
+        for point, (right, among) in zip(budget[-2:], (half, full)):
+            point.update(right=right, among_candidates=among)
+        folder = tmp_path / said.replace(" ", "-") / "generation"
+        folder.mkdir(parents=True)
+        rec.write(folder / path.name)
+        [out] = render_method(folder, folder.parent / "pages")
+        assert said in out.read_text(), said

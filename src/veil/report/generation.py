@@ -225,6 +225,10 @@ def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecor
                     else:
                         said = (f"the curve is flat over the last doubling of samples ({half['samples']} to "
                                 f"{full['samples']}).")
+                    if full["among_candidates"] > full["right"]:
+                        said += (f" Where the true value was among the candidates ({full['among_candidates']} of "
+                                 f"{full['n']}), the ranking put it first {full['right']} times: the ranking, not "
+                                 f"only the sampling, is where this attack fails.")
                     lines.append(f"- {name}: {said}")
         lines.append("")
     return lines
