@@ -103,8 +103,7 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                   "perplexity | before fine-tuning | guarantee |", "|---|---|---:|---:|---:|---:|---:|---|---|---|"]
         for rec in by["utility"]:
             run, about = rec.config["run"], rec.extra["corpus"]
-            guarantee = rec.extra.get("guarantee")
-            said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
+            said = _guarantee(rec)
             lines.append(f"| {run['corpus']} | {run['defense']} | {about['train_texts']:,} | "
                          f"{about['train_words']:,} | {about['planted_texts']:,} | {run['steps']:,} | "
                          f"{about['heldout_texts']:,} | {_ci(rec.metrics['heldout_perplexity'])} | "
@@ -183,9 +182,8 @@ def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecor
              "writes after the text before the mask. Right: the guess equals the value, lowercased with spaces "
              "removed.", ""]
     runs = {json.dumps(r.config["run"], sort_keys=True): r.config["run"] for r in inference + reconstruction}
-    for key, run in runs.items():
-        inf = next((r for r in inference if json.dumps(r.config["run"], sort_keys=True) == key), None)
-        rec = next((r for r in reconstruction if json.dumps(r.config["run"], sort_keys=True) == key), None)
+    for run in runs.values():
+        inf, rec = _of_run(inference, run), _of_run(reconstruction, run)
         counts = sorted({int(c) for r in (inf, rec) if r is not None for c in r.extra["per_count"]})
         lines += [f"**{_label(run)}**", "",
                   "| copies | values | inference: right | chance | p (binomial, > chance) | reconstruction: right | "
@@ -213,23 +211,7 @@ def _pii_section(inference: list[ResultRecord], reconstruction: list[ResultRecor
                 lines.append(f"- {name} replayed at smaller sample budgets (of {r.extra['budget'][0]['n']} values; "
                              f"samples: right, true value among the candidates): {curve}.")
                 if len(r.extra["budget"]) > 1:
-                    half, full = r.extra["budget"][-2], r.extra["budget"][-1]
-                    grew = full["among_candidates"] > half["among_candidates"] or full["right"] > half["right"]
-                    if grew:
-                        said = (f"the curve has not flattened (doubling the samples from {half['samples']} to "
-                                f"{full['samples']} still found more): this budget is not a verdict, and more "
-                                f"samples would offer more true values.")
-                    elif full["among_candidates"] == 0:
-                        said = (f"no budget up to {full['samples']} samples offered a single true value: the curve "
-                                f"is flat at zero, which does not show what a much larger budget would find.")
-                    else:
-                        said = (f"the curve is flat over the last doubling of samples ({half['samples']} to "
-                                f"{full['samples']}).")
-                    if full["among_candidates"] > full["right"]:
-                        said += (f" Where the true value was among the candidates ({full['among_candidates']} of "
-                                 f"{full['n']}), the ranking put it first {full['right']} times: the ranking, not "
-                                 f"only the sampling, is where this attack fails.")
-                    lines.append(f"- {name}: {said}")
+                    lines.append(f"- {name}: {_budget_verdict(r.extra['budget'])}")
         lines.append("")
     return lines
 
@@ -247,7 +229,7 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
         return json.dumps({k: v for k, v in run.items() if k not in ("defense", "settings")}, sort_keys=True)
 
     def find(part: str, run: dict[str, Any]) -> ResultRecord | None:
-        return next((r for r in by[part] if r.config["run"] == run), None)
+        return _of_run(by[part], run)
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for rec in by["utility"]:
@@ -273,8 +255,7 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
             util, exp = find("utility", run), find("canary-exposure", run)
             inf, rec, ext = find("pii-inference", run), find("pii-reconstruction", run), find("extraction", run)
             mem = find("membership", run)
-            guarantee = util.extra.get("guarantee")
-            said = guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
+            said = _guarantee(util)
 
             def metric(r: ResultRecord | None, name: str, scale: float = 1.0, unit: str = "", digits: int = 1) -> str:
                 m = r.metrics.get(name) if r is not None else None
@@ -310,3 +291,33 @@ def _membership_section(records: list[ResultRecord]) -> list[str]:
                          f"{_ci(m[f'{short}_auc'], digits=3)} | {_ci(m[f'{short}_tpr@1%fpr'], 100)} % | "
                          f"{_ci(m[f'{short}_tpr@0.1%fpr'], 100)} % | {rec.extra['tests'][short]['p_value']:.2g} |")
     return lines + [""]
+
+
+def _of_run(records: list[ResultRecord], run: dict[str, Any]) -> ResultRecord | None:
+    """The record of ``run`` among ``records`` (one attack's), if there is one."""
+    return next((r for r in records if r.config["run"] == run), None)
+
+
+def _guarantee(utility: ResultRecord) -> Any:
+    """The kind of guarantee a run's utility record states (``none`` for every data defense)."""
+    guarantee = utility.extra.get("guarantee")
+    return guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
+
+
+def _budget_verdict(budget: list[dict[str, Any]]) -> str:
+    """What reconstruction's budget curve says over its last doubling of samples: still rising (not a verdict),
+    flat at zero, or flat; and whether the ranking failed the true values the sampling did offer."""
+    half, full = budget[-2], budget[-1]
+    if full["among_candidates"] > half["among_candidates"] or full["right"] > half["right"]:
+        said = (f"the curve has not flattened (doubling the samples from {half['samples']} to {full['samples']} "
+                f"still found more): this budget is not a verdict, and more samples would offer more true values.")
+    elif full["among_candidates"] == 0:
+        said = (f"no budget up to {full['samples']} samples offered a single true value: the curve is flat at zero, "
+                f"which does not show what a much larger budget would find.")
+    else:
+        said = f"the curve is flat over the last doubling of samples ({half['samples']} to {full['samples']})."
+    if full["among_candidates"] > full["right"]:
+        said += (f" Where the true value was among the candidates ({full['among_candidates']} of {full['n']}), the "
+                 f"ranking put it first {full['right']} times: the ranking, not only the sampling, is where this "
+                 f"attack fails.")
+    return said

@@ -499,7 +499,7 @@ def pii_candidates(run: LMRun, planted: Any, values: list[Any], n: int = PII_CAN
 def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: str) -> ResultRecord:
     from scipy.stats import binomtest, fisher_exact
 
-    from veil.attacks.generation.pii import PIIInference, PIIReconstruction, budget_curve, same_value, score_pii
+    from veil.attacks.generation.pii import PIIInference, PIIReconstruction, budget_curve, score_pii
 
     start = time.perf_counter()
     if not planted.pii:
@@ -517,11 +517,8 @@ def _pii(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any], attack: st
     for c, row in scored.items():
         metrics[f"pii_{attack.split('-')[1]}@{c}"] = Metric(mean=row["share"], n=row["n"], ci_low=row["ci_low"],
                                                             ci_high=row["ci_high"], ci_level=0.95)
-    by_entity = {}
-    for entity in sorted({p.entity for p in values}):
-        idx = [i for i, p in enumerate(values) if p.entity == entity]
-        right = sum(same_value(found.guesses[i], values[i].value) for i in idx)
-        by_entity[entity] = {"n": len(idx), "right": int(right)}
+    by_class = score_pii(found, [p.value for p in values], [p.entity for p in values])  # the same grouping by class
+    by_entity = {entity: {"n": row["n"], "right": row["right"]} for entity, row in by_class.items()}
     if attack == "pii-inference":
         for c, row in scored.items():
             res = binomtest(row["right"], row["n"], row["chance"], alternative="greater")
@@ -568,8 +565,14 @@ def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> 
     from veil.attacks.membership.scoring import membership_test, score_membership
 
     start = time.perf_counter()
+    from veil.attacks.generation import LMAccess
+
     texts, truth = membership_candidates(run, planted)
-    access = _access(lm, manifest)
+    plain = _access(lm, manifest)
+    scored_once = plain.scores(texts)  # both attacks score the same candidates: the model runs on them once
+    known = dict(zip(texts, scored_once))
+    access = LMAccess(score=lambda batch: np.array([known[t] for t in batch]), sample=plain.sample,
+                      recipe=plain.recipe)
     metrics, tests, configs = {}, {}, {}
     for cls in (LMMembership, LMMembershipZlib):
         attack = cls(texts)
