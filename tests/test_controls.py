@@ -14,14 +14,14 @@ from veil.defenses.base import defense_names, get_defense
 from veil.errors import InvalidParameterError, NegativeControlWarning, PrivacyLeakWarning, UnknownNameError
 
 CONTROLS = ["deepcandidate-broken-doubled-epsilon", "deepcandidate-broken-doubled-sensitivity",
-            "dpsgd-broken-half-noise", "dpsgd-broken-no-clip"]
+            "dpsgd-broken-half-noise", "dpsgd-broken-no-clip", "lm-dpsgd-broken-half-noise"]
 
 
 def _params(name):
     """Valid parameters of each control (a DeepCandidate needs its public candidates)."""
     import numpy as np
 
-    if name.startswith("dpsgd"):
+    if name.startswith(("dpsgd", "lm-dpsgd")):
         return {"epsilon": 1.0}
     cands = np.random.default_rng(0).normal(size=(6, 4))
     return {"candidates": cands / np.linalg.norm(cands, axis=1, keepdims=True), "epsilon": 1.0}
@@ -49,7 +49,7 @@ def test_make_control_builds_it_warns_and_its_repr_says_broken(name):
     assert isinstance(control, get_defense(name)) and control.control
     text = repr(control)
     assert text.startswith(f"<BROKEN NEGATIVE CONTROL '{name}': ") and "protects nothing" in text
-    assert "DPSGD(" not in text and "DeepCandidate(" not in text
+    assert "DPSGD(" not in text and "DeepCandidate(" not in text and "DPFineTuning(" not in text
 
 
 def test_make_control_refuses_real_defenses_and_unknown_names():

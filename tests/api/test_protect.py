@@ -99,6 +99,7 @@ def _case(name, texts, news, trees, neural_model):
         "lm-plain": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
         "lm-scrub": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
         "lm-dedup": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16}),
+        "lm-dpsgd": (sentences, {"steps": 2, "batch_size": 2, "max_tokens": 16, "epsilon": 8.0}),
     }[name]
 
 

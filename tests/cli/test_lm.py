@@ -13,6 +13,8 @@ import pytest
     (("lm", "train", "--corpus", "no-such-corpus"), "no-such-corpus"),
     (("lm", "train", "--defense", "dpsgd"), "lm-plain"),
     (("lm", "train", "--steps", "0"), "--steps"),
+    (("lm", "train", "--epsilon", "3"), "--epsilon is lm-dpsgd's target; lm-plain has none"),
+    (("lm", "train", "--defense", "lm-dpsgd", "--epsilon", "0"), "epsilon"),
     (("lm", "attack", "--attacks", "membership-loss"), "canary-exposure, extraction, pii-inference"),
     (("lm", "attack", "--attacks", "extraction,extraction"), "names one twice"),
 ])

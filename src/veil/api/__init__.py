@@ -63,6 +63,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "lm-plain": {"steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},  # veil.defenses.lm
     "lm-scrub": {"operator": "type", "model": "sm", "steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},
     "lm-dedup": {"steps": 200, "batch_size": 16, "lr": 1e-4, "max_tokens": 64},
+    "lm-dpsgd": {"epsilon": 8.0, "clip": 1.0, "layers": 2, "steps": 200, "batch_size": 16, "lr": 1e-3,
+                 "max_tokens": 64},
 }
 _COMMON = {"seed": None}
 #: how many public texts fill TextHide's inter-mode slots (the quick bench's)

@@ -29,13 +29,15 @@ SeedOpt = Annotated[int, typer.Option(min=0, help="Seed of the planted corpus, t
                                                   "draws (the canaries' secrets come from the OS CSPRNG).")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="The small run (a few hundred texts, 60 steps; a minute or "
                                                         "two on 2 cores).")]
+EpsilonOpt = Annotated[Optional[float], typer.Option(help="lm-dpsgd's target epsilon per training text (default 8; "
+                                                           "delta 1/(10 n)); only with --defense lm-dpsgd.")]
 ResultsOpt = Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/generation).")]
 
 
-def _run(corpus: str, defense: str, steps: int | None, seed: int, quick: bool) -> Any:
+def _run(corpus: str, defense: str, steps: int | None, seed: int, quick: bool, epsilon: float | None) -> Any:
     from veil.experiments.generation import lm_run
 
-    return lm_run(corpus=corpus, defense=defense, steps=steps, seed=seed, quick=quick)
+    return lm_run(corpus=corpus, defense=defense, steps=steps, seed=seed, quick=quick, epsilon=epsilon)
 
 
 def _root(results: Path | None) -> Path:
@@ -66,13 +68,13 @@ def _done(path: Path, kept: set[str]) -> str:
 
 
 @lm_app.command("train")
-def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", steps: StepsOpt = None,
-          seed: SeedOpt = 0, quick: QuickOpt = False, results: ResultsOpt = None, force: ForceOpt = False,
-          as_json: JsonOpt = False) -> None:
+def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", epsilon: EpsilonOpt = None,
+          steps: StepsOpt = None, seed: SeedOpt = 0, quick: QuickOpt = False, results: ResultsOpt = None,
+          force: ForceOpt = False, as_json: JsonOpt = False) -> None:
     """Fine-tune the run's model on the planted corpus (resumable) and record its held-out perplexity."""
     from veil.experiments.generation import record_path, train_lm_run
 
-    run = _run(corpus, defense, steps, seed, quick)
+    run = _run(corpus, defense, steps, seed, quick, epsilon)
     root = _root(results)
     say = console(as_json)
     log, kept = _logger(say)
@@ -85,8 +87,8 @@ def train(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", s
 
 
 @lm_app.command("attack")
-def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", steps: StepsOpt = None,
-           seed: SeedOpt = 0, quick: QuickOpt = False,
+def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", epsilon: EpsilonOpt = None,
+           steps: StepsOpt = None, seed: SeedOpt = 0, quick: QuickOpt = False,
            attacks: Annotated[str, typer.Option(help="Comma-separated: canary-exposure, extraction, pii-inference, "
                                                      "pii-reconstruction, membership.")]
            = "canary-exposure,extraction,pii-inference,pii-reconstruction,membership",
@@ -95,7 +97,7 @@ def attack(corpus: CorpusOpt = "rt-polarity", defense: DefenseOpt = "lm-plain", 
     from veil.experiments.generation import ATTACKS, attack_lm_run, record_path, load_run_model
 
     names = parse_names(attacks, "--attacks", valid=ATTACKS, what="attack")
-    run = _run(corpus, defense, steps, seed, quick)
+    run = _run(corpus, defense, steps, seed, quick, epsilon)
     root = _root(results)
     load_run_model(run)  # no trained model: the typed error naming `veil lm train`, before any work
     say = console(as_json)

@@ -282,11 +282,13 @@ _REGISTRY = LazyRegistry("defense", {
     "lm-plain": "veil.defenses.lm:PlainFineTuning",
     "lm-scrub": "veil.defenses.lm:ScrubbedFineTuning",
     "lm-dedup": "veil.defenses.lm:DeduplicatedFineTuning",
+    "lm-dpsgd": "veil.defenses.lm:DPFineTuning",
 }, controls={  # deliberately broken mechanisms the audits must catch; never planned by the bench
     "deepcandidate-broken-doubled-sensitivity": "veil.defenses.sentdp.controls:DoubledSensitivity",
     "deepcandidate-broken-doubled-epsilon": "veil.defenses.sentdp.controls:DoubledEpsilon",
     "dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:HalfNoise",
     "dpsgd-broken-no-clip": "veil.defenses.dpsgd.controls:NoClip",
+    "lm-dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:LMHalfNoise",
 })
 
 

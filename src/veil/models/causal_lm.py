@@ -39,10 +39,12 @@ class CausalLM:
         return enc["input_ids"], enc["attention_mask"]
 
 
-def build_causal_lm(encoder: str = "minilm", *, max_tokens: int = 64, seed: int = 0) -> CausalLM:
+def build_causal_lm(encoder: str = "minilm", *, max_tokens: int = 64, seed: int = 0,
+                    dropout: bool = True) -> CausalLM:
     """A fresh causal LM whose decoder starts from the registered encoder's weights (offline); the layers no
     registry package ships trained (the MLM transform) are initialised from ``seed``, leaving torch's global
-    generator as it was."""
+    generator as it was. ``dropout`` False: built with no dropout (DP-SGD's deterministic training pass); the
+    weights are the same either way."""
     import torch
     from transformers import AutoTokenizer, BertLMHeadModel
 
@@ -52,8 +54,9 @@ def build_causal_lm(encoder: str = "minilm", *, max_tokens: int = 64, seed: int 
     resolved = resolve_model(encoder)
     with _quiet(), torch.random.fork_rng():
         torch.manual_seed(int(seed))
+        off = {} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
         net = BertLMHeadModel.from_pretrained(resolved.folder, is_decoder=True, add_cross_attention=False,
-                                              local_files_only=True)
+                                              local_files_only=True, **off)
         tokenizer = AutoTokenizer.from_pretrained(resolved.folder, local_files_only=True)
     return CausalLM(net, tokenizer, resolved.model_id, max_tokens)
 

@@ -130,8 +130,35 @@ def test_a_missing_or_damaged_model_is_a_typed_error_naming_the_command(trained)
 
 
 def test_bad_runs_are_refused_before_any_work(home, tmp_path):
-    with pytest.raises(InvalidParameterError, match="not a language model; use one of lm-dedup, lm-plain, lm-scrub"):
+    with pytest.raises(InvalidParameterError,
+                       match="not a language model; use one of lm-dedup, lm-dpsgd, lm-plain, lm-scrub"):
         train_lm_run(dataclasses.replace(TINY, defense="dpsgd"), tmp_path)
     with pytest.raises(InvalidParameterError, match="the language-model attacks are canary-exposure, extraction"):
         attack_lm_run(TINY, tmp_path, ["membership-loss"])
     assert not any(tmp_path.iterdir())
+
+
+def test_a_dp_run_is_accounted_unseeded_and_its_exposure_is_set_beside_its_bound(home, tmp_path):
+    """lm-dpsgd through the run: the CLI's run carries its epsilon and DP-SGD's learning rate; the lots and noise
+    come from the OS CSPRNG (no seed, not resumable), the manifest keeps the accounting, and the exposure record
+    puts each count's mean exposure beside the most its guarantee allows."""
+    from veil.defenses.lm import exposure_bound
+    from veil.experiments.generation import DP_LR, lm_run
+
+    run = lm_run(defense="lm-dpsgd", epsilon=3, quick=True)
+    assert dict(run.settings) == {"epsilon": 3.0} and run.lr == DP_LR and "-lm-dpsgd-epsilon3-" in run.run_id
+    tiny = dataclasses.replace(TINY, defense="lm-dpsgd", settings={"epsilon": 3.0}, lr=DP_LR)
+    lines: list[str] = []
+    rec = train_lm_run(tiny, tmp_path, log=lines.append)
+    assert any("not resumable" in line for line in lines) and any(line.startswith("DP-SGD: epsilon") for line in lines)
+    _, manifest = load_run_model(tiny)
+    acc = manifest["accounting"]
+    assert acc["epsilon"] <= 3.0 and acc["steps"] == tiny.steps and manifest["guarantee"]["epsilon"] == acc["epsilon"]
+    assert rec.extra["defense"]["noise"] == "OS CSPRNG" and rec.extra["guarantee"]["kind"] == "epsilon-delta-dp"
+    (exposure,) = attack_lm_run(tiny, tmp_path, ["canary-exposure"])
+    space = 2 ** exposure.extra["space_bits"]
+    for count in tiny.counts:
+        row = exposure.extra["per_count"][str(count)]
+        bound = exposure_bound(acc["epsilon"], acc["delta"], count, round(space))
+        assert row["dp_bound_bits"] == pytest.approx(bound, abs=1e-3)
+        assert row["exceeds_dp_bound"] == (exposure.metrics[f"exposure@{count}"].ci_low > row["dp_bound_bits"])

@@ -10,7 +10,11 @@ that passes it is broken itself.
 :class:`NoClip` clips nothing (each example's gradient enters the sum at its full norm) while the noise and the
 accountant assume the clip bound: its sensitivity is unbounded. ``veil audit dpsgd --control no-clip`` must fail it.
 
-Neither protects anything (:class:`~veil.defenses.base.NegativeControl`: listed as a control, never planned by
+:class:`LMHalfNoise` is :class:`HalfNoise` for the language model (:class:`~veil.defenses.lm.DPFineTuning`): half
+the noise it accounts for; tests/defenses/test_lm_dpsgd.py recovers the noise of one full-lot step and must reject
+it.
+
+None protects anything (:class:`~veil.defenses.base.NegativeControl`: listed as a control, never planned by
 the bench, refused by ``veil.make_defense``; :func:`veil.controls.make_control` builds them and warns).
 """
 
@@ -21,8 +25,9 @@ from typing import ClassVar
 
 from veil.defenses.base import NegativeControl
 from veil.defenses.dpsgd.mechanism import DPSGD
+from veil.defenses.lm import DPFineTuning
 
-__all__ = ["HalfNoise", "NoClip"]
+__all__ = ["HalfNoise", "NoClip", "LMHalfNoise"]
 
 
 class HalfNoise(NegativeControl, DPSGD):
@@ -43,3 +48,13 @@ class NoClip(NegativeControl, DPSGD):
     citation = "veil negative control (DP-SGD without clipping, accounting the clip bound)"
     control: ClassVar[bool] = True
     _clip_scale: ClassVar[float] = math.inf
+
+
+class LMHalfNoise(NegativeControl, DPFineTuning):
+    """Negative control: DP-SGD language-model fine-tuning adding noise sigma clip / 2 while accounting sigma clip."""
+
+    name = "lm-dpsgd-broken-half-noise"
+    broken = "DP-SGD fine-tuning drawing half the noise it accounts for, so its epsilon is far too small"
+    citation = "veil negative control (DP-SGD language-model fine-tuning drawing half the noise it accounts for)"
+    control: ClassVar[bool] = True
+    _noise_scale: ClassVar[float] = 0.5

@@ -57,7 +57,7 @@ from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "ATTACKS", "LMRun", "QUICK", "lm_run", "train_lm_run", "attack_lm_run", "load_run_model",
            "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES",
-           "membership_candidates"]
+           "membership_candidates", "DP_LR"]
 
 METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
@@ -110,9 +110,13 @@ class LMRun:
 
     @property
     def run_id(self) -> str:
-        extra = "".join(f"-{k}{v}" for k, v in sorted(dict(self.settings).items()))
+        extra = "".join(f"-{k}{v:g}" if isinstance(v, float) else f"-{k}{v}"
+                        for k, v in sorted(dict(self.settings).items()))
         return f"{self.corpus}-{self.defense}{extra}-s{self.steps}-seed{self.seed}"
 
+
+#: DP-SGD's learning rate (Adam on the top layers, under noise); the other defenses train at :class:`LMRun`'s lr
+DP_LR = 1e-3
 
 #: the quick run (tests, the quick bench): a small slice, few steps
 QUICK = LMRun(steps=60, n_train=300, n_heldout=100, counts=(1, 16), canaries_per_count=4, pii_per_count=1,
@@ -120,23 +124,33 @@ QUICK = LMRun(steps=60, n_train=300, n_heldout=100, counts=(1, 16), canaries_per
 
 
 def lm_run(*, corpus: str = "rt-polarity", defense: str = "lm-plain", steps: int | None = None, seed: int = 0,
-           quick: bool = False) -> LMRun:
+           quick: bool = False, epsilon: float | None = None) -> LMRun:
     """The run ``veil lm train`` and ``veil lm attack`` name: the full configuration (:class:`LMRun`'s defaults) or
-    :data:`QUICK`, with this corpus, defense, seed and (None: the configuration's) steps; names checked first."""
+    :data:`QUICK`, with this corpus, defense, seed and (None: the configuration's) steps; names checked first.
+
+    ``epsilon``: ``lm-dpsgd``'s target (None: 8), refused for any other defense. DP-SGD trains at its own
+    learning rate, :data:`DP_LR` (the top layers under noise; the same steps and expected lot as the others)."""
     import dataclasses
 
     import veil.corpora as vc
     from veil.defenses import defense_names
     from veil.errors import UnknownNameError
-    from veil.validation import check_int
+    from veil.validation import check_epsilon, check_int
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
     if defense not in defense_names("generative-model"):
         raise UnknownNameError("generative-model defense", defense, defense_names("generative-model"))
     base = QUICK if quick else LMRun()
+    extra: dict[str, Any] = {}
+    if defense == "lm-dpsgd":
+        extra = {"settings": {"epsilon": 8.0 if epsilon is None else check_epsilon(epsilon, what="DP-SGD")},
+                 "lr": DP_LR}
+    elif epsilon is not None:
+        raise InvalidParameterError(f"--epsilon is lm-dpsgd's target; {defense} has none (use --defense lm-dpsgd "
+                                    "or leave --epsilon out)")
     return dataclasses.replace(base, corpus=corpus, defense=defense, seed=check_int("seed", seed, minimum=0),
-                               steps=base.steps if steps is None else check_int("steps", steps, minimum=1))
+                               steps=base.steps if steps is None else check_int("steps", steps, minimum=1), **extra)
 
 
 def run_folder(run: LMRun) -> Path:
@@ -160,8 +174,10 @@ def _defense(run: LMRun) -> Any:
 
         raise InvalidParameterError(f"defense {run.defense!r} releases {cls.releases!r}, not a language model; use "
                                     f"one of {', '.join(defense_names('generative-model'))}")
+    # a defense drawing secret randomness (DP-SGD's lots and noise) takes it from the OS CSPRNG, never the seed
+    rng = None if getattr(cls, "secret_randomness", False) else run.seed
     return cls(**dict(run.settings), steps=run.steps, batch_size=run.batch_size, lr=run.lr,
-               max_tokens=run.max_tokens, rng=run.seed)
+               max_tokens=run.max_tokens, rng=rng)
 
 
 def _planted(run: LMRun, canaries: Any = None) -> Any:
@@ -215,7 +231,8 @@ def _save_model(folder: Path, lm: Any, run: LMRun, released: Any) -> dict[str, A
                 "size": weights.stat().st_size, "losses": [round(x, 5) for x in released.losses],
                 "seconds": round(released.seconds, 2), "guarantee": released.guarantee.to_dict()
                 if hasattr(released.guarantee, "to_dict") else str(released.guarantee),
-                "defense_config": released.config}
+                "defense_config": released.config,
+                "accounting": None if released.accounting is None else released.accounting.to_dict()}
     atomic_write_json(folder / "manifest.json", manifest)
     return manifest
 
@@ -231,7 +248,8 @@ def load_run_model(run: LMRun) -> tuple[Any, dict[str, Any]]:
 
     folder = run_folder(run)
     manifest = _manifest(folder)
-    fix = f"run `veil lm train --corpus {run.corpus} --defense {run.defense} --steps {run.steps}` first"
+    eps = "".join(f" --epsilon {v:g}" for k, v in run.settings.items() if k == "epsilon")
+    fix = f"run `veil lm train --corpus {run.corpus} --defense {run.defense}{eps} --steps {run.steps}` first"
     if manifest is None:
         raise ResourceMissingError("trained language model", fix,
                                    message=f"no trained model for this run in {folder}; {fix}")
@@ -307,7 +325,10 @@ def train_lm_run(run: LMRun, results: str | os.PathLike, *, force: bool = False,
     if manifest is None:
         log(f"training {run.defense} on {about['train_texts']:,} texts ({about['train_words']:,} words, "
             f"{about['planted_texts']:,} of them planted) for {run.steps} steps")
-        released = defense.train_lm(list(planted.train), checkpoint=folder / "state.pt", log=log)
+        if not defense.resumable:
+            log("not resumable: its lots and noise come from the OS CSPRNG, so an interrupted run starts again")
+        released = defense.train_lm(list(planted.train), checkpoint=folder / "state.pt" if defense.resumable
+                                    else None, log=log)
         manifest = _save_model(folder, released.lm, run, released)
         lm = released.lm
     else:
@@ -391,6 +412,9 @@ def _exposure(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> Re
     rows = score_exposure(found, access, planted.canaries)
     fitted = (score_exposure(found, access, planted.canaries, extrapolate="skewnorm") if not found.exhaustive
               else rows)
+    from veil.defenses.lm import exposure_bound
+
+    guarantee = manifest.get("guarantee") if isinstance(manifest.get("guarantee"), dict) else {}
     metrics = {}
     per_count = {}
     for count in run.counts:
@@ -399,6 +423,11 @@ def _exposure(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> Re
         per_count[str(count)] = {"exposures": [round(float(v), 4) for v in values],
                                  "skewnorm": [round(float(r["exposure"]), 4) for r in fitted if r["count"] == count],
                                  "guessed": int(sum(r["guessed"] for r in rows if r["count"] == count))}
+        if guarantee.get("epsilon") is not None:  # a DP model: the most exposure its guarantee allows
+            bound = exposure_bound(float(guarantee["epsilon"]), float(guarantee.get("delta") or 0.0), count,
+                                   found.space)
+            per_count[str(count)]["dp_bound_bits"] = round(bound, 4)
+            per_count[str(count)]["exceeds_dp_bound"] = bool(metrics[f"exposure@{count}"].ci_low > bound)
     low, high = min(run.counts), max(run.counts)
     test = None
     if low != high:
@@ -417,7 +446,10 @@ def _exposure(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> Re
                                "note": "exposure = log2 |R| - log2 rank; a canary no likelier than a random value "
                                        "scores about 1 bit; the plain sampled estimate cannot exceed cap_bits; "
                                        "skewnorm: the paper's extrapolation from a skew-normal fit of the sampled "
-                                       "scores (a model of the scores, not a count)"})
+                                       "scores (a model of the scores, not a count); dp_bound_bits (a DP model "
+                                       "only): the most expected exposure its (epsilon, delta) allows a canary "
+                                       "planted that many times (veil.defenses.lm.exposure_bound), exceeded when "
+                                       "the mean's 95% bootstrap interval lies wholly above it"})
 
 
 def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> ResultRecord:
