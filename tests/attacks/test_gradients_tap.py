@@ -62,7 +62,7 @@ def record_run(path, X, y, *, batch=4, k=2, m=16, hidden=(64,), lr=0.5, mode="al
             opt = torch.optim.SGD(head.parameters(), lr=lr)
             batches = [rows]
         else:
-            opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+            opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01, fused=True)  # as the client does
             batches = [rows[i:i + batch] for _ in range(epochs) for i in range(0, n, batch)]
         inputs, labels, steps, sources = [], [], [], []
         for s, idx in enumerate(batches):

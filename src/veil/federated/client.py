@@ -188,7 +188,7 @@ def local_train(global_state: dict[str, np.ndarray], data: ClientData, cfg: Fede
         batches = [torch.randperm(n, generator=gen)[: cfg.batch_size]]
         num_examples = cfg.batch_size
     else:
-        opt = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True)
         batches = []
         for _ in range(cfg.local_epochs):
             parts = list(torch.split(torch.randperm(n, generator=gen), cfg.batch_size))

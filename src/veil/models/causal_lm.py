@@ -134,7 +134,7 @@ def train_steps(lm: CausalLM, texts: Any, *, steps: int, batch_size: int = 16, l
     if not (np.isfinite(lr) and 0 < lr <= 1):
         raise InvalidParameterError(f"lr must be in (0, 1], got {lr}")
     gen = np.random.default_rng(seed)
-    opt = torch.optim.AdamW(lm.net.parameters(), lr=lr)
+    opt = torch.optim.AdamW(lm.net.parameters(), lr=lr, fused=True)
     lm.net.train()
     losses: list[float] = []
     with torch.random.fork_rng():  # dropout's draws: reproducible per seed, torch's global generator untouched

@@ -304,7 +304,8 @@ def _train_head(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_d
         torch.as_tensor((np.asarray(y_train, dtype=np.float64) - scale[0]) / scale[1], dtype=torch.float32)
     hook = hook_factory()
     head = _make_head(Xtr.shape[1], task, num_classes, config, streams.head)
-    opt = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay,
+                            fused=True)  # one kernel per step (see veil.training.inverter)
     steps = len(_batches(len(Xtr), config.batch_size, hook.min_batch_size, torch.Generator().manual_seed(0)))
     sched = _schedule(opt, steps * config.epochs, config.warmup)
     stopper = _EarlyStopping(primary_metric(task), config.patience)
@@ -408,7 +409,7 @@ def _finetune(encoder: Any, texts_train: Sequence[str], y_train: np.ndarray, tex
         head = _make_head(encoder.dim, task, num_classes, config, streams.head)
     params = [{"params": [p for p in module.parameters() if p.requires_grad], "lr": config.encoder_lr},
               {"params": list(head.parameters()), "lr": config.lr}]
-    opt = torch.optim.AdamW(params, weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW(params, weight_decay=config.weight_decay, fused=True)
     n_batches = len(_batches(len(texts_train), config.batch_size, hook.min_batch_size, torch.Generator().manual_seed(0)))
     sched = _schedule(opt, n_batches * config.epochs, config.warmup)
     with progress_bar(config.epochs * n_batches, "fine-tuning", progress) as advance:

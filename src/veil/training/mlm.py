@@ -305,7 +305,8 @@ def _train(config: MLMConfig, train: list[Any], heldout: list[Any], data: dict[s
     head = [p for n, p in model.named_parameters() if n.startswith("cls.") and "decoder.weight" not in n]
     body = [p for n, p in model.named_parameters() if not any(p is q for q in head)]
     opt = torch.optim.AdamW([{"params": body, "lr": config.lr, "base": config.lr},
-                             {"params": head, "lr": config.head_lr, "base": config.head_lr}], weight_decay=0.01)
+                             {"params": head, "lr": config.head_lr, "base": config.head_lr}], weight_decay=0.01,
+                            fused=True)
     # the budget is steps (every epoch's batches); the minute cap only bounds one session and marks a run cut short
     planned = sum(len(enc.batches(config.batch_tokens, np.random.default_rng([config.seed, e])))
                   for e in range(config.epochs))

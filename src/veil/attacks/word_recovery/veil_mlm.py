@@ -466,7 +466,8 @@ class TunedMLMAttacker(_MLMAttack):
         model = self.mlm.model
         head = list(model.cls.predictions.transform.parameters()) + [self.word_bias]
         body = list(model.bert.parameters())
-        opt = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": head, "lr": head_lr}], weight_decay=0.01)
+        opt = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": head, "lr": head_lr}], weight_decay=0.01,
+                                fused=True)
         start, step, best, bad, progress = time.monotonic(), 0, -1.0, 0, -1.0
         best_state: Any = None
         self.history, self.stopped = [], "epochs"
