@@ -127,3 +127,44 @@ def test_the_budget_curve_sentence_follows_the_record(page, tmp_path):
         rec.write(folder / path.name)
         [out] = render_method(folder, folder.parent / "pages")
         assert said in out.read_text(), said
+
+
+def test_a_dp_run_shows_its_accounted_guarantee_and_each_count_beside_its_exposure_bound(page, tmp_path):
+    """The tiny run's records as a DP run would write them (its own learning rate and epsilon, a guarantee with
+    numbers, each count's bound): it sits beside lm-plain, states (epsilon, delta) per text, and the exposure table
+    says for each count whether the mean lies above the bound, following the record either way."""
+    from veil.report.generation import _commands
+    from veil.results import ResultRecord
+
+    _, _, _, results = page
+    both = tmp_path / "generation"
+    both.mkdir()
+    for path in results.glob("*.json"):
+        rec = ResultRecord.read(path)
+        rec.write(both / path.name)
+        rec.config["run"].update(defense="lm-dpsgd", settings={"epsilon": 3.0}, lr=1e-3)
+        if rec.experiment == "utility":
+            rec.extra["guarantee"] = {"kind": "epsilon-delta-dp", "statement": "...", "epsilon": 2.99, "delta": 1e-4}
+        if rec.experiment == "canary-exposure":
+            for count, row in rec.extra["per_count"].items():
+                row["dp_bound_bits"] = 4.5 * int(count)
+                row["exceeds_dp_bound"] = count == "4"
+        rec.write(both / path.name.replace("lm-plain", "lm-dpsgd-epsilon3"))
+    [out] = render_method(both, tmp_path / "pages")
+    text = out.read_text()
+    table = text[text.index("## Defenses side by side"):text.index("## Canary exposure")]
+    assert "| lm-dpsgd, epsilon=3.0, 2 steps | (2.99, 1.0e-04)-DP per text |" in table
+    exposure = text[text.index("## Canary exposure"):text.index("## Training-data extraction")]
+    dp = exposure[exposure.index("**lm-dpsgd"):]
+    assert "DP bound (bits) | above the bound |" in dp and "lm-plain" not in dp.split("DP bound: the most")[0]
+    rows = [line for line in dp.splitlines() if line.startswith("| 1 |") or line.startswith("| 4 |")]
+    assert rows[0].endswith("| 4.5 | no |") and rows[1].endswith("| 18.0 | yes: the guarantee is broken |")
+
+    class Rec:
+        config = {"run": {**ResultRecord.read(next(both.glob("*lm-dpsgd*utility.json"))).config["run"]}}
+
+    from veil.experiments.generation import QUICK
+
+    Rec.config["run"].update({k: v for k, v in QUICK.identity().items() if k not in ("defense", "settings", "lr")})
+    commands, other = _commands([Rec()], "results/generation")
+    assert other == [] and "--defense lm-dpsgd --epsilon 3 --steps 60" in commands[0] and "--quick" in commands[0]

@@ -29,7 +29,7 @@ def _size(run: dict[str, Any]) -> str | None:
     defense, steps and seed are options of their own), else None: a run made through the Python API."""
     from veil.experiments.generation import QUICK, LMRun
 
-    own = ("corpus", "defense", "steps", "seed")
+    own = ("corpus", "defense", "steps", "seed", "settings", "lr")  # lr and settings follow from the defense
     for flag, sizes in ((" --quick", QUICK), ("", LMRun())):
         if all(run.get(k) == v for k, v in sizes.training().items() if k not in own) and \
                 all(run.get(k) == getattr(sizes, k) for k in ("candidates", "samples", "top")):
@@ -46,8 +46,9 @@ def _commands(recs: list[ResultRecord], results: str) -> tuple[list[str], list[s
         if flag is None:
             other.append(_label(run))
             continue
-        base = (f"--corpus {run['corpus']} --defense {run['defense']} --steps {run['steps']} --seed {run['seed']}"
-                f"{flag} --results {results}")
+        eps = "".join(f" --epsilon {v:g}" for k, v in (run.get("settings") or {}).items() if k == "epsilon")
+        base = (f"--corpus {run['corpus']} --defense {run['defense']}{eps} --steps {run['steps']} "
+                f"--seed {run['seed']}{flag} --results {results}")
         out += [f"veil lm train {base}", f"veil lm attack {base}"]
     return out, other
 
@@ -119,14 +120,22 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
         for rec in by["canary-exposure"]:
             run, att = rec.config["run"], rec.config["attack"]
             counts = sorted(int(k.split("@")[1]) for k in rec.metrics)
+            dp = all("dp_bound_bits" in rec.extra["per_count"][str(c)] for c in counts)
             lines += [f"**{_label(run)}**: format `{att['template']}`, |R| = {att['space']:,}, "
                       f"{att['candidates']:,} values scored (cap {rec.extra['cap_bits']:.1f} bits).", "",
-                      "| copies | canaries | exposure (bits) | each canary | guessed outright |",
-                      "|---:|---:|---|---|---:|"]
+                      "| copies | canaries | exposure (bits) | each canary | guessed outright |"
+                      + (" DP bound (bits) | above the bound |" if dp else ""),
+                      "|---:|---:|---|---|---:|" + ("---:|---|" if dp else "")]
             for c in counts:
                 m, row = rec.metrics[f"exposure@{c}"], rec.extra["per_count"][str(c)]
                 each = ", ".join(f"{v:.1f}" for v in row["exposures"])
-                lines.append(f"| {c} | {m.n} | {_ci(m)} | {each} | {row['guessed']} |")
+                above = "yes: the guarantee is broken" if dp and row["exceeds_dp_bound"] else "no"
+                bound = f" {row['dp_bound_bits']:.1f} | {above} |" if dp else ""
+                lines.append(f"| {c} | {m.n} | {_ci(m)} | {each} | {row['guessed']} |{bound}")
+            if dp:
+                lines += ["", "DP bound: the most expected exposure the run's (epsilon, delta) allows a canary planted "
+                              "that many times (group privacy: k epsilon; `veil.defenses.lm.exposure_bound`); above "
+                              "it means the mean's 95% interval lies wholly above the bound."]
             test = rec.extra.get("test")
             if test:
                 lines += ["", f"{test['name']}: {test['hypothesis']}: difference of means "
@@ -226,7 +235,7 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
     """The defenses of runs of the same size in one table: utility and each attack at the largest insertion count
     beside the smallest (groups of a single run are left to the sections below)."""
     def key(run: dict[str, Any]) -> str:
-        return json.dumps({k: v for k, v in run.items() if k not in ("defense", "settings")}, sort_keys=True)
+        return json.dumps({k: v for k, v in run.items() if k not in ("defense", "settings", "lr")}, sort_keys=True)
 
     def find(part: str, run: dict[str, Any]) -> ResultRecord | None:
         return _of_run(by[part], run)
@@ -299,8 +308,11 @@ def _of_run(records: list[ResultRecord], run: dict[str, Any]) -> ResultRecord | 
 
 
 def _guarantee(utility: ResultRecord) -> Any:
-    """The kind of guarantee a run's utility record states (``none`` for every data defense)."""
+    """The guarantee a run's utility record states: ``none`` for every data defense, the accounted (epsilon,
+    delta) per training text for DP-SGD."""
     guarantee = utility.extra.get("guarantee")
+    if isinstance(guarantee, dict) and guarantee.get("epsilon") is not None:
+        return f"({guarantee['epsilon']:.2f}, {guarantee['delta']:.1e})-DP per text"
     return guarantee.get("kind", guarantee) if isinstance(guarantee, dict) else guarantee
 
 
