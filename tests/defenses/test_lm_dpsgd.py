@@ -104,7 +104,8 @@ def test_a_short_run_learns_is_accounted_and_states_its_guarantee():
     assert acc.sample_rate == pytest.approx(8 / len(texts)) and acc.epsilon_rdp >= acc.epsilon
     assert out.guarantee.kind == "epsilon-delta-dp" and out.guarantee.epsilon == acc.epsilon
     assert "one training text" in out.guarantee.statement and "group of k" in out.guarantee.statement
-    assert len(out.losses) == 6 and lines[0].startswith("DP-SGD: epsilon")
+    assert out.losses == () and lines[0].startswith("DP-SGD: epsilon")  # losses: outside the guarantee, not released
+    assert sum("DP-SGD causal LM: step" in line for line in lines) == 6  # ...shown to the owner only
     assert out.config["noise"].startswith("seeded") and out.config["dropout"] is False
     assert not mech.resumable
 

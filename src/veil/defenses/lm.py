@@ -215,7 +215,10 @@ class DPFineTuning(PlainFineTuning):
     What is public (not protected): n, the base model, the architecture and every hyperparameter; a run seeded
     with ``rng`` (experiments) draws its lots and noise from that seed (warns
     :class:`~veil.errors.PrivacyLeakWarning`); None draws them from the OS CSPRNG. A secret written in k texts is
-    protected as a group of k (:func:`exposure_bound`). Real arithmetic, as :mod:`veil.defenses.dpsgd` states."""
+    protected as a group of k (:func:`exposure_bound`). Real arithmetic, as :mod:`veil.defenses.dpsgd` states.
+    The released :class:`TrainedLM` holds no training losses (``losses`` is empty): they are computed from the
+    private lots outside the guarantee, so only the owner's ``log`` shows them. Its wall ``seconds`` are not
+    covered either (a timing channel is outside what the accounting covers)."""
 
     name = "lm-dpsgd"
     undefended = False
@@ -320,8 +323,10 @@ class DPFineTuning(PlainFineTuning):
                       f"q={acc.sample_rate:.6g}, {acc.steps} steps, clip={self.clip:g}, top {self.layers} layers; "
                       "adding or removing one training text; a secret in k texts is protected as a group of k",
                       epsilon=acc.epsilon, delta=acc.delta)
-        return TrainedLM(lm=lm, guarantee=g, config=self.config(), losses=tuple(fitted.losses),
-                         n_train=len(trained_on), seconds=time.perf_counter() - start, accounting=acc)
+        # the per-step training losses are computed from the private lots outside the guarantee: they are shown to
+        # the owner in ``log`` and never released with the model
+        return TrainedLM(lm=lm, guarantee=g, config=self.config(), losses=(), n_train=len(trained_on),
+                         seconds=time.perf_counter() - start, accounting=acc)
 
 
 def exposure_bound(epsilon: float, delta: float, copies: int, space: int) -> float:
