@@ -232,3 +232,26 @@ def test_membership_tells_the_training_texts_from_others_and_the_base_model_cann
         LMMembership(candidates).run(candidates)
     with pytest.raises(InvalidParameterError, match="at least two"):
         LMMembership(["one text"])
+
+
+def test_no_exposure_estimate_exceeds_log2_of_the_space():
+    """A canary scored far below the sampled values: the skew-normal tail gives more bits than log2 |R| (or an
+    infinite value once its log-CDF underflows), and the record keeps log2 |R|, since a rank is at least 1."""
+    import math
+
+    from veil.attacks.generation import CandidateScores, score_exposure
+    from veil.corpora.canaries import make_canaries
+
+    template = "my pin number is {d} {d} {d}"
+    (canary,) = make_canaries(template, counts=(4,), per_count=1)
+    sample = np.random.default_rng(0).normal(5.0, 0.1, size=200)
+    found = CandidateScores(template, np.arange(200), sample, exhaustive=False, space=1000)
+
+    class Auditor:  # the auditor's own score of the planted canary: far below every sampled value
+        def scores(self, texts):
+            return np.array([-1e6] * len(texts))
+
+    (row,) = score_exposure(found, Auditor(), [canary], extrapolate="skewnorm")
+    assert row["method"] == "skewnorm" and row["exposure"] == math.log2(1000)
+    (plain,) = score_exposure(found, Auditor(), [canary])
+    assert plain["exposure"] == pytest.approx(math.log2(201)) and plain["exposure"] == plain["cap"]

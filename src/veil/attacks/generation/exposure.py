@@ -131,6 +131,9 @@ def score_exposure(found: CandidateScores, observation: Any, canaries: Any, *,
                        cap=float(np.log2(found.space)))
         else:
             est = sampled_exposure(float(score), found.scores, extrapolate=extrapolate)
-            row.update(exposure=est.value, method=est.method, cap=est.cap, sampled=est.n)
+            # a rank is at least 1, so no estimate exceeds log2 |R|; the skew-normal tail can (its log-CDF
+            # underflows to -inf for a canary far below the fitted scores), and is cut there
+            row.update(exposure=min(est.value, float(np.log2(found.space))), method=est.method, cap=est.cap,
+                       sampled=est.n)
         out.append(row)
     return out
