@@ -93,6 +93,45 @@ def test_surrogates_come_from_the_public_lists_and_avoid_the_real_token():
                                                                                                    "a@b.org")
 
 
+def test_a_surrogate_is_never_a_reserved_real_token_even_when_few_names_are_left():
+    p = Pseudonymizer(rng=0)
+    pool = first_names()
+    p.reserve(f"{n} Doe" for n in pool[:-1])  # every public first name but one is a real name of the scope
+    for _ in range(20):
+        assert p("PERSON", "Zed Quill").split()[0] == pool[-1]
+        p._tokens.clear()  # a new draw for the same real name, the reserved tokens kept
+    p.reserve([pool[-1]])
+    word = p("PERSON", "Yan Roe").split()[0]  # no public name is left: random letters, never a real one
+    assert word.casefold() not in {n.casefold() for n in pool} and word.isalpha()
+    p.reset()
+    assert p("PERSON", "Zed Quill").split()[0] in pool  # a new scope reserves nothing
+
+
+@pytest.mark.parametrize("scope", ["document", "release"])
+def test_no_surrogate_is_a_real_name_of_its_scope(scope):
+    """CI once drew "John" for Mary Jones beside a real John Smith: each surrogate must avoid every real name token
+    of the scope, not only its own (detections given, so that the check does not depend on the NER model)."""
+    firsts = first_names()[:600]
+    people = [f"{f} {surnames()[i]}" for i, f in enumerate(firsts)]
+    texts, detections = [], []
+    for chunk in (people[:300], people[300:]):  # two documents: a release scope spans both
+        text, dets = "", []
+        for name in chunk:
+            dets.append(Detection(len(text), len(text) + len(name), "PERSON", 0.9))
+            text += name + " met us. "
+        texts.append(text)
+        detections.append(dets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # a seed, so that a failure reproduces
+        defense = PresidioRedaction(operator="pseudonym", scope=scope, rng=1)
+    out = defense.redact(texts, detections)
+    real = {t.casefold() for name in (people if scope == "release" else []) for t in name.split()}
+    for red, chunk in zip(out, (people[:300], people[300:])):
+        mine = real | {t.casefold() for name in chunk for t in name.split()}
+        drawn = [t for s in red.spans for t in red.text[s.new_start:s.new_end].split()]
+        assert len(drawn) == 2 * len(chunk) and not {t.casefold() for t in drawn} & mine
+
+
 def test_the_hash_is_keyed_linkable_within_a_release_and_the_key_never_leaves():
     text = ["Mail jo@example.com and again jo@example.com."]
     one, two = PresidioRedaction(operator="hash"), PresidioRedaction(operator="hash")

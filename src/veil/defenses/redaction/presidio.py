@@ -185,6 +185,8 @@ class PresidioRedaction(TextDefense):
             raise InvalidParameterError(f"detections has {len(found)} entries for {len(texts)} texts")
         engine = AnonymizerEngine()
         base = self._operators()
+        if self.operator == "pseudonym" and self.scope == "release":  # no surrogate is a real name of the release
+            self._pseudonyms.reserve(t[d.start:d.end] for t, spans in zip(texts, found) for d in spans)
         out = []
         for text, spans in zip(texts, found):
             if not spans:
@@ -193,6 +195,7 @@ class PresidioRedaction(TextDefense):
             if self.operator == "pseudonym":
                 if self.scope == "document":
                     self._pseudonyms.reset()
+                    self._pseudonyms.reserve(text[d.start:d.end] for d in spans)
                 ops = {e: OperatorConfig("custom", {"lambda": (lambda v, e=e: self._pseudonyms(e, v))})
                        for e in {s.entity for s in spans}}
             else:

@@ -7,7 +7,9 @@ surrogate looks like, by entity type:
   linked ("Smith" -> the surrogate surname of "John Smith"): the first token of a multi-token name draws from the
   public list of first names, every other token from the list of surnames, a lone token from the list it belongs
   to (first names, else surnames). The lists are Faker's en_US ones (pinned ``faker``: 690 first names and 1,000
-  surnames, the U.S. Census' most frequent), drawn uniformly, never the real token itself. The surrogate keeps the
+  surnames, the U.S. Census' most frequent), drawn uniformly, never a real name token of the scope: neither the
+  token itself nor any token :meth:`Pseudonymizer.reserve` was given (the redaction reserves every detected name
+  of the scope before it draws, so "Mary Jones" never becomes "John ..." beside a real John). The surrogate keeps the
   token's case pattern (all caps, lower case, capitalised). Honorifics (Mr, Dr, ...) are kept; digits between
   or after the name tokens (a span the union of overlapping detections typed PERSON, e.g. a name with a house
   number) are replaced as in any other value, never kept.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -66,9 +69,16 @@ class Pseudonymizer:
         self.reset()
 
     def reset(self) -> None:
-        """Forget every mapping (a new scope)."""
+        """Forget every mapping and reserved token (a new scope)."""
         self._tokens: dict[tuple[str, str], str] = {}
         self._values: dict[tuple[str, str], str] = {}
+        self._real: set[str] = set()
+
+    def reserve(self, values: Iterable[str]) -> None:
+        """Name tokens of real values in this scope (detected names): no surrogate drawn after this is one of
+        them, whatever the order the values are replaced in."""
+        for value in values:
+            self._real.update(m.group().casefold() for m in _TOKEN.finditer(value))
 
     def __len__(self) -> int:
         return len(self._tokens) + len(self._values)
@@ -77,10 +87,17 @@ class Pseudonymizer:
         return secrets.randbelow(n) if self._rng is None else int(self._rng.integers(n))
 
     def _draw(self, pool: list[str], avoid: str) -> str:
-        while True:
+        for _ in range(64):  # rejection sampling keeps the draw uniform over the allowed names
             pick = pool[self._below(len(pool))]
-            if pick.casefold() != avoid:
+            key = pick.casefold()
+            if key != avoid and key not in self._real:
                 return pick
+        allowed = [n for n in pool if n.casefold() != avoid and n.casefold() not in self._real]
+        while not allowed:  # every public name is a real one of this scope: random letters, capitalised
+            word = "".join(string.ascii_lowercase[self._below(26)] for _ in range(6)).title()
+            if word.casefold() != avoid and word.casefold() not in self._real:
+                return word
+        return allowed[self._below(len(allowed))]
 
     def _name_token(self, token: str, first: bool) -> str:
         key = token.casefold()
