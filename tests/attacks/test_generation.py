@@ -213,7 +213,7 @@ def test_pii_bad_input_is_typed_and_the_attacks_observe_a_model_only():
 def test_membership_tells_the_training_texts_from_others_and_the_base_model_cannot(released, builtin):
     """The 30 public training texts against 30 other rt-polarity sentences of the same length: the fine-tuned model
     scores its own higher (loss and zlib), the base model, trained on neither, does not."""
-    from veil.attacks.generation import LMMembership, LMMembershipZlib
+    from veil.attacks.generation import LMMembership, LMMembershipReference, LMMembershipZlib
     from veil.attacks.membership.scoring import auc, membership_test
     from veil.models.causal_lm import build_causal_lm
 
@@ -222,12 +222,20 @@ def test_membership_tells_the_training_texts_from_others_and_the_base_model_cann
     members = texts[:30]
     others = [t for t in (corpus.texts[i] for i in corpus.indices("train")) if len(t) < 60][30:60]
     candidates, truth = members + others, np.array([True] * 30 + [False] * 30)
-    for cls in (LMMembership, LMMembershipZlib):
-        found = cls(candidates).run(LMAccess.of(out.release))
-        assert found.attack == cls.name and found.scores.shape == (60,)
+    base_lm = build_causal_lm(max_tokens=24)
+    for make in (LMMembership, LMMembershipZlib, lambda c: LMMembershipReference(c, reference=base_lm)):
+        attack = make(candidates)
+        found = attack.run(LMAccess.of(out.release))
+        assert found.attack == attack.name and found.scores.shape == (60,)
         assert auc(found.scores, truth) > 0.8 and membership_test(found.scores, truth, alpha=0.01).reject
-        base = cls(candidates).run(LMAccess.of(build_causal_lm(max_tokens=24)))
+        base = make(candidates).run(LMAccess.of(base_lm))
         assert not membership_test(base.scores, truth, alpha=0.01).reject
+    # the reference attack's score is the difference of the two models' log-perplexities, text by text
+    ref = LMMembershipReference(candidates[:4], reference=base_lm).run(LMAccess.of(out.release)).scores
+    target, other = LMAccess.of(out.release).scores(candidates[:4]), LMAccess.of(base_lm).scores(candidates[:4])
+    np.testing.assert_allclose(ref, other - target, rtol=1e-5)
+    with pytest.raises(InvalidParameterError, match="reference="):
+        LMMembershipReference(candidates, reference=None)
     with pytest.raises(InvalidTypeError, match="LMAccess"):
         LMMembership(candidates).run(candidates)
     with pytest.raises(InvalidParameterError, match="at least two"):

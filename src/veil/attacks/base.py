@@ -305,6 +305,7 @@ _REGISTRY = LazyRegistry("attack", {
     "pii-reconstruction": "veil.attacks.generation.pii:PIIReconstruction",
     "lm-membership-loss": "veil.attacks.generation.membership:LMMembership",
     "lm-membership-zlib": "veil.attacks.generation.membership:LMMembershipZlib",
+    "lm-membership-reference": "veil.attacks.generation.membership:LMMembershipReference",
 })
 
 

@@ -3,7 +3,9 @@
 Built from a real corpus' sentences (``rt-polarity`` by default), split once with ``seed`` into:
 
 * **held-out** texts (``n_heldout``), untouched: the model's utility is its perplexity on them;
-* **training** texts: the other sentences (at most ``n_train``), plus every planted copy, shuffled together.
+* **training** texts: the other sentences (at most ``n_train``), plus every planted copy, shuffled together;
+* **public** texts: with ``n_train`` set, the sentences left over (in neither of the two above), which an attacker
+  may hold without holding any private text: its reference model trains on them.
 
 Two kinds of secret are planted, each at controlled insertion counts (``counts``, default 1, 2, 4, 8 and 16 copies:
 memorisation grows with duplication, and the count is what exposure and extraction are read against):
@@ -64,6 +66,9 @@ class PlantedCorpus:
     base: str
     counts: tuple[int, ...]
     seed: int
+    #: the base sentences this corpus left out of both its training and held-out texts (none when ``n_train`` is
+    #: None: every one is trained on): public text, for an attacker's reference model
+    public: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (f"PlantedCorpus({self.base}: {len(self.train):,} training texts, {len(self.heldout):,} held out; "
@@ -125,8 +130,9 @@ def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), 
     heldout = tuple(pool[i] for i in order[:n_heldout])
     hosts = iter(pool[i] for i in order[n_heldout:n_heldout + hosts_needed])
     plain = [pool[i] for i in order[n_heldout + hosts_needed:]]
+    left: list[str] = []
     if n_train is not None:
-        plain = plain[:n_train]
+        plain, left = plain[:n_train], plain[n_train:]
     planted_texts: list[str] = []
     pii: list[PlantedPII] = []
     values = _Values(rng)
@@ -148,7 +154,9 @@ def build_planted(base: Any = "rt-polarity", *, counts: Any = (1, 2, 4, 8, 16), 
         planted_texts += [canary.text()] * canary.count
     train = plain + planted_texts
     train = [train[i] for i in rng.permutation(len(train))]
-    return PlantedCorpus(tuple(train), heldout, tuple(pii), tuple(canaries), corpus.name, counts, seed)
+    used = set(train) | set(heldout)  # a sentence the base corpus holds twice may be both trained on and left
+    public = tuple(t for t in left if t not in used)
+    return PlantedCorpus(tuple(train), heldout, tuple(pii), tuple(canaries), corpus.name, counts, seed, public)
 
 
 def _given(canaries: Any, fmt: CanaryFormat, counts: tuple[int, ...], per_count: int) -> list[Canary]:

@@ -153,6 +153,14 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             for name, m in rec.metrics.items():
                 if name.startswith("precision@"):
                     lines.append(f"| {name.split('@')[1]} | {m.n} | {_ci(m, 100)} % |")
+            ref = rec.extra.get("reference") or {}
+            if ref.get("model"):
+                lines += ["", f"Reference ranking: the ratio of the released model's log-perplexity to that of the "
+                              f"attacker's reference model ({ref['model']}, {ref['steps']} steps on "
+                              f"{ref['public_texts']:,} public texts of the corpus, none of them trained on or held "
+                              "out)."]
+            elif ref.get("why"):
+                lines += ["", f"No reference ranking: {ref['why']}."]
             lines += ["", "| copies of each PII value | values planted | written out in a sample |", "|---:|---:|---|"]
             for c, row in sorted(rec.extra["pii"].items(), key=lambda kv: int(kv[0])):
                 m = rec.metrics.get(f"pii_recall@{c}")
@@ -258,8 +266,8 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
                   f"seed {first['seed']}**", "",
                   f"| defense | guarantee | held-out perplexity | exposure ×{low} (bits) | exposure ×{high} (bits) | "
                   f"PII inference ×{low} | PII inference ×{high} | PII reconstruction ×{high} | "
-                  f"top-{first['top']} verbatim (perplexity) | membership AUC (loss) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"top-{first['top']} verbatim (perplexity) | membership AUC (loss) | membership AUC (reference) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for run in sorted(runs, key=lambda r: (r["defense"] != "lm-plain", r["defense"])):
             util, exp = find("utility", run), find("canary-exposure", run)
             inf, rec, ext = find("pii-inference", run), find("pii-reconstruction", run), find("extraction", run)
@@ -275,7 +283,8 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
                          f"{metric(inf, f'pii_inference@{low}', 100, ' %')} | "
                          f"{metric(inf, f'pii_inference@{high}', 100, ' %')} | "
                          f"{metric(rec, f'pii_reconstruction@{high}', 100, ' %')} | "
-                         f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', digits=2)} |")
+                         f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', digits=2)} | "
+                         f"{metric(mem, 'reference_auc', digits=2)} |")
         lines.append("")
     return lines
 
@@ -287,12 +296,14 @@ def _membership_section(records: list[ResultRecord]) -> list[str]:
     lines = ["## Membership inference", "",
              "Was a text in the training set? Candidates: the held-out texts (non-members) and as many plain training "
              "texts drawn at random (members; the planted texts left out, so both come from one randomly split pool "
-             "and the test is exact). Score: minus the log-perplexity (loss) or minus the zlib ratio. AUC 0.5 is "
-             "chance; intervals are stratified bootstrap over candidates.", "",
+             "and the test is exact). Score: minus the log-perplexity (loss), minus the zlib ratio, or minus the "
+             "log-perplexity's excess over the attacker's reference model (reference: a model it fine-tunes the "
+             "same way on public texts of the corpus; a run that trains on every sentence leaves none, and has no "
+             "reference row). AUC 0.5 is chance; intervals are stratified bootstrap over candidates.", "",
              "| run | score | members | AUC | TPR at 1% FPR | TPR at 0.1% FPR | p (Mann-Whitney, one-sided) |",
              "|---|---|---:|---|---|---|---:|"]
     for rec in records:
-        for short in ("loss", "zlib"):
+        for short in ("loss", "zlib", "reference"):
             if f"{short}_auc" not in rec.metrics:
                 continue
             m = rec.metrics

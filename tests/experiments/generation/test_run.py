@@ -77,8 +77,18 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     exposure, extraction, inference, reconstruction, membership = recs
     # the held-out texts against as many plain training texts, by both scores, each with its test
     assert membership.extra["members"] == membership.extra["non_members"] == TINY.n_heldout
-    assert {"loss_auc", "zlib_auc", "loss_tpr@1%fpr"} <= set(membership.metrics) and set(membership.extra["tests"]) \
-        == {"loss", "zlib"}
+    assert {"loss_auc", "zlib_auc", "reference_auc", "loss_tpr@1%fpr"} <= set(membership.metrics)
+    assert set(membership.extra["tests"]) == {"loss", "zlib", "reference"}
+    # the attacker's reference model: trained once on public texts only, as many as the run trains on, and named
+    from veil.experiments.generation.run import _planted, reference_folder
+
+    planted = _planted(TINY)
+    ref = membership.extra["reference"]
+    assert ref["public_texts"] == len(planted.train) and ref["steps"] == TINY.steps
+    assert not set(planted.public) & (set(planted.train) | set(planted.heldout))
+    assert (reference_folder(TINY) / "model.safetensors").is_file()
+    assert membership.config["reference_sha256"] == extraction.config["reference_sha256"] == ref["sha256"]
+    assert "precision@reference" in extraction.metrics
     assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
     assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
     # five classes, one value at each of two counts; at most the run's candidates (50) each
@@ -98,9 +108,7 @@ def test_the_attack_records_hold_no_planted_secret(trained):
 
     fmt = CanaryFormat(json.loads((run_folder(TINY) / "canaries.secret.json").read_text())["format"])
     texts = [Canary(fmt, v, c).text() for v, c in secrets]
-    from veil.experiments.generation.run import _planted
-
-    values = [p.value for p in _planted(TINY).pii]  # seeded: the values this run planted
+    values = [p.value for p in planted.pii]  # seeded: the values this run planted
     for part in ("utility", "canary-exposure", "extraction", "pii-inference", "pii-reconstruction", "membership"):
         written = record_path(results, TINY, part).read_text()
         assert not any(t in written for t in texts), part

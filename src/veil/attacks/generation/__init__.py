@@ -5,10 +5,10 @@ Each observes the model only through :class:`.observe.LMAccess`: samples and the
 
 from veil.attacks.generation.exposure import CanaryExposure, CandidateScores, score_exposure
 from veil.attacks.generation.extraction import Extracted, TrainingDataExtraction, score_extraction
-from veil.attacks.generation.membership import LMMembership, LMMembershipZlib
+from veil.attacks.generation.membership import LMMembership, LMMembershipReference, LMMembershipZlib
 from veil.attacks.generation.observe import LMAccess
 from veil.attacks.generation.pii import PIIGuesses, PIIInference, PIIReconstruction, score_pii
 
 __all__ = ["LMAccess", "CanaryExposure", "CandidateScores", "score_exposure", "TrainingDataExtraction", "Extracted",
            "score_extraction", "PIIInference", "PIIReconstruction", "PIIGuesses", "score_pii", "LMMembership",
-           "LMMembershipZlib"]
+           "LMMembershipZlib", "LMMembershipReference"]

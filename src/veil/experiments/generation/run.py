@@ -30,13 +30,20 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   (:data:`PII_SAMPLES` samples, replayed at every smaller power of two: its budget curve); the share guessed right
   per insertion count (Wilson 95%), with a one-sided binomial test against chance (inference) and a one-sided Fisher
   test of the largest count against one copy;
-* ``membership``: the loss and zlib membership attacks (:mod:`veil.attacks.generation.membership`) on the
-  held-out texts (non-members) and as many plain training texts drawn at random (members; the planted texts are left
-  out, so both sides come from one randomly split pool and the one-sided Mann-Whitney test is exact): AUC and TPR at
-  low FPR with bootstrap intervals, and the test.
+* ``membership``: the loss, zlib and reference membership attacks (:mod:`veil.attacks.generation.membership`) on
+  the held-out texts (non-members) and as many plain training texts drawn at random (members; the planted texts are
+  left out, so both sides come from one randomly split pool and the one-sided Mann-Whitney test is exact): AUC and
+  TPR at low FPR with bootstrap intervals, and the test.
 
-Records go to ``<results>/<run id>.<part>.json``; one of the same configuration and the same trained model (its
-sha256) is kept, one of another configuration is refused unless ``force``.
+**The attacker's reference model.** Extraction's third ranking and the reference membership attack compare the
+released model with a model the attacker trains itself on public text of the same domain: plain fine-tuning with
+the run's steps, lot size and length (:func:`reference_run`), on the base corpus' sentences that the run neither
+trains on nor holds out (:attr:`~veil.corpora.planted.PlantedCorpus.public`, as many as the run's training texts).
+It is trained once per corpus split and cached in ``VEIL_HOME/lm/reference-<key>/``. A run with ``n_train`` unset
+trains on every sentence and leaves no public text: its attacks run without the reference, and the records say so.
+
+Records go to ``<results>/<run id>.<part>.json``; one of the same configuration, the same trained model and the same
+reference model (their sha256) is kept, one of another configuration is refused unless ``force``.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "ATTACKS", "LMRun", "QUICK", "lm_run", "train_lm_run", "attack_lm_run", "load_run_model",
            "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES",
-           "membership_candidates", "DP_LR"]
+           "membership_candidates", "DP_LR", "reference_run", "reference_folder", "REFERENCED", "MIN_PUBLIC"]
 
 METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
@@ -68,6 +75,10 @@ _BOOT = 2000
 PII_CANDIDATES = 100
 #: PII reconstruction: continuations sampled after the text before each mask (at most the run's ``samples``)
 PII_SAMPLES = 256
+#: the attacks that use the attacker's reference model (trained on public text), when the run leaves some
+REFERENCED = ("extraction", "membership")
+#: the fewest public texts a reference model is trained on
+MIN_PUBLIC = 100
 
 
 @dataclass(frozen=True)
@@ -240,12 +251,6 @@ def _save_model(folder: Path, lm: Any, run: LMRun, released: Any) -> dict[str, A
 def load_run_model(run: LMRun) -> tuple[Any, dict[str, Any]]:
     """The run's trained model (a :class:`~veil.models.causal_lm.CausalLM`) and its manifest, checked against the
     sha256 it was saved with; a typed error saying what to run when there is none."""
-    from safetensors.torch import load_model
-
-    from veil.errors import DataFormatError
-    from veil.models.causal_lm import build_causal_lm
-    from veil.models.files import file_problem
-
     folder = run_folder(run)
     manifest = _manifest(folder)
     eps = "".join(f" --epsilon {v:g}" for k, v in run.settings.items() if k == "epsilon")
@@ -253,13 +258,71 @@ def load_run_model(run: LMRun) -> tuple[Any, dict[str, Any]]:
     if manifest is None:
         raise ResourceMissingError("trained language model", fix,
                                    message=f"no trained model for this run in {folder}; {fix}")
+    return _load_model(folder, manifest, run, fix), manifest
+
+
+def _load_model(folder: Path, manifest: dict[str, Any], run: LMRun, fix: str) -> Any:
+    from safetensors.torch import load_model
+
+    from veil.errors import DataFormatError
+    from veil.models.causal_lm import build_causal_lm
+    from veil.models.files import file_problem
+
     problem = file_problem(folder / "model.safetensors", sha256=manifest.get("sha256"), size=manifest.get("size"))
     if problem:
         raise DataFormatError(f"the trained model in {folder} is damaged ({problem}); delete the folder and {fix}")
     lm = build_causal_lm(max_tokens=run.max_tokens, seed=0)
     load_model(lm.net, str(folder / "model.safetensors"))
     lm.net.eval()
-    return lm, manifest
+    return lm
+
+
+def reference_run(run: LMRun) -> LMRun:
+    """The attacker's reference model's configuration: plain fine-tuning at :class:`LMRun`'s learning rate with the
+    run's steps, lot size and length (whatever the defense), on the run's public texts."""
+    import dataclasses
+
+    return dataclasses.replace(run, defense="lm-plain", settings={}, lr=LMRun.lr)
+
+
+def reference_folder(run: LMRun) -> Path:
+    """``VEIL_HOME/lm/reference-<key>``: one reference model serves every defense of a corpus split."""
+    from veil._io import veil_home
+
+    return veil_home() / "lm" / f"reference-{reference_run(run).key}"
+
+
+def _reference(run: LMRun, planted: Any, log: Callable[[str], None]) -> tuple[Any, dict[str, Any]] | None:
+    """The attacker's reference model, trained (once, cached) on the run's public texts, as many as the run trains
+    on: none of them is a training or held-out text. None when the run leaves fewer than
+    :data:`MIN_PUBLIC` public texts (``n_train`` unset: every sentence is trained on)."""
+    from veil._io import writable_dir
+
+    if len(planted.public) < MIN_PUBLIC:
+        return None
+    ref = reference_run(run)
+    texts = list(planted.public[:len(planted.train)])
+    folder = reference_folder(run)
+    manifest = _manifest(folder)
+    if manifest is None:
+        writable_dir(folder)
+        log(f"training the attacker's reference model on {len(texts):,} public texts for {ref.steps} steps "
+            "(once per corpus split; no private text)")
+        released = _defense(ref).train_lm(texts, checkpoint=folder / "state.pt", log=log)
+        manifest = _save_model(folder, released.lm, ref, released)
+        return released.lm, {**manifest, "public_texts": len(texts)}
+    fix = "run `veil lm attack` again to train it anew"
+    return _load_model(folder, manifest, ref, fix), {**manifest, "public_texts": len(texts)}
+
+
+def _reference_note(run: LMRun, ref: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
+    if ref is None:
+        return {"model": None, "why": f"fewer than {MIN_PUBLIC} public texts: this run trains on every sentence of "
+                                      "its corpus (n_train unset), so the attacker has no public text of the domain"}
+    return {"model": "lm-plain", "public_texts": ref[1]["public_texts"], "steps": ref[1]["run"]["steps"],
+            "lr": ref[1]["run"]["lr"], "sha256": ref[1]["sha256"],
+            "note": "the attacker's own model, fine-tuned the same way on public texts of the corpus (none of them a "
+                    "training or held-out text)"}
 
 
 def _perplexity(lm: Any, texts: list[str], seed: int) -> Metric:
@@ -284,17 +347,24 @@ def _budget(run: LMRun, attack: str) -> dict[str, Any]:
     return {}
 
 
-def _reuse(path: Path, run: LMRun, sha: str | None, force: bool, attack: str) -> ResultRecord | None:
-    """The kept record of this run, model and attack budget, if there is one (another is refused unless force)."""
+def _reuse(path: Path, run: LMRun, sha: str | None, force: bool, attack: str,
+           reference: str | None = None) -> ResultRecord | None:
+    """The kept record of this run, model, reference model and attack budget, if there is one (another is refused
+    unless force)."""
     from veil.outputs import existing_record
 
     budget = _budget(run, attack)
     requested = {"run": run.identity(), "model_sha256": sha, **budget}
+    if attack in REFERENCED:
+        requested["reference_sha256"] = reference
 
     def view(config: Mapping[str, Any]) -> dict[str, Any]:
         stated = config.get("attack") or {}
-        return {"run": config.get("run"), "model_sha256": config.get("model_sha256"),
-                **{k: stated.get(k) for k in budget}}
+        out = {"run": config.get("run"), "model_sha256": config.get("model_sha256"),
+               **{k: stated.get(k) for k in budget}}
+        if attack in REFERENCED:
+            out["reference_sha256"] = config.get("reference_sha256")
+        return out
 
     return existing_record(path, requested, force=force, view=view)
 
@@ -358,10 +428,12 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
     lm, manifest = load_run_model(run)
     canaries = _load_canaries(run_folder(run))
     planted = _planted(run, canaries)
+    ref = _reference(run, planted, log) if set(REFERENCED) & set(attacks) else None
+    ref_sha = None if ref is None else ref[1]["sha256"]
     out = []
     for attack in attacks:
         path = record_path(results, run, attack)
-        kept = _reuse(path, run, manifest["sha256"], force, attack)
+        kept = _reuse(path, run, manifest["sha256"], force, attack, ref_sha)
         if kept is not None:
             log(f"kept {path}")
             out.append(kept)
@@ -370,9 +442,9 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
         if attack == "canary-exposure":
             rec = _exposure(run, lm, planted, manifest)
         elif attack == "extraction":
-            rec = _extraction(run, lm, planted, manifest)
+            rec = _extraction(run, lm, planted, manifest, ref)
         elif attack == "membership":
-            rec = _membership(run, lm, planted, manifest)
+            rec = _membership(run, lm, planted, manifest, ref)
         else:
             rec = _pii(run, lm, planted, manifest, attack)
         rec.write(path)
@@ -452,12 +524,14 @@ def _exposure(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> Re
                                        "the mean's 95% bootstrap interval lies wholly above it"})
 
 
-def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> ResultRecord:
+def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
+                ref: tuple[Any, dict[str, Any]] | None = None) -> ResultRecord:
     from veil.attacks.generation import TrainingDataExtraction, score_extraction
     from veil.metrics.leakage import wilson_interval
 
     start = time.perf_counter()
-    attack = TrainingDataExtraction(samples=run.samples, top=run.top, max_tokens=run.max_tokens, seed=run.seed)
+    attack = TrainingDataExtraction(samples=run.samples, top=run.top, max_tokens=run.max_tokens, seed=run.seed,
+                                    reference=None if ref is None else _access(*ref))
     found = attack.run(_access(lm, manifest))
     scored = score_extraction(found, list(planted.train))
     metrics = {}
@@ -478,9 +552,11 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> 
     canaries = sum(c.text().lower() in written for c in planted.canaries)
     examples = {r: [_withhold(t, planted.canaries) for t in row["texts"][:10]] for r, row in scored.items()}
     return ResultRecord(METHOD, "extraction", {"run": run.identity(), "model_sha256": manifest["sha256"],
+                                               "reference_sha256": None if ref is None else ref[1]["sha256"],
                                                "attack": attack.config()},
                         metrics, time.perf_counter() - start,
                         extra={"distinct_samples": len(found.texts), "pii": pii, "canaries_written": int(canaries),
+                               "reference": _reference_note(run, ref),
                                "extracted": examples,
                                "criterion": "a top sample of at least 6 words found verbatim (lowercased, "
                                             "whitespace collapsed) in a training text; PII recall: a planted value "
@@ -592,8 +668,9 @@ def membership_candidates(run: LMRun, planted: Any) -> tuple[list[str], np.ndarr
     return [texts[i] for i in order], truth[order]
 
 
-def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> ResultRecord:
-    from veil.attacks.generation import LMMembership, LMMembershipZlib
+def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
+                ref: tuple[Any, dict[str, Any]] | None = None) -> ResultRecord:
+    from veil.attacks.generation import LMMembership, LMMembershipReference, LMMembershipZlib
     from veil.attacks.membership.scoring import membership_test, score_membership
 
     start = time.perf_counter()
@@ -606,8 +683,10 @@ def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> 
     access = LMAccess(score=lambda batch: np.array([known[t] for t in batch]), sample=plain.sample,
                       recipe=plain.recipe)
     metrics, tests, configs = {}, {}, {}
-    for cls in (LMMembership, LMMembershipZlib):
-        attack = cls(texts)
+    made = [LMMembership(texts), LMMembershipZlib(texts)]
+    if ref is not None:
+        made.append(LMMembershipReference(texts, reference=_access(*ref)))
+    for attack in made:
         found = attack.run(access)
         scored = score_membership(found, truth, resamples=1000, rng=run.seed)
         short = attack.name.removeprefix("lm-membership-")
@@ -617,8 +696,10 @@ def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any]) -> 
         tests[short] = {"name": verdict.test, "auc": verdict.statistic, "p_value": verdict.p_value}
         configs[short] = attack.config()
     return ResultRecord(METHOD, "membership", {"run": run.identity(), "model_sha256": manifest["sha256"],
+                                               "reference_sha256": None if ref is None else ref[1]["sha256"],
                                                "attack": configs},
                         metrics, time.perf_counter() - start,
                         extra={"tests": tests, "members": int(truth.sum()), "non_members": int((~truth).sum()),
+                               "reference": _reference_note(run, ref),
                                "note": "members: plain training texts drawn at random; non-members: the held-out "
                                        "texts; both from one randomly split pool"})
