@@ -156,9 +156,9 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
             ref = rec.extra.get("reference") or {}
             if ref.get("model"):
                 lines += ["", f"Reference ranking: the ratio of the released model's log-perplexity to that of the "
-                              f"attacker's reference model ({ref['model']}, {ref['steps']} steps on "
-                              f"{ref['public_texts']:,} public texts of the corpus, none of them trained on or held "
-                              "out)."]
+                              f"attacker's reference model (the released model's recipe, {ref['model']}, "
+                              f"{ref['steps']} steps, on {ref['public_texts']:,} public texts of the corpus, none of "
+                              "them trained on or held out)."]
             elif ref.get("why"):
                 lines += ["", f"No reference ranking: {ref['why']}."]
             lines += ["", "| copies of each PII value | values planted | written out in a sample |", "|---:|---:|---|"]
@@ -297,8 +297,8 @@ def _membership_section(records: list[ResultRecord]) -> list[str]:
              "Was a text in the training set? Candidates: the held-out texts (non-members) and as many plain training "
              "texts drawn at random (members; the planted texts left out, so both come from one randomly split pool "
              "and the test is exact). Score: minus the log-perplexity (loss), minus the zlib ratio, or minus the "
-             "log-perplexity's excess over the attacker's reference model (reference: a model it fine-tunes the "
-             "same way on public texts of the corpus; a run that trains on every sentence leaves none, and has no "
+             "log-perplexity's excess over the attacker's reference model (reference: the released model's recipe, "
+             "trained on public texts of the corpus; a run that trains on every sentence leaves none, and has no "
              "reference row). AUC 0.5 is chance; intervals are stratified bootstrap over candidates.", "",
              "| run | score | members | AUC | TPR at 1% FPR | TPR at 0.1% FPR | p (Mann-Whitney, one-sided) |",
              "|---|---|---:|---|---|---|---:|"]

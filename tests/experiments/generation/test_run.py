@@ -84,7 +84,7 @@ def test_the_attack_records_hold_no_planted_secret(trained):
 
     planted = _planted(TINY)
     ref = membership.extra["reference"]
-    assert ref["public_texts"] == len(planted.train) and ref["steps"] == TINY.steps
+    assert ref["public_texts"] == len(planted.train) and (ref["model"], ref["steps"]) == (TINY.defense, TINY.steps)
     assert not set(planted.public) & (set(planted.train) | set(planted.heldout))
     assert (reference_folder(TINY) / "model.safetensors").is_file()
     assert membership.config["reference_sha256"] == extraction.config["reference_sha256"] == ref["sha256"]

@@ -36,10 +36,11 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   TPR at low FPR with bootstrap intervals, and the test.
 
 **The attacker's reference model.** Extraction's third ranking and the reference membership attack compare the
-released model with a model the attacker trains itself on public text of the same domain: plain fine-tuning with
-the run's steps, lot size and length (:func:`reference_run`), on the base corpus' sentences that the run neither
-trains on nor holds out (:attr:`~veil.corpora.planted.PlantedCorpus.public`, as many as the run's training texts).
-It is trained once per corpus split and cached in ``VEIL_HOME/lm/reference-<key>/``. A run with ``n_train`` unset
+released model with a model the attacker trains itself on public text of the same domain: the released model's own
+recipe (:func:`reference_run`: its defense, settings and training budget, public in its ``LMAccess`` recipe), on
+the base corpus' sentences that the run neither trains on nor holds out
+(:attr:`~veil.corpora.planted.PlantedCorpus.public`, as many as the run's training texts), as LiRA trains its
+shadow models. It is trained once per run and cached in ``VEIL_HOME/lm/reference-<run key>/``. A run with ``n_train`` unset
 trains on every sentence and leaves no public text: its attacks run without the reference, and the records say so.
 
 Records go to ``<results>/<run id>.<part>.json``; one of the same configuration, the same trained model and the same
@@ -278,15 +279,14 @@ def _load_model(folder: Path, manifest: dict[str, Any], run: LMRun, fix: str) ->
 
 
 def reference_run(run: LMRun) -> LMRun:
-    """The attacker's reference model's configuration: plain fine-tuning at :class:`LMRun`'s learning rate with the
-    run's steps, lot size and length (whatever the defense), on the run's public texts."""
-    import dataclasses
-
-    return dataclasses.replace(run, defense="lm-plain", settings={}, lr=LMRun.lr)
+    """The attacker's reference model's configuration: the released model's own recipe (its defense, settings,
+    steps, lot size, learning rate and length, all public in its :class:`~veil.attacks.generation.LMAccess`
+    recipe), trained on the run's public texts instead of the private ones, as LiRA trains its shadow models."""
+    return run
 
 
 def reference_folder(run: LMRun) -> Path:
-    """``VEIL_HOME/lm/reference-<key>``: one reference model serves every defense of a corpus split."""
+    """``VEIL_HOME/lm/reference-<run key>``: the reference model of one run's recipe and corpus split."""
     from veil._io import veil_home
 
     return veil_home() / "lm" / f"reference-{reference_run(run).key}"
@@ -306,9 +306,10 @@ def _reference(run: LMRun, planted: Any, log: Callable[[str], None]) -> tuple[An
     manifest = _manifest(folder)
     if manifest is None:
         writable_dir(folder)
-        log(f"training the attacker's reference model on {len(texts):,} public texts for {ref.steps} steps "
-            "(once per corpus split; no private text)")
-        released = _defense(ref).train_lm(texts, checkpoint=folder / "state.pt", log=log)
+        log(f"training the attacker's reference model ({ref.defense}, {ref.steps} steps, the released model's "
+            f"recipe) on {len(texts):,} public texts (once per run; no private text)")
+        defense = _defense(ref)
+        released = defense.train_lm(texts, checkpoint=folder / "state.pt" if defense.resumable else None, log=log)
         manifest = _save_model(folder, released.lm, ref, released)
         return released.lm, {**manifest, "public_texts": len(texts)}
     fix = "run `veil lm attack` again to train it anew"
@@ -319,10 +320,11 @@ def _reference_note(run: LMRun, ref: tuple[Any, dict[str, Any]] | None) -> dict[
     if ref is None:
         return {"model": None, "why": f"fewer than {MIN_PUBLIC} public texts: this run trains on every sentence of "
                                       "its corpus (n_train unset), so the attacker has no public text of the domain"}
-    return {"model": "lm-plain", "public_texts": ref[1]["public_texts"], "steps": ref[1]["run"]["steps"],
-            "lr": ref[1]["run"]["lr"], "sha256": ref[1]["sha256"],
-            "note": "the attacker's own model, fine-tuned the same way on public texts of the corpus (none of them a "
-                    "training or held-out text)"}
+    return {"model": ref[1]["run"]["defense"], "settings": ref[1]["run"]["settings"],
+            "public_texts": ref[1]["public_texts"], "steps": ref[1]["run"]["steps"], "lr": ref[1]["run"]["lr"],
+            "sha256": ref[1]["sha256"],
+            "note": "the attacker's own model: the released model's recipe, trained on public texts of the corpus "
+                    "(none of them a training or held-out text)"}
 
 
 def _perplexity(lm: Any, texts: list[str], seed: int) -> Metric:
