@@ -166,6 +166,13 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                 m = rec.metrics.get(f"pii_recall@{c}")
                 shown = _ci(m, 100) + " %" if m is not None else "–"
                 lines.append(f"| {c} | {row['planted']} | {row['written']} ({shown}) |")
+            by_entity = rec.extra.get("pii_by_entity")
+            if by_entity:
+                lines += ["", "| PII class | values planted (all counts) | written out in a sample |", "|---|---:|---|"]
+                for entity, row in by_entity.items():
+                    m = rec.metrics.get(f"pii_recall[{entity}]")
+                    shown = _ci(m, 100) + " %" if m is not None else "–"
+                    lines.append(f"| {entity} | {row['planted']} | {row['written']} ({shown}) |")
             lines += ["", f"Canaries written out whole in a sample: {rec.extra['canaries_written']}.", ""]
             found = sum(len(ts) for ts in rec.extra["extracted"].values())
             if not found:

@@ -89,6 +89,12 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     assert (reference_folder(TINY) / "model.safetensors").is_file()
     assert membership.config["reference_sha256"] == extraction.config["reference_sha256"] == ref["sha256"]
     assert "precision@reference" in extraction.metrics
+    # PII recall per class too: five classes, one value at each of the two counts
+    assert set(extraction.extra["pii_by_entity"]) == {"PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "STREET_ADDRESS",
+                                                      "IBAN_CODE"}
+    assert all(row["planted"] == 2 and row["counts"] == [1, 2] for row in extraction.extra["pii_by_entity"].values())
+    assert sum(extraction.metrics[f"pii_recall[{e}]"].mean * 2 for e in extraction.extra["pii_by_entity"]) == \
+        pytest.approx(sum(extraction.metrics[f"pii_recall@{c}"].mean * 5 for c in (1, 2)))
     assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}
     assert set(reconstruction.metrics) == {"pii_reconstruction@1", "pii_reconstruction@2"}
     # five classes, one value at each of two counts; at most the run's candidates (50) each

@@ -22,7 +22,7 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
   exposed than those planted once;
 * ``extraction``: :class:`~veil.attacks.generation.TrainingDataExtraction` with ``samples`` samples; per ranking
   the share of the top ``top`` found verbatim in a training text (Wilson 95%), the texts found; and PII recall:
-  the share of planted PII values, per insertion count, written out anywhere in the samples;
+  the share of planted PII values, per insertion count and per PII class, written out anywhere in the samples;
 * ``pii-inference`` and ``pii-reconstruction`` (:mod:`veil.attacks.generation.pii`, Lukas et al. 2023): for every
   planted PII value, a training text that holds it with the value masked; inference ranks
   :data:`PII_CANDIDATES` values of the same class and variant (the true one and others drawn as the corpus draws
@@ -551,13 +551,23 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
             metrics[f"pii_recall@{count}"] = Metric(mean=hits / len(values), n=len(values), ci_low=low,
                                                     ci_high=high, ci_level=0.95)
         pii[str(count)] = {"planted": len(values), "written": int(hits)}
+    by_entity = {}  # what survives a defense, per PII class (scrubbing catches some classes and misses others)
+    for entity in dict.fromkeys(p.entity for p in planted.pii):
+        values = [p for p in planted.pii if p.entity == entity]
+        hits = sum(p.value.lower().replace(" ", "") in squashed for p in values)
+        low, high = wilson_interval(hits, len(values))
+        metrics[f"pii_recall[{entity}]"] = Metric(mean=hits / len(values), n=len(values), ci_low=low, ci_high=high,
+                                                  ci_level=0.95)
+        by_entity[entity] = {"planted": len(values), "written": int(hits),
+                             "counts": sorted({p.count for p in values})}
     canaries = sum(c.text().lower() in written for c in planted.canaries)
     examples = {r: [_withhold(t, planted.canaries) for t in row["texts"][:10]] for r, row in scored.items()}
     return ResultRecord(METHOD, "extraction", {"run": run.identity(), "model_sha256": manifest["sha256"],
                                                "reference_sha256": None if ref is None else ref[1]["sha256"],
                                                "attack": attack.config()},
                         metrics, time.perf_counter() - start,
-                        extra={"distinct_samples": len(found.texts), "pii": pii, "canaries_written": int(canaries),
+                        extra={"distinct_samples": len(found.texts), "pii": pii, "pii_by_entity": by_entity,
+                               "canaries_written": int(canaries),
                                "reference": _reference_note(run, ref),
                                "extracted": examples,
                                "criterion": "a top sample of at least 6 words found verbatim (lowercased, "
