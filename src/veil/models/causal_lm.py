@@ -11,6 +11,7 @@ functions: scores of given texts, and (later) samples; the training text never r
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -45,20 +46,33 @@ def build_causal_lm(encoder: str = "minilm", *, max_tokens: int = 64, seed: int 
     registry package ships trained (the MLM transform) are initialised from ``seed``, leaving torch's global
     generator as it was. ``dropout`` False: built with no dropout (DP-SGD's deterministic training pass); the
     weights are the same either way."""
+    import copy
+
+    from veil.encoders.registry import resolve_model
+
+    resolved = resolve_model(encoder)
+    net, tokenizer = _pretrained(str(resolved.folder), int(seed), bool(dropout))
+    # a copy of the process' one loaded build (public weights only): the same weights a fresh load from this seed
+    # gives, in a few hundredths of the load's time
+    return CausalLM(copy.deepcopy(net), copy.deepcopy(tokenizer), resolved.model_id, max_tokens)
+
+
+@functools.lru_cache(maxsize=4)
+def _pretrained(folder: str, seed: int, dropout: bool) -> tuple[Any, Any]:
+    """The decoder loaded from ``folder`` (the fresh layers drawn from ``seed``) and its tokenizer, once per process
+    and setting; callers get copies (:func:`build_causal_lm`), never these."""
     import torch
     from transformers import AutoTokenizer, BertLMHeadModel
 
-    from veil.encoders.registry import resolve_model
     from veil.models.inverter import _quiet
 
-    resolved = resolve_model(encoder)
     with _quiet(), torch.random.fork_rng():
-        torch.manual_seed(int(seed))
+        torch.manual_seed(seed)
         off = {} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-        net = BertLMHeadModel.from_pretrained(resolved.folder, is_decoder=True, add_cross_attention=False,
+        net = BertLMHeadModel.from_pretrained(folder, is_decoder=True, add_cross_attention=False,
                                               local_files_only=True, **off)
-        tokenizer = AutoTokenizer.from_pretrained(resolved.folder, local_files_only=True)
-    return CausalLM(net, tokenizer, resolved.model_id, max_tokens)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return net, tokenizer
 
 
 def _texts(texts: Any, what: str) -> list[str]:
