@@ -89,3 +89,26 @@ def test_a_checkpoint_of_another_run_is_refused(public, tmp_path):
     state.write_bytes(b"not a torch file")
     with pytest.raises(DataFormatError, match="damaged or not a file veil wrote"):
         train_steps(build_causal_lm(max_tokens=16), public, steps=4, batch_size=2, seed=1, checkpoint=state)
+
+
+def test_a_build_is_a_private_copy_of_the_pretrained_load():
+    """Builds copy one load per process: a caller changing its model (training does) never changes the next build,
+    which holds exactly the weights a fresh load from the same seed gives."""
+    import torch
+
+    import veil.models.causal_lm as causal_lm
+
+    first = build_causal_lm(max_tokens=8)
+    with torch.no_grad():
+        for p in first.net.parameters():
+            p.add_(1.0)
+    second = build_causal_lm(max_tokens=8)
+    causal_lm._pretrained.cache_clear()
+    fresh = build_causal_lm(max_tokens=8)
+    a, b = second.net.state_dict(), fresh.net.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(first.net.state_dict()["cls.predictions.transform.dense.weight"],
+                           a["cls.predictions.transform.dense.weight"])
+    other = build_causal_lm(max_tokens=8, seed=1)  # the fresh layers come from the seed
+    assert not torch.equal(other.net.state_dict()["cls.predictions.transform.dense.weight"],
+                           a["cls.predictions.transform.dense.weight"])
