@@ -158,3 +158,17 @@ def test_evaluate_is_one_bench_row(slice_data):
     ids = list(row.records)
     assert ids[0] == "rt-polarity--none-default--rss--quick-q20-e5-seed3-limit100"
     assert "| default | rss | identity |" in row.table()
+
+
+def test_an_attack_on_a_language_model_is_refused_naming_a_path_that_runs():
+    """veil.attack scores no generative-model attack yet: the error names veil.run_attack on LMAccess and `veil lm
+    attack` (not veil.evaluate, which plans no cell of the kind), and the call it names runs."""
+    from veil.attacks.generation import LMAccess
+
+    texts = ["a warm and funny film", "a dull mess of a movie"] * 10
+    released = veil.protect(texts, "lm-plain", steps=2, max_tokens=8)
+    with pytest.raises(InvalidParameterError, match=r"veil\.run_attack\('lm-membership-loss', LMAccess\.of") as err:
+        veil.attack(released, "lm-membership-loss", private=texts)
+    assert "veil.evaluate(corpus" not in str(err.value) and "veil lm attack" in str(err.value)
+    found = veil.run_attack("lm-membership-loss", LMAccess.of(released.release), candidates=texts[:2] + ["x y z"])
+    assert found.scores.shape == (3,)
