@@ -129,6 +129,19 @@ def test_the_attack_records_hold_no_planted_secret(trained):
             attack_lm_run(TINY, results, "pii-reconstruction")
 
 
+def test_a_run_without_enough_public_text_is_attacked_without_a_reference_and_says_why(trained, tmp_path,
+                                                                                        monkeypatch):
+    import veil.experiments.generation.run as run_module
+
+    monkeypatch.setattr(run_module, "MIN_PUBLIC", 10 ** 6)
+    extraction, membership = attack_lm_run(TINY, tmp_path, ["extraction", "membership"])
+    for rec in (extraction, membership):
+        assert rec.config["reference_sha256"] is None and rec.extra["reference"]["model"] is None
+        assert "fewer than the 1000000 a reference needs" in rec.extra["reference"]["why"]
+    assert "precision@reference" not in extraction.metrics and "reference_auc" not in membership.metrics
+    assert set(membership.extra["tests"]) == {"loss", "zlib"}
+
+
 def test_a_missing_or_damaged_model_is_a_typed_error_naming_the_command(trained):
     other = dataclasses.replace(TINY, seed=9)
     with pytest.raises(ResourceMissingError, match="veil lm train --corpus rt-polarity --defense lm-plain"):

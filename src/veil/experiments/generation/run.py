@@ -316,10 +316,12 @@ def _reference(run: LMRun, planted: Any, log: Callable[[str], None]) -> tuple[An
     return _load_model(folder, manifest, ref, fix), {**manifest, "public_texts": len(texts)}
 
 
-def _reference_note(run: LMRun, ref: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
+def _reference_note(run: LMRun, ref: tuple[Any, dict[str, Any]] | None, public: int) -> dict[str, Any]:
     if ref is None:
-        return {"model": None, "why": f"fewer than {MIN_PUBLIC} public texts: this run trains on every sentence of "
-                                      "its corpus (n_train unset), so the attacker has no public text of the domain"}
+        why = ("this run trains on every sentence of its corpus (n_train unset), so the attacker has no public text "
+               "of the domain" if run.n_train is None else
+               f"the run leaves {public} public texts of its corpus, fewer than the {MIN_PUBLIC} a reference needs")
+        return {"model": None, "why": why}
     return {"model": ref[1]["run"]["defense"], "settings": ref[1]["run"]["settings"],
             "public_texts": ref[1]["public_texts"], "steps": ref[1]["run"]["steps"], "lr": ref[1]["run"]["lr"],
             "sha256": ref[1]["sha256"],
@@ -568,7 +570,7 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
                         metrics, time.perf_counter() - start,
                         extra={"distinct_samples": len(found.texts), "pii": pii, "pii_by_entity": by_entity,
                                "canaries_written": int(canaries),
-                               "reference": _reference_note(run, ref),
+                               "reference": _reference_note(run, ref, len(planted.public)),
                                "extracted": examples,
                                "criterion": "a top sample of at least 6 words found verbatim (lowercased, "
                                             "whitespace collapsed) in a training text; PII recall: a planted value "
@@ -712,6 +714,6 @@ def _membership(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
                                                "attack": configs},
                         metrics, time.perf_counter() - start,
                         extra={"tests": tests, "members": int(truth.sum()), "non_members": int((~truth).sum()),
-                               "reference": _reference_note(run, ref),
+                               "reference": _reference_note(run, ref, len(planted.public)),
                                "note": "members: plain training texts drawn at random; non-members: the held-out "
                                        "texts; both from one randomly split pool"})
