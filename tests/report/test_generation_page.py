@@ -103,6 +103,9 @@ def test_runs_of_the_same_size_are_set_side_by_side_one_row_per_defense(page, tm
     assert [r.split(" | ")[0] for r in rows] == ["| lm-plain, 2 steps", "| lm-dedup, 2 steps"]
     assert "exposure ×4 (bits)" in table and "PII inference ×1" in table and rows[0].split(" | ")[2:] == \
         rows[1].split(" | ")[2:]  # the same records, the same cells
+    # the defense's PII inference against plain's, by the one-sided Fisher test: the same counts give p = 1
+    [line] = [x for x in table.splitlines() if x.startswith("- lm-dedup")]
+    assert "under plain fine-tuning; one-sided Fisher exact test" in line and line.endswith("p = 1.")
 
 
 def test_the_budget_curve_sentence_follows_the_record(page, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from veil.report.markdown import regenerate_section, register_renderer
 from veil.results import ResultRecord
@@ -293,7 +293,33 @@ def _side_by_side(by: dict[str, list[ResultRecord]]) -> list[str]:
                          f"{metric(ext, 'precision@perplexity', 100, ' %')} | {metric(mem, 'loss_auc', digits=2)} | "
                          f"{metric(mem, 'reference_auc', digits=2)} |")
         lines.append("")
+        lines += _against_plain(runs, find, high)
     return lines
+
+
+def _against_plain(runs: list[dict[str, Any]], find: Callable[[str, dict[str, Any]], Any], high: int) -> list[str]:
+    """Each defense's PII inference at the largest count against plain fine-tuning's, by a one-sided Fisher exact
+    test (the defense guesses fewer values right), when the group holds an lm-plain run."""
+    from scipy.stats import fisher_exact
+
+    plain = next((r for r in runs if r["defense"] == "lm-plain"), None)
+    base = find("pii-inference", plain) if plain is not None else None
+    if base is None or str(high) not in base.extra["per_count"]:
+        return []
+    b = base.extra["per_count"][str(high)]
+    out = []
+    for run in sorted(runs, key=lambda r: r["defense"]):
+        rec = find("pii-inference", run)
+        if run is plain or rec is None or str(high) not in rec.extra["per_count"]:
+            continue
+        a = rec.extra["per_count"][str(high)]
+        p = fisher_exact([[a["right"], a["n"] - a["right"]], [b["right"], b["n"] - b["right"]]], alternative="less")[1]
+        out.append(f"- {_label(run)}: {a['right']} of {a['n']} values planted {high} times inferred, against "
+                   f"{b['right']} of {b['n']} under plain fine-tuning; one-sided Fisher exact test that the defense "
+                   f"lets fewer be inferred: p = {p:.2g}.")
+    if not out:
+        return []
+    return ["PII inference against plain fine-tuning (the same run otherwise):", "", *out, ""]
 
 
 def _membership_section(records: list[ResultRecord]) -> list[str]:
