@@ -173,6 +173,14 @@ def generation_page(method: str, records: list[tuple[Path, ResultRecord]], out_d
                     m = rec.metrics.get(f"pii_recall[{entity}]")
                     shown = _ci(m, 100) + " %" if m is not None else "–"
                     lines.append(f"| {entity} | {row['planted']} | {row['written']} ({shown}) |")
+            tagged = rec.extra.get("pii_extraction")
+            if tagged:
+                prec, rec_ = rec.metrics.get("pii_extraction_precision"), rec.metrics.get("pii_extraction_recall")
+                lines += ["", f"PII extraction (Lukas et al.): {tagged['tagged']} distinct values of "
+                              f"{', '.join(tagged['classes'])} tagged in the samples, {tagged['right']} of them "
+                              f"planted values (precision {_ci(prec, 100) + ' %' if prec else 'undefined'}); "
+                              f"{tagged['found']} of the {tagged['planted']} planted values of these classes found "
+                              f"(recall {_ci(rec_, 100) + ' %' if rec_ else 'undefined'}). {tagged['criterion']}."]
             lines += ["", f"Canaries written out whole in a sample: {rec.extra['canaries_written']}.", ""]
             found = sum(len(ts) for ts in rec.extra["extracted"].values())
             if not found:

@@ -93,6 +93,9 @@ def test_the_attack_records_hold_no_planted_secret(trained):
     assert set(extraction.extra["pii_by_entity"]) == {"PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "STREET_ADDRESS",
                                                       "IBAN_CODE"}
     assert all(row["planted"] == 2 and row["counts"] == [1, 2] for row in extraction.extra["pii_by_entity"].values())
+    tagged = extraction.extra["pii_extraction"]  # counts only: no tagged value goes into a record
+    assert tagged["planted"] == 6 and tagged["classes"] == ["EMAIL_ADDRESS", "PHONE_NUMBER", "IBAN_CODE"]
+    assert ("pii_extraction_precision" in extraction.metrics) == (tagged["tagged"] > 0)
     assert sum(extraction.metrics[f"pii_recall[{e}]"].mean * 2 for e in extraction.extra["pii_by_entity"]) == \
         pytest.approx(sum(extraction.metrics[f"pii_recall@{c}"].mean * 5 for c in (1, 2)))
     assert set(inference.metrics) == {"pii_inference@1", "pii_inference@2"}

@@ -13,6 +13,14 @@ Scoring holds the truth (:func:`score_extraction`): a sample counts as extracted
 ``min_words`` words and occurs verbatim in one training text, compared lowercased with whitespace collapsed (veil's
 causal LM writes lowercase word pieces, as MiniLM's uncased vocabulary does). The precision of each ranking's top
 ``top`` samples is reported with its Wilson interval, with the extracted texts.
+
+**PII extraction** (Lukas et al. 2023, Sec. 4): the attacker tags the PII its samples contain and keeps each
+distinct value (:func:`tag_pii`). veil's causal LM writes lowercase word pieces with spaces around punctuation
+("ann @ example. org"), so the spacing inside e-mail addresses, phone numbers and IBANs is undone first
+(:func:`unspace`) and Presidio's pattern recognizers tag those three classes (:data:`TAGGED`); names and street
+addresses need a NER model that reads case, which these samples lack, so they are not tagged. The scorer
+(:func:`score_pii_extraction`) counts the tagged values that are a planted value of their class: precision over the
+tagged values, recall over the planted ones of the tagged classes.
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ import numpy as np
 from veil.attacks.base import Attack, ThreatModel
 from veil.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["TrainingDataExtraction", "Extracted", "score_extraction", "RANKINGS"]
+__all__ = ["TrainingDataExtraction", "Extracted", "score_extraction", "RANKINGS", "TAGGED", "unspace", "tag_pii",
+           "score_pii_extraction"]
 
 #: the rankings the attack makes (``reference`` only with a reference model)
 RANKINGS = ("perplexity", "zlib", "reference")
@@ -139,4 +148,70 @@ def score_extraction(found: Extracted, training_texts: Any, *, min_words: int = 
         low, high = wilson_interval(k, n)
         out[ranking] = {"top": n, "extracted": k, "precision": k / n, "ci_low": low, "ci_high": high,
                         "texts": [found.texts[i] for i, h in zip(idx, hits) if h]}
+    return out
+
+
+#: the PII classes tagged in samples (module docstring)
+TAGGED = ("EMAIL_ADDRESS", "PHONE_NUMBER", "IBAN_CODE")
+_EMAIL = re.compile(r"([\w.+-]+)\s*@\s*([\w-]+(?:\s*\.\s*[a-z]{2,6}\b)+)", re.IGNORECASE)
+_DIGITS = re.compile(r"(?<![\w])(?:[+(]\s*)?\d[\d\s().+\-]{5,}\d")
+_IBAN = re.compile(r"\b([a-z]{2}\d{2}[a-z0-9]{11,30})\b")
+
+
+def unspace(text: str) -> str:
+    """``text`` with values written as values: the tokenizer's spaces inside e-mail addresses (``"ann @ example.
+    org"``) and runs of digits and phone punctuation (``"( 212 ) 555 - 0187"``) removed, an IBAN's letters
+    upper-cased (``"de89..."`` -> ``"DE89..."``)."""
+    text = _EMAIL.sub(lambda m: m.group(1) + "@" + re.sub(r"\s+", "", m.group(2)), text)
+    text = _DIGITS.sub(lambda m: re.sub(r"\s+", "", m.group()), text)
+    return _IBAN.sub(lambda m: m.group(1).upper(), text)
+
+
+def tag_pii(texts: Any, *, entities: Any = TAGGED, detector: Any = None) -> list[tuple[str, str]]:
+    """The distinct ``(entity, value)`` pairs Presidio's recognizers find in ``texts`` after :func:`unspace`, in
+    the order first found (``detector``: a :class:`veil.defenses.redaction.Detector` to reuse)."""
+    from veil.defenses.redaction import Detector
+
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+        raise InvalidTypeError("texts must be a list of sampled texts")
+    written = [unspace(t) for t in texts]
+    detector = detector or Detector(model="sm", entities=list(entities))
+    found: dict[tuple[str, str], None] = {}
+    for text, spans in zip(written, detector.detect(written)):
+        for d in spans:
+            if d.entity in entities:
+                found.setdefault((d.entity, text[d.start:d.end]), None)
+    return list(found)
+
+
+def score_pii_extraction(tagged: Any, planted: Any) -> dict[str, Any]:
+    """Precision and recall of PII extraction: ``tagged`` the attack's ``(entity, value)`` pairs, ``planted`` the
+    truth's (the scorer's only). A tagged value is right when it is a planted value of its class, compared
+    lowercased with every space removed. Precision is over the tagged values, recall over the planted values of the
+    tagged classes; each with a Wilson 95% interval (None when there is nothing to count), and per class."""
+    from veil.attacks.generation.pii import same_value
+    from veil.metrics.leakage import wilson_interval
+
+    tagged, planted = list(tagged), list(planted)
+    classes = sorted({e for e, _ in planted} & set(TAGGED) | {e for e, _ in tagged})
+
+    def share(k: int, n: int) -> dict[str, Any]:
+        if n == 0:
+            return {"n": 0, "right": 0, "share": None, "ci_low": None, "ci_high": None}
+        low, high = wilson_interval(k, n)
+        return {"n": n, "right": k, "share": k / n, "ci_low": low, "ci_high": high}
+
+    def right(e: str, v: str) -> bool:
+        return any(pe == e and same_value(v, pv) for pe, pv in planted)
+
+    def found(e: str, v: str) -> bool:
+        return any(te == e and same_value(v, tv) for te, tv in tagged)
+
+    out: dict[str, Any] = {"precision": share(sum(right(e, v) for e, v in tagged), len(tagged))}
+    in_scope = [(e, v) for e, v in planted if e in TAGGED]
+    out["recall"] = share(sum(found(e, v) for e, v in in_scope), len(in_scope))
+    out["per_class"] = {c: {"tagged": sum(e == c for e, _ in tagged),
+                            "right": sum(e == c and right(e, v) for e, v in tagged),
+                            "planted": sum(e == c for e, _ in in_scope),
+                            "found": sum(e == c and found(e, v) for e, v in in_scope)} for c in classes}
     return out

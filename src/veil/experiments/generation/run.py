@@ -23,6 +23,8 @@ training steps and a seed. :func:`train_lm_run` (``veil lm train``):
 * ``extraction``: :class:`~veil.attacks.generation.TrainingDataExtraction` with ``samples`` samples; per ranking
   the share of the top ``top`` found verbatim in a training text (Wilson 95%), the texts found; and PII recall:
   the share of planted PII values, per insertion count and per PII class, written out anywhere in the samples;
+  and PII extraction as Lukas et al. score it: the e-mail addresses, phone numbers and IBANs Presidio tags in the
+  samples, their precision (the share that are planted values) and recall;
 * ``pii-inference`` and ``pii-reconstruction`` (:mod:`veil.attacks.generation.pii`, Lukas et al. 2023): for every
   planted PII value, a training text that holds it with the value masked; inference ranks
   :data:`PII_CANDIDATES` values of the same class and variant (the true one and others drawn as the corpus draws
@@ -562,6 +564,14 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
                                                   ci_level=0.95)
         by_entity[entity] = {"planted": len(values), "written": int(hits),
                              "counts": sorted({p.count for p in values})}
+    from veil.attacks.generation.extraction import TAGGED, score_pii_extraction, tag_pii
+
+    tagged = score_pii_extraction(tag_pii(list(found.texts)), [(p.entity, p.value) for p in planted.pii])
+    for name in ("precision", "recall"):
+        row = tagged[name]
+        if row["n"]:
+            metrics[f"pii_extraction_{name}"] = Metric(mean=row["share"], n=row["n"], ci_low=row["ci_low"],
+                                                       ci_high=row["ci_high"], ci_level=0.95)
     canaries = sum(c.text().lower() in written for c in planted.canaries)
     examples = {r: [_withhold(t, planted.canaries) for t in row["texts"][:10]] for r, row in scored.items()}
     return ResultRecord(METHOD, "extraction", {"run": run.identity(), "model_sha256": manifest["sha256"],
@@ -569,6 +579,18 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
                                                "attack": attack.config()},
                         metrics, time.perf_counter() - start,
                         extra={"distinct_samples": len(found.texts), "pii": pii, "pii_by_entity": by_entity,
+                               "pii_extraction": {"classes": list(TAGGED),
+                                                  "tagged": tagged["precision"]["n"],
+                                                  "right": tagged["precision"]["right"],
+                                                  "planted": tagged["recall"]["n"],
+                                                  "found": tagged["recall"]["right"],
+                                                  "per_class": tagged["per_class"],
+                                                  "criterion": "Presidio's pattern recognizers on the samples "
+                                                               "with their spacing undone; a tagged value is "
+                                                               "right when it is a planted value of its class "
+                                                               "(lowercased, spaces removed); names and street "
+                                                               "addresses are not tagged (the samples are "
+                                                               "lowercase)"},
                                "canaries_written": int(canaries),
                                "reference": _reference_note(run, ref, len(planted.public)),
                                "extracted": examples,
