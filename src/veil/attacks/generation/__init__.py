@@ -4,11 +4,12 @@ inference and reconstruction (:mod:`.pii`, Lukas et al. 2023), and membership in
 Each observes the model only through :class:`.observe.LMAccess`: samples and the likelihood of given texts."""
 
 from veil.attacks.generation.exposure import CanaryExposure, CandidateScores, score_exposure
-from veil.attacks.generation.extraction import Extracted, TrainingDataExtraction, score_extraction
+from veil.attacks.generation.extraction import (Extracted, TrainingDataExtraction, score_extraction,
+                                                score_pii_extraction, tag_pii)
 from veil.attacks.generation.membership import LMMembership, LMMembershipReference, LMMembershipZlib
 from veil.attacks.generation.observe import LMAccess
 from veil.attacks.generation.pii import PIIGuesses, PIIInference, PIIReconstruction, score_pii
 
 __all__ = ["LMAccess", "CanaryExposure", "CandidateScores", "score_exposure", "TrainingDataExtraction", "Extracted",
-           "score_extraction", "PIIInference", "PIIReconstruction", "PIIGuesses", "score_pii", "LMMembership",
-           "LMMembershipZlib", "LMMembershipReference"]
+           "score_extraction", "tag_pii", "score_pii_extraction", "PIIInference", "PIIReconstruction", "PIIGuesses",
+           "score_pii", "LMMembership", "LMMembershipZlib", "LMMembershipReference"]
