@@ -546,10 +546,13 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
                                                  ci_high=row["ci_high"], ci_level=0.95)
     written = " \n ".join(t.lower() for t in found.texts)
     squashed = written.replace(" ", "")
+
+    def written_out(values: list[Any]) -> int:  # planted values found anywhere in the samples, spaces ignored
+        return sum(p.value.lower().replace(" ", "") in squashed for p in values)
     pii = {}
     for count in run.counts:
         values = [p for p in planted.pii if p.count == count]
-        hits = sum(p.value.lower().replace(" ", "") in squashed for p in values)
+        hits = written_out(values)
         if values:
             low, high = wilson_interval(hits, len(values))
             metrics[f"pii_recall@{count}"] = Metric(mean=hits / len(values), n=len(values), ci_low=low,
@@ -558,7 +561,7 @@ def _extraction(run: LMRun, lm: Any, planted: Any, manifest: dict[str, Any],
     by_entity = {}  # what survives a defense, per PII class (scrubbing catches some classes and misses others)
     for entity in dict.fromkeys(p.entity for p in planted.pii):
         values = [p for p in planted.pii if p.entity == entity]
-        hits = sum(p.value.lower().replace(" ", "") in squashed for p in values)
+        hits = written_out(values)
         low, high = wilson_interval(hits, len(values))
         metrics[f"pii_recall[{entity}]"] = Metric(mean=hits / len(values), n=len(values), ci_low=low, ci_high=high,
                                                   ci_level=0.95)
