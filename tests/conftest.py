@@ -71,6 +71,31 @@ def real_home():
     return REAL_HOME
 
 
+@contextlib.contextmanager
+def _own_home(root: Path):
+    """VEIL_HOME at ``root`` for the ``with`` block: the real cache's corpora, encoders and downloads linked into it,
+    nothing else (a model the block needs is trained there anew); the old VEIL_HOME comes back on the way out."""
+    for sub in ("corpora", "encoders", "downloads"):
+        if (REAL_HOME / sub).exists():
+            (root / sub).symlink_to(REAL_HOME / sub)
+    old = os.environ.get("VEIL_HOME")
+    os.environ["VEIL_HOME"] = str(root)
+    try:
+        yield root
+    finally:
+        if old is None:
+            del os.environ["VEIL_HOME"]
+        else:
+            os.environ["VEIL_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def own_home():
+    """``with own_home(folder):`` runs the block with VEIL_HOME at an empty ``folder`` that links the real corpora,
+    encoders and downloads (:func:`_own_home`)."""
+    return _own_home
+
+
 @pytest.fixture(scope="session")
 def builtin():
     """Load a built-in corpus from the real cache, pulling it first if needed."""

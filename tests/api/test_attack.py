@@ -102,7 +102,8 @@ def test_every_attack_is_built_or_named_through_veil_attack(name):
         return
     # an attack with a bench cell is run there (veil.evaluate); one without (the federated-update attacks, the
     # inversion baselines) is named as what neither scores, with its direct path
-    fix = "veil.evaluate\\(corpus" if cls.bench_cell else "no bench cell.*veil.run_attack"
+    fix = ("veil.run_attack.*veil.evaluate\\('rt-polarity-planted'" if cls.observes == "generative-model" else
+           "veil.evaluate\\(corpus" if cls.bench_cell else "no bench cell.*veil.run_attack")
     with pytest.raises(InvalidParameterError, match=fix):
         resources_of(name)
 
@@ -161,14 +162,14 @@ def test_evaluate_is_one_bench_row(slice_data):
 
 
 def test_an_attack_on_a_language_model_is_refused_naming_a_path_that_runs():
-    """veil.attack scores no generative-model attack yet: the error names veil.run_attack on LMAccess and `veil lm
-    attack` (not veil.evaluate, which plans no cell of the kind), and the call it names runs."""
+    """veil.attack scores no generative-model attack: the error names veil.run_attack on LMAccess, `veil lm attack`
+    and the kind's bench cells (veil.evaluate on the planted corpus), and the first call it names runs."""
     from veil.attacks.generation import LMAccess
 
     texts = ["a warm and funny film", "a dull mess of a movie"] * 10
     released = veil.protect(texts, "lm-plain", steps=2, max_tokens=8)
     with pytest.raises(InvalidParameterError, match=r"veil\.run_attack\('lm-membership-loss', LMAccess\.of") as err:
         veil.attack(released, "lm-membership-loss", private=texts)
-    assert "veil.evaluate(corpus" not in str(err.value) and "veil lm attack" in str(err.value)
+    assert "veil lm attack" in str(err.value) and "veil.evaluate('rt-polarity-planted', 'lm-plain'" in str(err.value)
     found = veil.run_attack("lm-membership-loss", LMAccess.of(released.release), candidates=texts[:2] + ["x y z"])
     assert found.scores.shape == (3,)

@@ -42,15 +42,15 @@ def test_cells_pair_defenses_with_attacks_by_declared_observations():
 
 #: one corpus per task (names only: planning loads nothing)
 EVERY_TASK = {"rt-polarity": "sentence-classification", "drug-reviews": "document-classification",
-              "silver-sm": "dependency-parsing", "debates-2016-speaker": "private-attributes"}
+              "silver-sm": "dependency-parsing", "debates-2016-speaker": "private-attributes",
+              "rt-polarity-planted": "language-modeling"}
 
 
 #: defenses that run in the full bench only, each saying why in its bench_settings (minutes of training per setting)
-FULL_ONLY = {"obfuscation-neural"}
-#: release kinds with registered defenses and attacks but no bench section yet, each with why (remove the entry when
-#: the section lands: these tests then hold the kind to every check above)
-NOT_IN_BENCH_YET = {"generative-model": "issue 52: its bench section needs a language-modeling corpus and the "
-                                        "`veil lm train` cells, not built yet (docs/generation.md)"}
+FULL_ONLY = {"obfuscation-neural", "lm-scrub", "lm-dedup"}
+#: release kinds with registered defenses and attacks but no bench section yet, each with why (add an entry only
+#: with its reason: these tests hold every other kind to every check above)
+NOT_IN_BENCH_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("quick", [True, False])

@@ -15,28 +15,15 @@ TINY = LMRun(steps=2, batch_size=4, max_tokens=16, n_train=30, n_heldout=12, cou
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory, real_home, builtin):
-    import os
-
+def page(tmp_path_factory, own_home, builtin):
     builtin("rt-polarity")
-    home = tmp_path_factory.mktemp("home")
-    for sub in ("corpora", "encoders", "downloads"):
-        if (real_home / sub).exists():
-            (home / sub).symlink_to(real_home / sub)
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(home)
-    try:
+    with own_home(tmp_path_factory.mktemp("home")):
         results = tmp_path_factory.mktemp("results") / "generation"
         train_lm_run(TINY, results)
         attack_lm_run(TINY, results)
         out = tmp_path_factory.mktemp("pages")
         [path] = render_method(results, out)
         secrets = json.loads((run_folder(TINY) / "canaries.secret.json").read_text())
-    finally:
-        if old is None:
-            del os.environ["VEIL_HOME"]
-        else:
-            os.environ["VEIL_HOME"] = old
     return path.read_text(), out, secrets, results
 
 

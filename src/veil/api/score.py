@@ -129,7 +129,7 @@ def resources_of(name: str) -> dict[str, Any]:
 
     cls = get_attack(name)  # UnknownNameError naming the valid ones
     family = SCORED_CELLS.get(cls.bench_cell)
-    if family is None and not cls.bench_cell:
+    if family is None and (not cls.bench_cell or cls.observes == "generative-model"):
         raise InvalidParameterError(_no_cell(name, cls))
     if family is None:
         raise InvalidParameterError(
@@ -140,12 +140,14 @@ def resources_of(name: str) -> dict[str, Any]:
 
 
 def _no_cell(name: str, cls: Any) -> str:
-    """What to run instead, for an attack with no bench cell (neither veil.attack nor veil.evaluate scores it)."""
+    """What to run instead, for an attack veil.attack does not score: one with no bench cell (neither veil.attack nor
+    veil.evaluate scores it), or one on a language model (its own paths, and its bench cells)."""
     if cls.observes == "generative-model":
-        return (f"{name!r} has no bench cell yet (it observes a fine-tuned language model), so neither veil.attack "
-                "nor veil.evaluate scores it; run it on the model's black-box access, "
-                f"veil.run_attack({name!r}, LMAccess.of(released.release), ...) (veil.attacks.generation), or "
-                "measure a whole run with `veil lm train` and `veil lm attack` (docs/generation.md)")
+        return (f"veil.attack does not score {name!r} (it observes a fine-tuned language model, scored against "
+                "the planted secrets of its training text); run it on your model's black-box access, "
+                f"veil.run_attack({name!r}, LMAccess.of(released.release), ...) (veil.attacks.generation), measure "
+                "a whole run with `veil lm train` and `veil lm attack` (docs/generation.md), or its bench cells: "
+                f"veil.evaluate('rt-polarity-planted', 'lm-plain', attacks=[{name!r}])")
     return (f"{name!r} has no bench cell (it observes {cls.observes!r}), so neither veil.attack nor veil.evaluate "
             f"scores it; run it directly: veil.run_attack({name!r}, observation, ...), or its command under "
             f"`veil attack --help`; veil.attack scores {', '.join(scored_attacks())}")
@@ -168,7 +170,7 @@ def _check(release: Any, name: str) -> tuple[Any, str]:
                                     f"{release.kind!r}; the attacks that observe it: "
                                     f"{', '.join(readers) or 'none registered'}")
     family = SCORED_CELLS.get(cls.bench_cell)
-    if family is None and not cls.bench_cell:
+    if family is None and (not cls.bench_cell or cls.observes == "generative-model"):
         raise InvalidParameterError(_no_cell(name, cls))
     if family is None or release.kind not in FAMILY_KINDS[family]:
         kinds = sorted({k for ks in FAMILY_KINDS.values() for k in ks})

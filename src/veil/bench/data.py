@@ -42,6 +42,7 @@ TASK_CORPORA: dict[str, tuple[str, str]] = {
     "silver-sm": ("dependency-parsing", "veil.bench.data_parsing:treebank_data"),
     "news-articles-people": ("private-attributes", "veil.bench.data_attributes:attribute_data"),
     "debates-2016-speaker": ("private-attributes", "veil.bench.data_attributes:attribute_data"),
+    "rt-polarity-planted": ("language-modeling", "veil.bench.data_generation:planted_data"),
 }
 
 
@@ -63,10 +64,12 @@ def encoder_backend(name: str) -> dict[str, str]:
     level ``encoder_backend``) and :func:`veil.bench.runner.finished_cells` compares it: ``{}`` for torch (as every
     record made before backends existed) and for a treebank, whose cells read obfuscated text with veil's parsers
     and masked LM and encode nothing with MiniLM; every other corpus (classification: :func:`bench_data`;
-    private attributes: the frozen MiniLM of the representations cells) resolves it as its ``TextEncoder`` will."""
+    private attributes: the frozen MiniLM of the representations cells) resolves it as its ``TextEncoder`` will; a
+    language-modeling corpus encodes nothing either (its cells read a fine-tuned causal LM)."""
     from veil.encoders.backends import backend_identity
 
-    if name in _TREEBANKS or (name in TASK_CORPORA and TASK_CORPORA[name][0] == "dependency-parsing"):
+    if name in _TREEBANKS or (name in TASK_CORPORA and TASK_CORPORA[name][0] in ("dependency-parsing",
+                                                                                  "language-modeling")):
         return {}
     return backend_identity(None)
 

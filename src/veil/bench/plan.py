@@ -24,9 +24,9 @@ __all__ = ["Cell", "BenchConfig", "plan_cells", "paired_attacks", "not_runnable"
            "FULL_CORPORA", "UTILITY"]
 
 #: one corpus per task (the attribute corpus, debates-2016, is the small one); the full bench adds corpora per task
-QUICK_CORPORA = ("rt-polarity", "drug-reviews", "silver-sm", "debates-2016-speaker")
+QUICK_CORPORA = ("rt-polarity", "drug-reviews", "silver-sm", "debates-2016-speaker", "rt-polarity-planted")
 FULL_CORPORA = ("rt-polarity", "trec-questions", "sms-spam", "drug-reviews", "news-articles", "silver-sm",
-                "news-articles-people", "debates-2016-speaker")
+                "news-articles-people", "debates-2016-speaker", "rt-polarity-planted")
 UTILITY = "utility"
 
 

@@ -161,19 +161,33 @@ def _warn_truncated(names: list[str]) -> None:
 def cell_models(cell: Any) -> list[str]:
     """The cached models veil trains that ``cell`` needs (:func:`ensure_models` makes them): ``mlm-quick`` for the
     quick bench's infilling and veil's masked-LM word recovery, an inverter for every inverting attack
-    (``inverter-quick`` quick, ``inverter`` full)."""
+    (``inverter-quick`` quick, ``inverter`` full), and for a cell of a defense that releases a language model its
+    fine-tuned model and the attacker's reference model (``lm:<run key>``)."""
     attack = getattr(cell, "attack", None)
     out = []
     if attack and (str(attack).startswith("word-recovery-veil-mlm") or attack == "infill") and cell.config.quick:
         out.append("mlm-quick")
     if _inverts(attack):
         out.append("inverter-quick" if cell.config.quick else "inverter")
+    if _releases_lm(cell):
+        from veil.bench.cells.generative_model import lm_model_name
+
+        out.append(lm_model_name(cell))
     return out
+
+
+def _releases_lm(cell: Any) -> bool:
+    """Whether ``cell``'s defense releases a fine-tuned language model (its cells need the trained model)."""
+    from veil.defenses.base import defense_names, get_defense
+
+    defense = getattr(cell, "defense", None)
+    return defense in defense_names(controls=True) and get_defense(defense).releases == "generative-model"
 
 
 def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Make sure the models ``cells`` need are cached before any runs: the quick masked LM (infilling, veil's MLM
-    word recovery) and the inverters (the quick one is trained here on first use; the full one must exist).
+    word recovery), the inverters (the quick one is trained here on first use; the full one must exist) and the
+    language models of generative-model settings with their attackers' reference models (trained here on first use).
 
     Returns one ``{"model", "seconds"}`` per model checked, and logs ``bench: model NAME ready after S s`` for each
     that took a second or more (one trained here; benchmarks/demo.py times a first run's phases from these lines)."""
@@ -190,6 +204,14 @@ def ensure_models(cells: list[Any], log: Callable[[str], None] = print) -> list[
             from veil.training.inverter import ensure_inverter
 
             needed.append((name, lambda name=name: ensure_inverter(name, log=log)))
+    lm_cells: dict[str, Any] = {}
+    for c in cells:
+        lm_cells.update({n: c for n in cell_models(c) if n.startswith("lm:") and n not in lm_cells})
+    for name, c in lm_cells.items():
+        from veil.bench.cells.generative_model import ensure_cell_lm
+
+        needed.append((f"{name} ({c.defense} {c.setting_label}, {c.corpus})",
+                       lambda c=c: ensure_cell_lm(c, log=log)))
     done = []
     for name, ensure in needed:
         start = time.perf_counter()

@@ -11,7 +11,7 @@ from typing import Any
 from veil.errors import OptionError
 
 __all__ = ["Selection", "builtin_corpora", "select_cells", "demo_cells", "DEMO_LEFT_OUT", "DEMO_MINUTES",
-           "QUICK_REST_MINUTES", "demo_plan_line"]
+           "QUICK_REST_MINUTES", "LM_MINUTES", "demo_plan_line"]
 
 
 def builtin_corpora(names: list[str] | None, *, quick: bool, encoding: str | None = None,
@@ -78,6 +78,17 @@ def select_cells(corpus_list: list[str], defenses: list[str] | None, attacks: li
 _TEXTHIDE_DEMO = {"k": 4, "m": 256, "mode": "intra"}
 
 
+def _releases_lm(cell: Any) -> bool:
+    from veil.bench.runner import _releases_lm as releases
+
+    return releases(cell)
+
+
+#: the quick bench's generative-model section on 2 idle cores from a fresh VEIL_HOME, in minutes (its two models,
+#: their reference models and every attack cell; benchmarks/RESULTS.md, "the quick bench's generative-model section")
+LM_MINUTES = 0
+
+
 def _trains_model_first(cell: Any) -> bool:
     from veil.bench.runner import cell_models
 
@@ -88,6 +99,8 @@ def _trains_model_first(cell: Any) -> bool:
 #: cores. Times: the quick bench's first run from a fresh VEIL_HOME (benchmarks/RESULTS.md, "make demo from a fresh
 #: clone", at fba7c91: quick masked LM 3.5 min, quick inverter 8.0 min, cells as named).
 DEMO_LEFT_OUT: tuple[tuple[str, Any], ...] = (
+    ("fine-tunes a language model on the planted corpus, and the attacker's reference model, before its attacks "
+     f"(about {LM_MINUTES} min on 2 cores for the quick bench's two settings)", _releases_lm),
     ("needs a model veil trains on first use (the quick inverter, about 8 min on 2 cores, or the quick masked LM, "
      "about 3.5 min), and then inverts, infills or fine-tunes for 0.2-4 min a cell", _trains_model_first),
     ("trains a learned word-recovery attacker for the cell (0.3-2.5 min a cell)",

@@ -29,7 +29,8 @@ def bench(
                                                       "the same --out adds it later.")] = False,
     corpora: Annotated[Optional[str], typer.Option(help="Comma-separated corpora (default with --quick: "
                                                         "rt-polarity, drug-reviews, silver-sm, "
-                                                        "debates-2016-speaker; without: eight corpora, "
+                                                        "debates-2016-speaker, rt-polarity-planted; without: nine "
+                                                        "corpora, "
                                                         "veil.bench.plan.FULL_CORPORA).")]
     = None,
     defenses: Annotated[Optional[str], typer.Option(help="Comma-separated defenses (default: every registered "

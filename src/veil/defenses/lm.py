@@ -86,6 +86,12 @@ class PlainFineTuning(GenerativeModelDefense):
     def __repr__(self) -> str:
         return f"PlainFineTuning(steps={self.steps}, batch_size={self.batch_size}, lr={self.lr:g})"
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The undefended reference runs in the quick bench and the full one (its run: the bench's
+        :func:`~veil.bench.data_generation.bench_lm_run`, not these parameters)."""
+        return [{}]
+
     @property
     def resumable(self) -> bool:
         """Whether :meth:`train_lm` can take a checkpoint: only with a seeded order (``rng``)."""
@@ -132,6 +138,11 @@ class ScrubbedFineTuning(PlainFineTuning):
                 "with a NER tagger before fine-tuning (Presidio here)")
     guarantee = Guarantee("none", "no formal guarantee: the PII Presidio detects is replaced before training; what "
                                   "it misses is trained on as it is")
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The full bench only (the quick one runs the undefended reference and DP-SGD at epsilon 8)."""
+        return [] if quick else [{}]
 
     def __init__(self, *, operator: str = "type", model: str = "sm", steps: int = 200, batch_size: int = 16,
                  lr: float = 1e-4, max_tokens: int = 64, init_seed: int = 0, rng: int | None = None) -> None:
@@ -195,6 +206,11 @@ class DeduplicatedFineTuning(PlainFineTuning):
     guarantee = Guarantee("none", "no formal guarantee: each distinct text is trained on once; a secret written in "
                                   "several different texts stays as often as it was written")
 
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """The full bench only (the quick one runs the undefended reference and DP-SGD at epsilon 8)."""
+        return [] if quick else [{}]
+
     def prepare(self, texts: Any, *, log: Any = None) -> list[str]:
         texts = super().prepare(texts)
         kept = deduplicate(texts)
@@ -256,6 +272,18 @@ class DPFineTuning(PlainFineTuning):
     def __repr__(self) -> str:
         return (f"DPFineTuning(epsilon={self.epsilon:g}, clip={self.clip:g}, layers={self.layers}, "
                 f"steps={self.steps}, batch_size={self.batch_size})")
+
+    @classmethod
+    def bench_settings(cls, quick: bool) -> list[dict[str, Any]]:
+        """Epsilon 8 in the quick bench; 1, 3 and 8 in the full one."""
+        return [{"epsilon": 8.0}] if quick else [{"epsilon": e} for e in (1.0, 3.0, 8.0)]
+
+    @classmethod
+    def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
+        e = float(setting["epsilon"])
+        return Guarantee("epsilon-delta-dp", f"(epsilon <= {e:g}, delta = 1/(10 n))-DP of the released language "
+                         "model under adding or removing one training text (PRV accountant); a secret in k texts "
+                         "is protected as a group of k", epsilon=e)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "epsilon": self.epsilon, "delta": self.delta, "clip": self.clip,

@@ -20,7 +20,8 @@ import numpy as np
 
 from veil.errors import DataFormatError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "token_nll", "train_steps", "sample"]
+__all__ = ["CausalLM", "build_causal_lm", "log_perplexities", "token_nll", "token_hits", "predicted_tokens",
+           "train_steps", "sample"]
 
 
 class CausalLM:
@@ -111,6 +112,32 @@ def token_nll(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> tuple[np.nda
             nll.append(total.double().numpy())
             count.append(n.numpy())
     return np.concatenate(nll), np.concatenate(count).astype(np.int64)
+
+
+def token_hits(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: how many of its predicted tokens are the model's top-1 guess given the tokens before them, and
+    their number (the tokens :func:`token_nll` scores)."""
+    import torch
+
+    texts = _texts(texts, "texts")
+    lm.net.eval()
+    hits, count = [], []
+    with torch.no_grad():
+        for i in range(0, len(texts), batch_size):
+            ids, mask = lm.batch(texts[i:i + batch_size])
+            guess = lm.net(input_ids=ids, attention_mask=mask).logits[:, :-1].argmax(-1)
+            keep = mask[:, 1:].bool()
+            hits.append(((guess == ids[:, 1:]) & keep).sum(1).numpy())
+            count.append(keep.sum(1).numpy())
+    return np.concatenate(hits).astype(np.int64), np.concatenate(count).astype(np.int64)
+
+
+def predicted_tokens(lm: CausalLM, texts: Any) -> list[np.ndarray]:
+    """Per text: the ids of its predicted tokens (every token after ``[CLS]``, ``[SEP]`` included, cut as
+    :meth:`CausalLM.batch` cuts), the targets :func:`token_nll` and :func:`token_hits` score."""
+    texts = _texts(texts, "texts")
+    enc = lm.tokenizer(texts, truncation=True, max_length=lm.max_tokens + 2)
+    return [np.asarray(ids[1:], dtype=np.int64) for ids in enc["input_ids"]]
 
 
 def log_perplexities(lm: CausalLM, texts: Any, *, batch_size: int = 64) -> np.ndarray:

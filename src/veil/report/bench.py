@@ -121,8 +121,12 @@ def _planned(defense: str, setting: dict[str, Any]) -> list[str]:
 
 
 def _pct(m: dict[str, Any] | None) -> str:
+    """A share as a percentage with its 95% interval; a measure with a ``unit`` (canary exposure in bits) in it."""
     if not m:
         return "n/a"
+    if m.get("unit"):
+        s = f"{m['mean']:.1f} {m['unit']}"
+        return s + (f" [{m['ci_low']:.1f}, {m['ci_high']:.1f}]" if m.get("ci_low") is not None else "")
     s = f"{100 * m['mean']:.1f}%"
     if m.get("ci_low") is not None:
         low, high = proportion_interval(m["mean"], m.get("n"), m["ci_low"], m["ci_high"], m.get("ci_level"))
@@ -184,6 +188,9 @@ def _rows(points: list[BenchPoint]) -> list[list[str]]:
         ref = p.utility and p.utility.get("reference_metric")
         if ref:
             utility += f" (originals {_pct(ref)})"
+        ppl = p.utility and p.utility.get("perplexity")
+        if ppl:
+            utility += f" (held-out perplexity {ppl['mean']:,.0f})"
         rows.append([p.name, guarantee, utility,
                      strongest[0] if strongest else "n/a",
                      _pct(strongest[1]["success_metric"]) if strongest else "n/a",
@@ -232,7 +239,8 @@ HEAD = ["defense / setting", "guarantee", "utility", "strongest attack", "its su
 MEASURES = {"identity": "share re-identified", "identity_any": "share re-identified",
             "top1": "replaced words recovered (top-1)"}
 #: how a measured-but-not-comparable success is named beside the strongest attack
-_SHORT = {"token_f1": "token F1"}
+_SHORT = {"token_f1": "token F1", "exposure": "exposure", "pii_inference": "top-1 among candidates",
+          "pii_reconstruction": "values reconstructed", "extraction_precision": "top samples verbatim"}
 
 
 def _measure(points: list[BenchPoint]) -> str:
@@ -338,13 +346,14 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 INTRO = ("Every defense veil has, against every attack that observes what it releases, on the same data, in one "
          "section per release kind (what leaves the owner: vectors, training encodings, document embeddings, "
-         "rewritten text, obfuscated text for a parsing service, an encoder's hidden states). "
-         "Each point is one defense setting: x is the utility it keeps (task accuracy, or the parse's UAS), y the "
-         "success of the strongest attack (the share of private items re-identified, of replaced words recovered, "
-         "or the private attribute's prediction score). The dashed line is the floor (random guessing, or an attack "
-         "that learns nothing from the release), the dotted line the majority class or the utility on the original "
-         "inputs. A good defense sits low and to the right; a point high up leaks no matter what its paper's "
-         "attack reported, which is in its own column.")
+         "rewritten text, obfuscated text for a parsing service, an encoder's hidden states, a trained model, a "
+         "language model fine-tuned on the private text). Each point is one defense setting: x is the utility it "
+         "keeps (task accuracy, the parse's UAS, or a language model's held-out next-token accuracy), y the success "
+         "of the strongest attack (the share of private items re-identified, of replaced words recovered, the "
+         "private attribute's prediction score, or membership AUC). The dashed line is the floor (random guessing, "
+         "or an attack that learns nothing from the release), the dotted line the majority class or the utility on "
+         "the original inputs. A good defense sits low and to the right; a point high up leaks no matter what its "
+         "paper's attack reported, which is in its own column.")
 
 
 FRONTIER_TITLE = "Privacy-utility frontier (a description, not advice)"
@@ -353,7 +362,8 @@ FRONTIER_TITLE = "Privacy-utility frontier (a description, not advice)"
 _KIND_WORDS = {"vectors": "one vector per text (inference)", "training-encodings": "the encodings of a training run",
                "document-embeddings": "one private embedding per document", "text": "rewritten text",
                "obfuscated-text": "word substitutes for a parsing service",
-               "representations": "a trained encoder's hidden states"}
+               "representations": "a trained encoder's hidden states",
+               "generative-model": "a language model fine-tuned on the private text"}
 
 
 def _by_kind(by_corpus: dict[str, list[BenchPoint]]) -> list[tuple[str, str, list[BenchPoint]]]:

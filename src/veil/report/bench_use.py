@@ -144,6 +144,8 @@ def dp_bound(guarantee: dict[str, Any], block: dict[str, Any]) -> tuple[float | 
     kind, eps, success = guarantee.get("kind"), guarantee.get("epsilon"), block.get("success")
     if eps is None:
         return None, "no formal guarantee"
+    if block.get("dp_bound") is not None:  # the cell computed the bound on its own measure (a language model's)
+        return float(block["dp_bound"]), str(block.get("dp_bound_what") or f"bound its {_dp_name(guarantee)} allows")
     if kind in ("epsilon-dp", "epsilon-delta-dp") and success == "auc":
         delta = guarantee.get("delta") if kind == "epsilon-delta-dp" else 0.0
         if delta is None:
@@ -159,7 +161,9 @@ def dp_bound(guarantee: dict[str, Any], block: dict[str, Any]) -> tuple[float | 
 #: how a success measure is named after its attack in a rule's text
 _SAY = {"identity": "re-identification", "identity_any": "any-source re-identification",
         "all_sources": "all-sources recovery", "top1": "top-1 word recovery", "auc": "AUC",
-        "attribute accuracy": "accuracy", "token_f1": "token F1"}
+        "attribute accuracy": "accuracy", "token_f1": "token F1", "exposure": "canary exposure",
+        "pii_inference": "PII inference", "pii_reconstruction": "PII reconstruction",
+        "extraction_precision": "extraction precision"}
 
 
 def _attack_check(p: BenchPoint, name: str, block: dict[str, Any]) -> Check | None:
@@ -180,7 +184,8 @@ def _attack_check(p: BenchPoint, name: str, block: dict[str, Any]) -> Check | No
         high = _pct_high(m)
         ok = high <= bound
         beats = f", beating {versus}{_pv(test.get('p_value'))}," if test["reject"] else ""
-        return Check(ok, f"{what}{beats} {'within' if ok else 'reaching above'} the {100 * bound:.2f}% {why}")
+        said = f"{bound:.1f} {m['unit']}" if m.get("unit") else f"{100 * bound:.2f}%"
+        return Check(ok, f"{what}{beats} {'within' if ok else 'reaching above'} the {said} {why}")
     if test["reject"]:
         return Check(False, f"{what} beats {versus}{_pv(test.get('p_value'))}" + (f"; {why}" if why else ""))
     return Check(True, f"{what} not distinguishable from {versus}{_pv(test.get('p_value'))}")
@@ -192,6 +197,8 @@ def _pct_high(m: dict[str, Any]) -> float:
 
     if m.get("ci_high") is None:
         return float(m["mean"])
+    if m.get("unit"):  # not a share: its own interval
+        return float(m["ci_high"])
     return float(proportion_interval(m["mean"], m.get("n"), m["ci_low"], m["ci_high"], m.get("ci_level"))[1])
 
 

@@ -12,7 +12,8 @@ from veil.errors import InvalidParameterError
 from veil.kinds import TASKS
 
 EVERY_TASK = {"rt-polarity": "sentence-classification", "drug-reviews": "document-classification",
-              "silver-sm": "dependency-parsing", "debates-2016-speaker": "private-attributes"}
+              "silver-sm": "dependency-parsing", "debates-2016-speaker": "private-attributes",
+              "rt-polarity-planted": "language-modeling"}
 
 
 @pytest.mark.parametrize("quick", [True, False])

@@ -16,7 +16,8 @@ def test_the_releases_read_as_vectors_are_the_kinds_that_contain_vectors():
     assert VECTOR_RELEASES == tuple(AS_VECTORS) == ("vectors", "training-encodings", "document-embeddings", "text")
     assert all(kind in RELEASE_KINDS and observable(kind, "vectors") for kind in VECTOR_RELEASES)
     others = set(RUNNABLE_RELEASES) - set(VECTOR_RELEASES)
-    assert others == {"obfuscated-text", "representations", "model"}  # read in their own form, by their own cells
+    # read in their own form, by their own cells
+    assert others == {"obfuscated-text", "representations", "model", "generative-model"}
     assert not any(observable(kind, "vectors") for kind in others)
 
 

@@ -17,22 +17,11 @@ TINY = LMRun(steps=4, batch_size=4, max_tokens=16, n_train=40, n_heldout=20, cou
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory, real_home, builtin):
+def home(tmp_path_factory, own_home, builtin):
     """A VEIL_HOME with the real corpora and encoders, and an empty place for the run's model."""
-    import os
-
     builtin("rt-polarity")
-    root = tmp_path_factory.mktemp("home")
-    for sub in ("corpora", "encoders", "downloads"):
-        if (real_home / sub).exists():
-            (root / sub).symlink_to(real_home / sub)
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(root)
-    yield root
-    if old is None:
-        del os.environ["VEIL_HOME"]
-    else:
-        os.environ["VEIL_HOME"] = old
+    with own_home(tmp_path_factory.mktemp("home")) as root:
+        yield root
 
 
 @pytest.fixture(scope="module")

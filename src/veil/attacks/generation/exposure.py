@@ -58,6 +58,7 @@ class CanaryExposure(Attack):
 
     name = "canary-exposure"
     observes = "generative-model"
+    bench_cell = "veil.bench.cells.generative_model:exposure_cell"
     citation = "Carlini et al. 2019, The Secret Sharer (USENIX Security), Sec. 4: the exposure of a planted canary"
     threat = ThreatModel(observes="the released model's likelihood of given texts (black-box scoring)",
                          needs=("the canary format: its template and randomness space, public to the auditor who "

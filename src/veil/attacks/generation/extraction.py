@@ -67,6 +67,7 @@ class TrainingDataExtraction(Attack):
 
     name = "extraction"
     observes = "generative-model"
+    bench_cell = "veil.bench.cells.generative_model:extraction_cell"
     citation = ("Carlini et al. 2021, Extracting Training Data from Large Language Models (USENIX Security), Sec. 4-5: "
                 "sample, then rank by perplexity, zlib ratio and the ratio to a reference model")
     threat = ThreatModel(observes="samples drawn from the released model and its likelihood of given texts "

@@ -41,6 +41,7 @@ class LMMembership(Attack):
 
     name = "lm-membership-loss"
     observes = "generative-model"
+    bench_cell = "veil.bench.cells.generative_model:lm_membership_cell"
     citation = ("Yeom et al. 2018 (the loss attack) and Carlini et al. 2021, Extracting Training Data from Large "
                 "Language Models (its perplexity and zlib metrics)")
     threat = ThreatModel(observes="the released model's likelihood of given texts (black-box scoring)",

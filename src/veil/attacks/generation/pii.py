@@ -95,6 +95,7 @@ class PIIInference(Attack):
 
     name = "pii-inference"
     observes = "generative-model"
+    bench_cell = "veil.bench.cells.generative_model:pii_cell"
     citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P): PII "
                 "inference, a masked sentence filled with each candidate and ranked by the model's likelihood")
     threat = ThreatModel(observes="the released model's likelihood of given texts (black-box scoring)",
@@ -170,6 +171,7 @@ class PIIReconstruction(Attack):
 
     name = "pii-reconstruction"
     observes = "generative-model"
+    bench_cell = "veil.bench.cells.generative_model:pii_cell"
     citation = ("Lukas et al. 2023, Analyzing Leakage of PII in Language Models (IEEE S&P): PII "
                 "reconstruction, candidates sampled from the model, ranked by filling the masked sentence")
     threat = ThreatModel(observes="samples drawn from the released model and its likelihood of given texts "

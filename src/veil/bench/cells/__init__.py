@@ -18,6 +18,8 @@ across attacks, the random rate and the test against it, or the utility of the s
   vectors by :mod:`~veil.bench.cells.vectors`).
 - :mod:`~veil.bench.cells.model`: membership inference on a released model (plain training, DP-SGD), and its test
   accuracy.
+- :mod:`~veil.bench.cells.generative_model`: a fine-tuned language model's utility (next-token accuracy) and every
+  attack on it (membership, canary exposure, PII inference and reconstruction, extraction).
 - :mod:`~veil.bench.cells.utility`: utility by (corpus task, release kind).
 
 An attack names its cell in :attr:`~veil.attacks.base.Attack.bench_cell` (``"module:function"``); the names below
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 from veil.bench.cells.common import AttackResources, key_rng, make_defense
 from veil.bench.cells.document_embeddings import audit_cell
+from veil.bench.cells.generative_model import (exposure_cell, extraction_cell, lm_membership_cell, lm_utility,
+                                               pii_cell)
 from veil.bench.cells.model import membership_cell, model_utility
 from veil.bench.cells.training_encodings import mask_recovery_cell, unmix_cell
 from veil.bench.cells.utility import (UTILITY_CELLS, UTILITY_MEASURES, document_utility_cell, sentence_utility_cell,
@@ -39,14 +43,15 @@ from veil.bench.cells.text import infill_cell
 from veil.bench.cells.vectors import (AS_VECTORS, inversion_cell, release_vectors, retrieval_cell,
                                       unmasked_inversion_cell)
 
-#: the release kinds whose bench cells are built: those read as vectors, and the three read in their own form; the
+#: the release kinds whose bench cells are built: those read as vectors, and the four read in their own form; the
 #: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
-RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model")  # "text" is among AS_VECTORS
+RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model", "generative-model")  # "text" is among AS_VECTORS
 
 __all__ = ["AttackResources", "retrieval_cell", "inversion_cell", "unmasked_inversion_cell", "mask_recovery_cell",
            "unmix_cell", "audit_cell",
            "word_recovery_cell", "parsing_utility", "attribute_cell", "representations_inversion_cell",
            "representations_utility", "infill_cell",
-           "membership_cell", "model_utility",
+           "membership_cell", "model_utility", "lm_membership_cell", "exposure_cell", "pii_cell", "extraction_cell",
+           "lm_utility",
            "sentence_utility_cell", "document_utility_cell", "utility_cell", "UTILITY_CELLS", "UTILITY_MEASURES",
            "RUNNABLE_RELEASES", "key_rng", "make_defense", "release_vectors"]

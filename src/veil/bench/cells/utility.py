@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from veil.bench.cells.common import finish, make_defense, release_kind
+from veil.bench.cells.generative_model import lm_utility
 from veil.bench.cells.model import model_utility
 from veil.bench.cells.obfuscated_text import parsing_utility
 from veil.bench.cells.representations import representations_utility
@@ -148,6 +149,7 @@ UTILITY_MEASURES: dict[tuple[str, str], Callable[[Any, Any], ResultRecord]] = {
     ("document-classification", "text"): _on_release,  # tested on the rewritten documents' encodings
     ("dependency-parsing", "obfuscated-text"): parsing_utility,
     ("private-attributes", "representations"): representations_utility,
+    ("language-modeling", "generative-model"): lm_utility,  # held-out next-token accuracy of the released LM
 }
 
 

@@ -67,7 +67,8 @@ from veil.results import Metric, ResultRecord
 
 __all__ = ["METHOD", "ATTACKS", "LMRun", "QUICK", "lm_run", "train_lm_run", "attack_lm_run", "load_run_model",
            "run_folder", "record_path", "pii_targets", "pii_candidates", "PII_CANDIDATES", "PII_SAMPLES",
-           "membership_candidates", "DP_LR", "reference_run", "reference_folder", "REFERENCED", "MIN_PUBLIC"]
+           "membership_candidates", "DP_LR", "reference_run", "reference_folder", "REFERENCED", "MIN_PUBLIC",
+           "ensure_lm", "ensure_reference", "attack_record"]
 
 METHOD = "generation"
 #: the attacks ``veil lm attack`` runs on a trained model
@@ -294,7 +295,8 @@ def reference_folder(run: LMRun) -> Path:
     return veil_home() / "lm" / f"reference-{reference_run(run).key}"
 
 
-def _reference(run: LMRun, planted: Any, log: Callable[[str], None]) -> tuple[Any, dict[str, Any]] | None:
+def ensure_reference(run: LMRun, planted: Any, log: Callable[[str], None] = lambda _: None
+                     ) -> tuple[Any, dict[str, Any]] | None:
     """The attacker's reference model, trained (once, cached) on the run's public texts, as many as the run trains
     on: none of them is a training or held-out text. None when the run leaves fewer than
     :data:`MIN_PUBLIC` public texts (``n_train`` unset: every sentence is trained on)."""
@@ -375,50 +377,56 @@ def _reuse(path: Path, run: LMRun, sha: str | None, force: bool, attack: str,
     return existing_record(path, requested, force=force, view=view)
 
 
-def train_lm_run(run: LMRun, results: str | os.PathLike, *, force: bool = False,
-                 log: Callable[[str], None] = lambda _: None) -> ResultRecord:
-    """Train the run's model (or reuse the cached one) and write its ``utility`` record (module docstring)."""
+def ensure_lm(run: LMRun, *, log: Callable[[str], None] = lambda _: None) -> tuple[Any, dict[str, Any], Any]:
+    """The run's trained model, its manifest and its planted corpus: trained here (resumably, its canaries saved
+    first) unless the cache folder holds it; ``veil lm train`` and the bench's generative-model cells share it."""
     from veil._io import writable_dir
-    from veil.models.causal_lm import build_causal_lm
 
     defense = _defense(run)  # a bad name or setting is refused before any work
     folder = run_folder(run)
-    path = record_path(results, run, "utility")
-    manifest = _manifest(folder)
-    from veil.outputs import existing_record
-
-    kept = existing_record(path, {"run": run.identity()}, force=force)  # another configuration: refused here
-    if kept is not None and manifest is not None and kept.config.get("model_sha256") == manifest.get("sha256"):
-        log(f"kept {path} (same configuration, same trained model)")
-        return kept
     writable_dir(folder)
     canaries = _load_canaries(folder)
     planted = _planted(run, canaries)
     if canaries is None:
         _save_canaries(folder, list(planted.canaries))
-    about = planted.describe()
-    start = time.perf_counter()
-    if manifest is None:
-        log(f"training {run.defense} on {about['train_texts']:,} texts ({about['train_words']:,} words, "
-            f"{about['planted_texts']:,} of them planted) for {run.steps} steps")
-        if not defense.resumable:
-            log("not resumable: its lots and noise come from the OS CSPRNG, so an interrupted run starts again")
-        released = defense.train_lm(list(planted.train), checkpoint=folder / "state.pt" if defense.resumable
-                                    else None, log=log)
-        manifest = _save_model(folder, released.lm, run, released)
-        lm = released.lm
-    else:
+    if _manifest(folder) is not None:
         lm, manifest = load_run_model(run)
         log(f"using the trained model in {folder}")
+        return lm, manifest, planted
+    about = planted.describe()
+    log(f"training {run.defense} on {about['train_texts']:,} texts ({about['train_words']:,} words, "
+        f"{about['planted_texts']:,} of them planted) for {run.steps} steps")
+    if not defense.resumable:
+        log("not resumable: its lots and noise come from the OS CSPRNG, so an interrupted run starts again")
+    released = defense.train_lm(list(planted.train), checkpoint=folder / "state.pt" if defense.resumable else None,
+                                log=log)
+    return released.lm, _save_model(folder, released.lm, run, released), planted
+
+
+def train_lm_run(run: LMRun, results: str | os.PathLike, *, force: bool = False,
+                 log: Callable[[str], None] = lambda _: None) -> ResultRecord:
+    """Train the run's model (or reuse the cached one) and write its ``utility`` record (module docstring)."""
+    from veil.models.causal_lm import build_causal_lm
+    from veil.outputs import existing_record
+
+    _defense(run)  # a bad name or setting is refused before any work
+    path = record_path(results, run, "utility")
+    manifest = _manifest(run_folder(run))
+    kept = existing_record(path, {"run": run.identity()}, force=force)  # another configuration: refused here
+    if kept is not None and manifest is not None and kept.config.get("model_sha256") == manifest.get("sha256"):
+        log(f"kept {path} (same configuration, same trained model)")
+        return kept
+    start = time.perf_counter()
+    lm, manifest, planted = ensure_lm(run, log=log)
     heldout = list(planted.heldout)
     base = build_causal_lm(max_tokens=run.max_tokens, seed=0)
     metrics = {"heldout_perplexity": _perplexity(lm, heldout, run.seed),
                "base_perplexity": _perplexity(base, heldout, run.seed)}
     rec = ResultRecord(METHOD, "utility", {"run": run.identity(), "model_sha256": manifest["sha256"]}, metrics,
                        time.perf_counter() - start,
-                       extra={"corpus": about, "losses": manifest["losses"], "train_seconds": manifest["seconds"],
-                              "guarantee": manifest["guarantee"], "defense": manifest["defense_config"],
-                              "model_folder": str(folder)})
+                       extra={"corpus": planted.describe(), "losses": manifest["losses"],
+                              "train_seconds": manifest["seconds"], "guarantee": manifest["guarantee"],
+                              "defense": manifest["defense_config"], "model_folder": str(run_folder(run))})
     rec.write(path)
     return rec
 
@@ -434,7 +442,7 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
     lm, manifest = load_run_model(run)
     canaries = _load_canaries(run_folder(run))
     planted = _planted(run, canaries)
-    ref = _reference(run, planted, log) if set(REFERENCED) & set(attacks) else None
+    ref = ensure_reference(run, planted, log) if set(REFERENCED) & set(attacks) else None
     ref_sha = None if ref is None else ref[1]["sha256"]
     out = []
     for attack in attacks:
@@ -445,17 +453,25 @@ def attack_lm_run(run: LMRun, results: str | os.PathLike, attacks: Any = ATTACKS
             out.append(kept)
             continue
         log(f"{attack}: running")
-        if attack == "canary-exposure":
-            rec = _exposure(run, lm, planted, manifest)
-        elif attack == "extraction":
-            rec = _extraction(run, lm, planted, manifest, ref)
-        elif attack == "membership":
-            rec = _membership(run, lm, planted, manifest, ref)
-        else:
-            rec = _pii(run, lm, planted, manifest, attack)
+        rec = attack_record(run, attack, lm, planted, manifest, ref)
         rec.write(path)
         out.append(rec)
     return out
+
+
+def attack_record(run: LMRun, attack: str, lm: Any, planted: Any, manifest: dict[str, Any],
+                  ref: tuple[Any, dict[str, Any]] | None = None) -> ResultRecord:
+    """One attack's record (not written) on the run's trained ``lm`` (with its ``manifest``) and its ``planted``
+    corpus; ``ref``: the attacker's reference model and its manifest (:func:`ensure_reference`), or None."""
+    if attack == "canary-exposure":
+        return _exposure(run, lm, planted, manifest)
+    if attack == "extraction":
+        return _extraction(run, lm, planted, manifest, ref)
+    if attack == "membership":
+        return _membership(run, lm, planted, manifest, ref)
+    if attack in ("pii-inference", "pii-reconstruction"):
+        return _pii(run, lm, planted, manifest, attack)
+    raise InvalidParameterError(f"unknown attack {attack!r}; the language-model attacks are {', '.join(ATTACKS)}")
 
 
 def _access(lm: Any, manifest: dict[str, Any]) -> Any:
