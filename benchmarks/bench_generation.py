@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> dict:
             if (real / sub).exists():
                 (home / sub).symlink_to(real / sub)
         cmd = [str(veil), "bench", "--quick", "--corpora", "rt-polarity-planted", "--out", str(Path(tmp) / "out")]
-        env = {**os.environ, "VEIL_HOME": str(home)}
+        env = {**os.environ, "VEIL_HOME": str(home), "COLUMNS": "1000"}  # one line per message: read below
         with busy_loops(args.busy):
             start = time.perf_counter()
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> dict:
             sys.exit(f"veil bench failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         cells = len(list((Path(tmp) / "out" / "cells").glob("*.json")))
     models = [{"model": m["name"], "seconds": float(m["s"])} for m in _READY.finditer(done.stdout + done.stderr)]
+    if not models:
+        sys.exit("no 'bench: model ... ready after' line in veil bench's output: the phases cannot be timed")
     model_s = sum(m["seconds"] for m in models)
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(HERE.parent),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores", "busy_loops": args.busy, "note": args.note,
