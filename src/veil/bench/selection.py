@@ -84,9 +84,10 @@ def _releases_lm(cell: Any) -> bool:
     return releases(cell)
 
 
-#: the quick bench's generative-model section on 2 idle cores from a fresh VEIL_HOME, in minutes (its two models,
-#: their reference models and every attack cell; benchmarks/RESULTS.md, "the quick bench's generative-model section")
-LM_MINUTES = 0
+#: the quick bench's generative-model section on 2 idle cores from an empty language-model cache, in minutes: 7.27
+#: measured by benchmarks/bench_generation.py at 4d9f877 (benchmarks/RESULTS.md, "The quick bench's generative-model
+#: section", 2026-12-07T21:25: the two models with their reference models 3.8, the 16 cells 3.5)
+LM_MINUTES = 7
 
 
 def _trains_model_first(cell: Any) -> bool:
