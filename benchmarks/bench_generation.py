@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> dict:
     if not models:
         sys.exit("no 'bench: model ... ready after' line in veil bench's output: the phases cannot be timed")
     model_s = sum(m["seconds"] for m in models)
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(HERE.parent),
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_commit(HERE.parent),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores", "busy_loops": args.busy, "note": args.note,
             "load_after": round(os.getloadavg()[0], 2),
             "command": "veil bench --quick --corpora rt-polarity-planted --out TMP (fresh VEIL_HOME)",

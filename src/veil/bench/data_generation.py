@@ -9,7 +9,7 @@ quick, its :data:`~veil.experiments.generation.run.QUICK` run (300 plain trainin
 run (1,000 steps) on 5,000 plain training texts, so that the attacker has public text of the domain for its reference
 model. The trained models are the experiment's, cached in ``VEIL_HOME/lm/<run key>/``: ``veil lm train`` and the
 bench share them. ``limit`` (smoke runs and tests) caps the plain training and held-out texts, the steps and the
-samples at ``limit`` (the top samples at half of it, the canary candidates at ten times it).
+samples at ``limit`` (the top samples at half of it, the candidates, of canaries and of PII values, at four times it).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class PlantedBenchData:
         run = bench_lm_run(self, "lm-plain", {})
         splits = {"train (plain, before planting)": run.n_train, "held-out": run.n_heldout}
         return {"corpus": self.name, "task": self.task, "slice": "quick" if self.quick else "full",
-                "n": (run.n_train or 0) + run.n_heldout, "splits": splits, "base": self.base, "n_train": run.n_train, "n_heldout": run.n_heldout, "counts": list(run.counts),
+                "n": (run.n_train or 0) + run.n_heldout, "splits": splits, "base": self.base, "n_train": run.n_train,
+                "n_heldout": run.n_heldout, "counts": list(run.counts),
                 "canaries_per_count": run.canaries_per_count, "pii_per_count": run.pii_per_count,
                 "provenance": self.provenance, "limit": self.limit}
 
@@ -84,6 +85,6 @@ def bench_lm_run(data: Any, defense: str, setting: dict[str, Any], seed: int = 0
     if data.limit is not None:
         cap = data.limit
         run = dataclasses.replace(run, n_train=min(run.n_train or cap, cap), n_heldout=min(run.n_heldout, cap),
-                                  steps=min(run.steps, cap), candidates=min(run.candidates, 10 * cap),
+                                  steps=min(run.steps, cap), candidates=min(run.candidates, 4 * cap),
                                   samples=min(run.samples, cap), top=min(run.top, cap // 2))
     return run

@@ -116,9 +116,9 @@ DEMO_LEFT_OUT: tuple[tuple[str, Any], ...] = (
 DEMO_MINUTES = 6
 #: the rest of the quick bench after ``--demo`` (its left-out cells and the two quick models), in minutes: the cells
 #: left out took 32.9 min and the two quick models 11.4 in the quick bench's first run (benchmarks/RESULTS.md at
-#: fba7c91), and the re-run of silver-sm at the quick attackers' step budgets (results/bench, 2026-12-07) added 6.1
-#: to its learned and fine-tuned word-recovery cells
-QUICK_REST_MINUTES = 50
+#: fba7c91), the re-run of silver-sm at the quick attackers' step budgets (results/bench, 2026-12-07) added 6.1
+#: to its learned and fine-tuned word-recovery cells, and the generative-model section adds :data:`LM_MINUTES`
+QUICK_REST_MINUTES = 57
 
 
 def demo_cells(cells: list[Any]) -> tuple[list[Any], dict[str, list[str]]]:

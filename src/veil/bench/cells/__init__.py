@@ -45,7 +45,8 @@ from veil.bench.cells.vectors import (AS_VECTORS, inversion_cell, release_vector
 
 #: the release kinds whose bench cells are built: those read as vectors, and the four read in their own form; the
 #: plan still lists cells of any other kind (``veil bench --list``), and ``veil bench`` says which it cannot run
-RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model", "generative-model")  # "text" is among AS_VECTORS
+#: ("text" is among AS_VECTORS)
+RUNNABLE_RELEASES = (*AS_VECTORS, "obfuscated-text", "representations", "model", "generative-model")
 
 __all__ = ["AttackResources", "retrieval_cell", "inversion_cell", "unmasked_inversion_cell", "mask_recovery_cell",
            "unmix_cell", "audit_cell",
