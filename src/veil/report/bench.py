@@ -237,7 +237,7 @@ HEAD = ["defense / setting", "guarantee", "utility", "strongest attack", "its su
 
 #: an attack's success metric -> what the y axis and the tables call it
 MEASURES = {"identity": "share re-identified", "identity_any": "share re-identified",
-            "top1": "replaced words recovered (top-1)"}
+            "top1": "replaced words recovered (top-1)", "auc": "membership AUC"}
 #: how a measured-but-not-comparable success is named beside the strongest attack
 _SHORT = {"token_f1": "token F1", "exposure": "exposure", "pii_inference": "top-1 among candidates",
           "pii_reconstruction": "values reconstructed", "extraction_precision": "top samples verbatim"}
@@ -312,8 +312,9 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
         ax.axhline(floor[1]["success_metric"]["mean"], ls="--", color="grey", lw=1,
                    label="random guessing" if floor[0] == "random-guess" else f"floor: {floor[0]}")
     maj = next((p.utility.get("majority_rate") for p in points if p.utility), None)
-    if maj is not None:
-        ax.axvline(maj, ls=":", color="grey", lw=1, label="majority class")
+    if maj is not None:  # a classifier's majority class; another utility's one-class value (the likeliest token)
+        ax.axvline(maj, ls=":", color="grey", lw=1,
+                   label="majority class" if _utility_name(points) == "accuracy" else "one-class value")
     ref = next((p.utility.get("reference_metric") for p in points if p.utility), None)
     if ref:
         ax.axvline(ref["mean"], ls=":", color="grey", lw=1, label="original inputs")
@@ -323,7 +324,7 @@ def _plot(corpus: str, points: list[BenchPoint], title: str | None = None) -> by
     ax.set_xlabel(f"utility: {_utility_name(points)} (95% CI)")
     ax.set_ylabel(f"strongest attack: {_measure(points)} (95% CI)")
     ax.set_ylim(-0.03, 1.12)  # room for labels above the top points
-    ax.set_title(f"{title or corpus}: privacy against utility (lower right is better)")
+    ax.set_title(f"{title or corpus}: privacy against utility (lower right is better)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
