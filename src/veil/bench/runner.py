@@ -28,7 +28,7 @@ from veil.errors import InvalidParameterError
 from veil.experiments._sweep import CellOutcome, Sweep, SweepRun, run_sweep
 
 __all__ = ["BenchRun", "CellOutcome", "run_bench", "run_cell", "cell_path", "finished_cells", "ensure_models",
-           "cell_models"]
+           "cell_models", "releases_lm"]
 
 #: a bench run: the outcome of every cell (``failed``, ``counts()``), written as ``OUT/run.json``
 BenchRun = SweepRun
@@ -169,14 +169,14 @@ def cell_models(cell: Any) -> list[str]:
         out.append("mlm-quick")
     if _inverts(attack):
         out.append("inverter-quick" if cell.config.quick else "inverter")
-    if _releases_lm(cell):
+    if releases_lm(cell):
         from veil.bench.cells.generative_model import lm_model_name
 
         out.append(lm_model_name(cell))
     return out
 
 
-def _releases_lm(cell: Any) -> bool:
+def releases_lm(cell: Any) -> bool:
     """Whether ``cell``'s defense releases a fine-tuned language model (its cells need the trained model)."""
     from veil.defenses.base import defense_names, get_defense
 

@@ -79,9 +79,9 @@ _TEXTHIDE_DEMO = {"k": 4, "m": 256, "mode": "intra"}
 
 
 def _releases_lm(cell: Any) -> bool:
-    from veil.bench.runner import _releases_lm as releases
+    from veil.bench.runner import releases_lm
 
-    return releases(cell)
+    return releases_lm(cell)
 
 
 #: the quick bench's generative-model section on 2 idle cores from an empty language-model cache, in minutes: 7.27
