@@ -34,16 +34,21 @@ REAL_HOME = _home()  # captured at import, before any test points VEIL_HOME else
 
 
 @contextlib.contextmanager
-def _real_home_env():
+def _veil_home_at(path: Path):
+    """VEIL_HOME set to ``path`` for the ``with`` block; the old value (or its absence) comes back on the way out."""
     old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(REAL_HOME)
+    os.environ["VEIL_HOME"] = str(path)
     try:
-        yield
+        yield path
     finally:
         if old is None:
             del os.environ["VEIL_HOME"]
         else:
             os.environ["VEIL_HOME"] = old
+
+
+def _real_home_env():
+    return _veil_home_at(REAL_HOME)
 
 
 def pytest_configure(config):
@@ -78,15 +83,8 @@ def _own_home(root: Path):
     for sub in ("corpora", "encoders", "downloads"):
         if (REAL_HOME / sub).exists():
             (root / sub).symlink_to(REAL_HOME / sub)
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(root)
-    try:
+    with _veil_home_at(root):
         yield root
-    finally:
-        if old is None:
-            del os.environ["VEIL_HOME"]
-        else:
-            os.environ["VEIL_HOME"] = old
 
 
 @pytest.fixture(scope="session")
@@ -297,15 +295,8 @@ def _tiny_inverter_folder(tmp_path_factory, real_home):
 @pytest.fixture(scope="module")
 def tiny_inverter_home(_tiny_inverter_folder):
     """VEIL_HOME set, for the module, to the home of :func:`_tiny_inverter_folder`."""
-    old = os.environ.get("VEIL_HOME")
-    os.environ["VEIL_HOME"] = str(_tiny_inverter_folder)
-    try:
+    with _veil_home_at(_tiny_inverter_folder):
         yield _tiny_inverter_folder
-    finally:
-        if old is None:
-            del os.environ["VEIL_HOME"]
-        else:
-            os.environ["VEIL_HOME"] = old
 
 
 @pytest.fixture(scope="module")
