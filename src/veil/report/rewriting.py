@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.report.markdown import regenerate_section, register_renderer
+from veil.report.markdown import register_renderer
 from veil.results import ResultRecord
 
 __all__ = ["rewriting_page"]
@@ -22,32 +22,7 @@ def _ci(m: Any, scale: float = 100.0, digits: int = 1) -> str:
 def _mlm(config: dict[str, Any]) -> str:
     m = config.get("mlm") or {}
     acc = m.get("heldout_accuracy")
-    # the manifest states the held-out accuracy in percent
-    return f"{m.get('name')}" + (f" (held-out masked-token accuracy {acc:.1f}%)" if acc is not None else "")
-
-
-def _utility_command(r: ResultRecord) -> str:
-    c = r.config
-    opts = [f"--corpus {c['corpus']}", f"--epsilons {c['epsilon']:g}"]
-    opts += [f"--n-test {c['n_test']}"] if c.get("n_test") else []
-    opts += [f"--n-train {c['train_subsample']}"] if c.get("train_subsample") else []
-    return " ".join(["veil rewrite utility", *opts, f"--mlm {c['mlm_name']}", f"--seed {c['seed']}",
-                     "--results results/rewriting"])
-
-
-def _audit_command(r: ResultRecord) -> str:
-    c = r.config
-    control = [f"--control {k}" for k, v in _controls().items() if v == c["mechanism"]]
-    return " ".join(["veil audit dp-mlm", f"--corpus {c['corpus']}", f"--epsilons {c['epsilon']:g}", *control,
-                     f"--sentences {c['sentences']}", f"--calibration {c['calibration']}", f"--trials {c['trials']}",
-                     f"--selection-trials {c['selection_trials']}", f"--pairs {c['pairs']}",
-                     f"--mlm {(c.get('mlm') or {}).get('name')}", f"--seed {c['seed']}", "--results results/rewriting"])
-
-
-def _controls() -> dict[str, str]:
-    from veil.experiments.rewriting.audit import CONTROLS
-
-    return CONTROLS
+    return f"{m.get('name')}" + (f" (held-out masked-token accuracy {100 * acc:.1f}%)" if acc is not None else "")
 
 
 def _real(value: float) -> str:
@@ -91,10 +66,8 @@ def rewriting_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
             lines += [""]
     if audits:
         lines += ["## Empirical epsilon (lower bounds)", "",
-                  "The distinguishing game on pairs of texts with the same number of word pieces, at one position: "
-                  "a public sentence and the same sentence with one word piece replaced (*one-piece*), or two public "
-                  "sentences (*same-length*) ([veil.attacks.audit.rewriting](../api/attacks/audit.md)): the screened "
-                  "pairs' "
+                  "The distinguishing game on pairs of public sentences that differ in one word piece, at that "
+                  "position ([veil.attacks.audit.rewriting](../api/attacks/audit.md)): the screened pairs' "
                   "likelihood-ratio test, and only fresh scoring runs enter the Clopper-Pearson bound. A bound above "
                   "the claim is a violation at the stated confidence; a bound below it says only that this game "
                   "found no more. The negative control takes the top word piece instead of sampling and must be "
@@ -113,6 +86,8 @@ def rewriting_page(method: str, records: list[tuple[Path, ResultRecord]], out_di
                          f"{pair['from']} → {pair['to']}) | "
                          f"{_mlm(c)} |")
         lines += [""]
-    commands = [_utility_command(r) for r in utility] + [_audit_command(r) for r in audits]
-    lines += regenerate_section(list(dict.fromkeys(commands)), method)
+    commands = sorted({f"`veil rewrite utility --corpus {r.config['corpus']}`" for r in utility}
+                      | ({"`veil audit dp-mlm` (and `--control greedy`)"} if audits else set()))
+    if commands:
+        lines += ["Made by " + ", ".join(commands) + " at the commits in each record.", ""]
     return "\n".join(lines)
