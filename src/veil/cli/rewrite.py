@@ -24,9 +24,6 @@ def rewrite_utility(
                                                                           "piece.")] = "10,25,50,100",
     n_test: Annotated[Optional[int], typer.Option(min=10, help="A seeded subsample of N test texts (default: the "
                                                                "whole test split).")] = None,
-    n_train: Annotated[Optional[int], typer.Option(min=10, help="A seeded subsample of N train texts for the "
-                                                                 "classifier (default: the whole train split).")]
-    = None,
     calibration: Annotated[int, typer.Option(min=1, help="Public train texts the clipping bounds are calibrated "
                                                          "on.")] = 200,
     mlm: Annotated[Optional[str], typer.Option(help="mlm or mlm-quick (default: the strongest in VEIL_HOME).")]
@@ -49,7 +46,7 @@ def rewrite_utility(
     msg = console(as_json)
     paths = run_dp_mlm_utility(results if results is not None else default_results_dir("rewriting"), corpus=corpus,
                                epsilons=parse_floats(epsilons, "--epsilons"), n_test=n_test,
-                               n_train=n_train, calibration=calibration, mlm=mlm, seed=seed, force=force,
+                               calibration=calibration, mlm=mlm, seed=seed, force=force,
                                log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
     if as_json:
         echo_json([ResultRecord.read(p).to_dict() for p in paths])

@@ -11,7 +11,7 @@ def test_records_per_epsilon_with_the_clean_reference(quick_mlm, tmp_path, capsy
 
     monkeypatch.setenv("VEIL_HOME", str(real_home))
     out = tmp_path / "rewriting"
-    assert main(["rewrite", "utility", "--n-test", "40", "--n-train", "300", "--epsilons", "5,200", "--calibration", "10", "--mlm",
+    assert main(["rewrite", "utility", "--n-test", "40", "--epsilons", "5,200", "--calibration", "10", "--mlm",
                  "mlm-quick", "--results",
                  str(out)]) == 0
     low = ResultRecord.read(out / "rt-polarity-dp-mlm-eps5.json")

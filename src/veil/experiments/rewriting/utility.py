@@ -47,7 +47,7 @@ def headline(record: ResultRecord) -> str:
 
 def run_dp_mlm_utility(results: str | Path, *, corpus: str = "rt-polarity",
                        epsilons: Sequence[float] = (10.0, 25.0, 50.0, 100.0), n_test: int | None = None,
-                       n_train: int | None = None, calibration: int = 200, mlm: str | None = None, seed: int = 0, force: bool = False,
+                       calibration: int = 200, mlm: str | None = None, seed: int = 0, force: bool = False,
                        log: Callable[[str], None] | None = None) -> list[Path]:
     """Write (or reuse) one record per epsilon under ``results`` (module docstring); returns their paths."""
     import veil.corpora as vc
@@ -61,14 +61,10 @@ def run_dp_mlm_utility(results: str | Path, *, corpus: str = "rt-polarity",
     calibration = check_int("calibration", calibration, minimum=1)
     if n_test is not None:
         n_test = check_int("n_test", n_test, minimum=10)
-    if n_train is not None:
-        n_train = check_int("n_train", n_train, minimum=10)
     name = mlm or strongest_mlm()
     root = check_output_dir(results)
     base = {"corpus": corpus, "n_test": n_test, "calibration": calibration, "seed": seed, "mlm_name": name,
             "classifier": "logistic regression on MiniLM vectors of the clean train split", "unit": "word piece"}
-    if n_train is not None:  # (the record's own n_train is the count trained on)
-        base["train_subsample"] = n_train
     runs = [({**base, "epsilon": e}, root / f"{corpus}-dp-mlm-eps{e:g}.json") for e in epsilons]
     kept = {p: existing_record(p, cfg, force=force) for cfg, p in runs}  # every check before any work
     todo = [(cfg, p) for cfg, p in runs if kept[p] is None]
@@ -78,7 +74,7 @@ def run_dp_mlm_utility(results: str | Path, *, corpus: str = "rt-polarity",
             raise InvalidParameterError(f"corpus {corpus!r} has no classification labels; DP-MLM's utility needs a "
                                         "labelled corpus such as rt-polarity")
         start = time.perf_counter()
-        shared = _shared(data, n_test, n_train, calibration, name, seed, say)
+        shared = _shared(data, n_test, calibration, name, seed, say)
         root.mkdir(parents=True, exist_ok=True)
         for cfg, path in todo:
             t0 = time.perf_counter()
@@ -94,7 +90,7 @@ def run_dp_mlm_utility(results: str | Path, *, corpus: str = "rt-polarity",
     return [p for _, p in runs]
 
 
-def _shared(data: Any, n_test: int | None, n_train: int | None, calibration: int, name: str, seed: int,
+def _shared(data: Any, n_test: int | None, calibration: int, name: str, seed: int,
             say: Callable[[str], None]) -> dict[str, Any]:
     """What every epsilon shares: the classifier, the clean test vectors, the bounds and the logits."""
     from sklearn.linear_model import LogisticRegression
@@ -109,20 +105,13 @@ def _shared(data: Any, n_test: int | None, n_train: int | None, calibration: int
     gen = np.random.default_rng(seed)
     if n_test is not None and n_test < len(test):
         test = np.sort(gen.choice(test, size=n_test, replace=False))
-    public_order = gen.permutation(train)  # the calibration texts (drawn in this order, so records reproduce)
     encoder = TextEncoder("minilm")
-    if n_train is None or n_train >= len(train):
-        say(f"{data.name}: MiniLM vectors of its {len(data.texts):,} texts (cached after the first run) ...")
-        X = encoder.encode_corpus(data, None, progress=False).astype(np.float64)
-        X_train, X_test = X[train], X[test]
-    else:  # a seeded subsample of the train split (tests, smoke runs): only those texts and the test ones encoded
-        train = np.sort(gen.choice(train, size=n_train, replace=False))
-        X_train = encoder.encode([data.texts[i] for i in train], progress=False).astype(np.float64)
-        X_test = encoder.encode([data.texts[i] for i in test], progress=False).astype(np.float64)
-    clf = LogisticRegression(max_iter=2000, random_state=seed).fit(X_train, y[train])
+    say(f"{data.name}: MiniLM vectors of its {len(data.texts):,} texts (cached after the first run) ...")
+    X = encoder.encode_corpus(data, None, progress=False).astype(np.float64)
+    clf = LogisticRegression(max_iter=2000, random_state=seed).fit(X[train], y[train])
     texts = [data.texts[i] for i in test]
     model = load_mlm(name)
-    public = [data.texts[i] for i in public_order[:calibration]]
+    public = [data.texts[i] for i in gen.permutation(train)[:calibration]]
     clip = clip_bounds(model, public)
     say(f"DP-MLM on {name}: clipping bounds [{clip[0]:.3f}, {clip[1]:.3f}] from {len(public)} public train texts; "
         f"the masked LM's logits at every word piece of {len(texts):,} test texts ...")
@@ -135,7 +124,7 @@ def _shared(data: Any, n_test: int | None, n_train: int | None, calibration: int
     values, counts = np.unique(y[train], return_counts=True)
     majority = int(values[np.argmax(counts)])
     return {"model": model, "clip": clip, "clf": clf, "encoder": encoder, "texts": texts, "y": y[test],
-            "X": X_test, "logits": logits, "majority": majority, "n_train": int(len(train)),
+            "X": X[test], "logits": logits, "majority": majority, "n_train": int(len(train)),
             "test_sha256": hashlib.sha256(np.ascontiguousarray(test).tobytes()).hexdigest()[:16],
             "seconds": time.perf_counter() - t0}
 
