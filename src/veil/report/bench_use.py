@@ -127,9 +127,7 @@ def useful(utility: dict[str, Any] | None) -> Check:
 NO_BOUND = {"sentdp": "SentDP bounds replacing one sentence; two documents differ in all their sentences (a times "
                       "epsilon for a of them, which the records do not give), so it bounds no re-identification",
             "metric-dp": "metric DP scales epsilon by word-vector distance; without the documents' distances it "
-                         "bounds no re-identification",
-            "per-token-dp": "DP-MLM's epsilon is per word piece; a document of n word pieces is n times epsilon-DP, "
-                            "so it bounds no re-identification at the bench's epsilons"}
+                         "bounds no re-identification"}
 
 
 def _dp_name(g: dict[str, Any]) -> str:

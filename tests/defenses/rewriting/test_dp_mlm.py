@@ -104,7 +104,7 @@ def test_registered_as_a_text_defense_with_its_control():
     assert DPMLM.bench_settings(True) == []
     assert [s["epsilon"] for s in DPMLM.bench_settings(False)] == [10.0, 25.0, 50.0, 100.0]
     g = DPMLM.bench_guarantee({"epsilon": 25.0})
-    assert g.kind == "per-token-dp" and g.epsilon == 25.0 and "per word piece" in g.statement
+    assert g.kind == "epsilon-dp" and g.epsilon == 25.0 and "per word piece" in g.statement
 
 
 def test_no_masked_lm_is_a_typed_error_naming_the_command(tmp_path, monkeypatch):

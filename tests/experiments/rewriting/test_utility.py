@@ -21,7 +21,7 @@ def test_records_per_epsilon_with_the_clean_reference(quick_mlm, tmp_path, capsy
         assert m["accuracy"].n == 40 and m["accuracy"].ci_low <= m["accuracy"].mean <= m["accuracy"].ci_high
         assert m["accuracy_clean"].mean == low.metrics["accuracy_clean"].mean  # one classifier, one clean test
         assert 0 < m["majority_rate"].mean < 1 and len(rec.extra["examples"]) == 5
-        assert rec.config["clip"][0] < rec.config["clip"][1] and rec.extra["guarantee"]["kind"] == "per-token-dp"
+        assert rec.config["clip"][0] < rec.config["clip"][1] and rec.extra["guarantee"]["kind"] == "epsilon-dp"
     assert high.metrics["kept"].mean > low.metrics["kept"].mean
     assert high.metrics["cosine"].mean > low.metrics["cosine"].mean
     assert "wrote" in capsys.readouterr().out

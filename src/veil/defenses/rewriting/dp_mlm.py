@@ -10,9 +10,8 @@ piece y_i is drawn with probability proportional to ``exp(epsilon * u(y) / (2 (h
 logit: the exponential mechanism (McSherry and Talwar 2007) with utility range ``high - low``, that is sampling
 the clipped logits at temperature ``2 (high - low) / epsilon``. The rewritten text is the decoded y_1..y_n.
 
-What holds (:attr:`DPMLM.guarantee`, kind ``"per-token-dp"``: epsilon-DP with one word piece as the unit; the
-bench's "What to use" therefore holds it to the floor rule, as it does SentDP and metric DP): whatever the input
-text, every clipped logit lies in ``[low, high]``, so for ANY two input texts x, x' and every output word piece y at one
+What holds (:attr:`DPMLM.guarantee`, kind ``"epsilon-dp"``, unit one word piece): whatever the input text, every
+clipped logit lies in ``[low, high]``, so for ANY two input texts x, x' and every output word piece y at one
 position, ``P[y | x] <= exp(epsilon) P[y | x']``: each output word piece is epsilon-DP against a change of the
 whole input, not only of its own word piece. A text of n word pieces releases n of them, drawn independently, so
 by basic composition the rewritten text is ``n * epsilon``-DP against any other text of n word pieces. The NUMBER
@@ -228,7 +227,7 @@ class DPMLM(TextDefense):
     name = "dp-mlm"
     citation = ("Meisenbacher et al. 2024, DP-MLM: Differentially Private Text Rewriting Using Masked Language "
                 "Models (ACL Findings)")
-    guarantee = Guarantee("per-token-dp", "epsilon-DP per word piece against any change of the input text; a text of "
+    guarantee = Guarantee("epsilon-dp", "epsilon-DP per word piece against any change of the input text; a text of "
                           "n word pieces is n*epsilon-DP (basic composition); its length in word pieces is released")
     tasks = ("document-classification",)
 
@@ -242,7 +241,7 @@ class DPMLM(TextDefense):
     @classmethod
     def bench_guarantee(cls, setting: dict[str, Any]) -> Guarantee:
         eps = float(setting["epsilon"])
-        return Guarantee("per-token-dp", f"DP-MLM, epsilon={eps:g} per word piece (a text of n word pieces: "
+        return Guarantee("epsilon-dp", f"DP-MLM, epsilon={eps:g} per word piece (a text of n word pieces: "
                          f"n*{eps:g}; its length in word pieces is released)", epsilon=eps)
 
     @classmethod
@@ -278,7 +277,7 @@ class DPMLM(TextDefense):
                                                                         batch_size=self.batch_size)
         self._ctx = _Contexts(self.mlm, self.vocab, self.batch_size)
         self.guarantee = Guarantee(
-            "per-token-dp", f"DP-MLM with epsilon={self.epsilon:g} per word piece: for any two input texts and every "
+            "epsilon-dp", f"DP-MLM with epsilon={self.epsilon:g} per word piece: for any two input texts and every "
                           f"output word piece at one position, P[out | x] <= exp({self.epsilon:g}) P[out | x'] (the "
                           f"logits clipped to [{self.low:.4g}, {self.high:.4g}] whatever the input); a text of n "
                           f"word pieces is n*{self.epsilon:g}-DP against any other of n word pieces (basic "
