@@ -14,19 +14,15 @@ from veil.defenses.base import defense_names, get_defense
 from veil.errors import InvalidParameterError, NegativeControlWarning, PrivacyLeakWarning, UnknownNameError
 
 CONTROLS = ["deepcandidate-broken-doubled-epsilon", "deepcandidate-broken-doubled-sensitivity",
-            "dp-mlm-broken-greedy", "dpsgd-broken-half-noise", "dpsgd-broken-no-clip", "lm-dpsgd-broken-half-noise"]
+            "dpsgd-broken-half-noise", "dpsgd-broken-no-clip", "lm-dpsgd-broken-half-noise"]
 
 
-def _params(name, request=None):
-    """Valid parameters of each control (a DeepCandidate needs its public candidates, DP-MLM its masked LM: the quick
-    one, loaded only where a control is built)."""
+def _params(name):
+    """Valid parameters of each control (a DeepCandidate needs its public candidates)."""
     import numpy as np
 
     if name.startswith(("dpsgd", "lm-dpsgd")):
         return {"epsilon": 1.0}
-    if name.startswith("dp-mlm"):
-        return {"epsilon": 1.0, "clip": (0.0, 1.0),
-                "mlm": request.getfixturevalue("quick_mlm") if request is not None else "mlm-quick"}
     cands = np.random.default_rng(0).normal(size=(6, 4))
     return {"candidates": cands / np.linalg.norm(cands, axis=1, keepdims=True), "epsilon": 1.0}
 
@@ -45,17 +41,15 @@ def test_the_front_door_refuses_a_control(name):
 
 
 @pytest.mark.parametrize("name", CONTROLS)
-def test_make_control_builds_it_warns_and_its_repr_says_broken(name, request):
-    params = _params(name, request)
+def test_make_control_builds_it_warns_and_its_repr_says_broken(name):
     with pytest.warns(NegativeControlWarning, match=f"{name} is a negative control .*protects nothing") as rec:
-        control = veil.controls.make_control(name, **params)
+        control = veil.controls.make_control(name, **_params(name))
     assert rec[0].filename == __file__  # the warning points at the caller
     assert issubclass(NegativeControlWarning, PrivacyLeakWarning)
     assert isinstance(control, get_defense(name)) and control.control
     text = repr(control)
     assert text.startswith(f"<BROKEN NEGATIVE CONTROL '{name}': ") and "protects nothing" in text
-    assert "DPSGD(" not in text and "DeepCandidate(" not in text and "DPFineTuning(" not in text \
-        and "DPMLM(" not in text
+    assert "DPSGD(" not in text and "DeepCandidate(" not in text and "DPFineTuning(" not in text
 
 
 def test_make_control_refuses_real_defenses_and_unknown_names():

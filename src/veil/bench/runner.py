@@ -160,14 +160,12 @@ def _warn_truncated(names: list[str]) -> None:
 
 def cell_models(cell: Any) -> list[str]:
     """The cached models veil trains that ``cell`` needs (:func:`ensure_models` makes them): ``mlm-quick`` for the
-    quick bench's infilling, veil's masked-LM word recovery and DP-MLM's rewrites, an inverter for every inverting
-    attack (``inverter-quick`` quick, ``inverter`` full), and for a cell of a defense that releases a language model its
+    quick bench's infilling and veil's masked-LM word recovery, an inverter for every inverting attack
+    (``inverter-quick`` quick, ``inverter`` full), and for a cell of a defense that releases a language model its
     fine-tuned model and the attacker's reference model (``lm:<run key>``)."""
     attack = getattr(cell, "attack", None)
     out = []
-    quick_mlm = (attack and (str(attack).startswith("word-recovery-veil-mlm") or attack == "infill")) \
-        or getattr(cell, "defense", None) == "dp-mlm"  # DP-MLM samples its rewrites from it
-    if quick_mlm and cell.config.quick:
+    if attack and (str(attack).startswith("word-recovery-veil-mlm") or attack == "infill") and cell.config.quick:
         out.append("mlm-quick")
     if _inverts(attack):
         out.append("inverter-quick" if cell.config.quick else "inverter")

@@ -103,7 +103,7 @@ DEMO_LEFT_OUT: tuple[tuple[str, Any], ...] = (
     ("fine-tunes a language model on the planted corpus, and the attacker's reference model, before its attacks "
      f"(about {LM_MINUTES} min on 2 cores for the quick bench's two settings)", _releases_lm),
     ("needs a model veil trains on first use (the quick inverter, about 8 min on 2 cores, or the quick masked LM, "
-     "about 3.5 min), and then inverts, infills, rewrites or fine-tunes for 0.2-4 min a cell", _trains_model_first),
+     "about 3.5 min), and then inverts, infills or fine-tunes for 0.2-4 min a cell", _trains_model_first),
     ("trains a learned word-recovery attacker for the cell (0.3-2.5 min a cell)",
      lambda c: c.attack in ("word-recovery-minilm", "word-recovery-trained")),
     ("Coavoux et al.'s generation objective trains a decoder (3.8 min)", lambda c: c.defense == "generation"),

@@ -1,11 +1,11 @@
-"""``veil audit sentdp | empirical | dpsgd | dp-mlm``: thin commands over veil.experiments.sentdp.audit (the exact
-privacy audit), veil.experiments.sentdp.empirical (the empirical lower bounds), veil.experiments.dpsgd.audit (the
-one-run audit of DP-SGD) and veil.experiments.rewriting.audit (DP-MLM's empirical lower bound)."""
+"""``veil audit sentdp | empirical | dpsgd``: thin commands over veil.experiments.sentdp.audit (the exact privacy
+audit), veil.experiments.sentdp.empirical (the empirical lower bounds) and veil.experiments.dpsgd.audit (the one-run
+audit of DP-SGD)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -14,9 +14,8 @@ from veil.cli.sentdp import check_depth
 
 __all__ = ["register", "audit_app"]
 
-audit_app = typer.Typer(help="Privacy audits of DP mechanisms: exact (sentdp), empirical lower bounds (empirical), "
-                             "the one-run audit of DP-SGD (dpsgd) and DP-MLM's lower bound (dp-mlm).",
-                        no_args_is_help=True)
+audit_app = typer.Typer(help="Privacy audits of DP mechanisms: exact (sentdp), empirical lower bounds (empirical) and "
+                             "the one-run audit of DP-SGD (dpsgd).", no_args_is_help=True)
 
 
 @audit_app.command("sentdp")
@@ -153,19 +152,6 @@ def audit_empirical(
         raise typer.Exit(1)
 
 
-def _show(paths: list[Path], as_json: bool, msg: Any, headline: Any) -> list[Any]:
-    """The records at ``paths``: as JSON on stdout, or one headline each."""
-    from veil.results import ResultRecord
-
-    records = [ResultRecord.read(p) for p in paths]
-    if as_json:
-        echo_json([rec.to_dict() for rec in records])
-    else:
-        for rec in records:
-            msg.print(headline(rec), highlight=False, soft_wrap=True)
-    return records
-
-
 @audit_app.command("dpsgd")
 def audit_dpsgd(
     corpus: Annotated[str, typer.Option(help="Labelled corpus whose train split holds the real examples.")]
@@ -196,6 +182,7 @@ def audit_dpsgd(
     from veil.errors import UnknownNameError
     from veil.experiments.dpsgd.audit import CONTROLS, headline, run_audit
     from veil.outputs import default_results_dir
+    from veil.results import ResultRecord
 
     if corpus not in vc.names():
         raise UnknownNameError("corpus", corpus, vc.names())
@@ -209,7 +196,12 @@ def audit_dpsgd(
                       settings=split_names(settings, "--settings"), canaries=canaries,
                       max_train=max_train, control=control, clip=finite("--clip", clip, low=0.0), seeds=seed_list,
                       force=force, log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
-    records = _show(paths, as_json, msg, headline)
+    records = [ResultRecord.read(p) for p in paths]
+    if as_json:
+        echo_json([rec.to_dict() for rec in records])
+    else:
+        for rec in records:
+            msg.print(headline(rec), highlight=False, soft_wrap=True)
     passed = [rec.metrics["passed"].mean == 1.0 for rec in records]
     if control is None and not all(passed):
         msg.print("the audit rejected DP-SGD's claim in at least one run (see FAIL above)", highlight=False)
@@ -220,59 +212,6 @@ def audit_dpsgd(
                   + ("" if caught == len(passed) else " (NOT CAUGHT in the others: the audit passed a broken "
                      "mechanism)"), highlight=False)
         if caught < len(passed):
-            raise typer.Exit(1)
-
-
-@audit_app.command("dp-mlm")
-def audit_dp_mlm(
-    corpus: Annotated[str, typer.Option(help="Corpus whose train split gives the public sentences.")]
-    = "rt-polarity",
-    epsilons: Annotated[str, typer.Option("--epsilons", "--epsilon", help="Comma-separated claimed epsilons per word "
-                                                                          "piece.")] = "2,4",
-    control: Annotated[Optional[str], typer.Option(help="Audit a deliberately broken DP-MLM instead (greedy: "
-                                                        "the top word piece, no sampling): it must FAIL; "
-                                                        "exit 1 if it passes.")] = None,
-    sentences: Annotated[int, typer.Option(min=1, help="Public sentences offering neighbours.")] = 6,
-    calibration: Annotated[int, typer.Option(min=1, help="Other public sentences the clipping bounds are "
-                                                         "calibrated on.")] = 200,
-    trials: Annotated[int, typer.Option(min=100, help="Scoring runs per input.")] = 1_000_000,
-    selection_trials: Annotated[int, typer.Option(min=100, help="Runs per input of each pair to choose the test.")]
-    = 200_000,
-    pairs: Annotated[int, typer.Option(min=1, help="Candidate pairs kept after screening.")] = 3,
-    confidence: Annotated[float, typer.Option(help="Confidence of each lower bound.")] = 0.95,
-    mlm: Annotated[Optional[str], typer.Option(help="mlm or mlm-quick (default: the strongest in VEIL_HOME).")]
-    = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the public choices (sentences, replacements); the "
-                                                  "mechanism uses the OS CSPRNG.")] = 0,
-    results: Annotated[Optional[Path], typer.Option(help="Result folder (default ./veil-results/rewriting, beside "
-                                                        "`veil rewrite utility`'s records).")] = None,
-    force: ForceOpt = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """DP-MLM's empirical epsilon lower bound per word piece (distinguishing game, Clopper-Pearson); exit 1 if a bound
-    exceeds the claim (or, with --control, if the control is not caught).
-
-    A few minutes with the defaults on the quick masked LM; existing records are kept (resumable).
-    """
-    from veil.experiments.rewriting.audit import headline, run_dp_mlm_audit
-    from veil.outputs import default_results_dir
-
-    msg = console(as_json)
-    paths = run_dp_mlm_audit(results if results is not None else default_results_dir("rewriting"),
-                             corpus=corpus, epsilons=parse_floats(epsilons, "--epsilons"), control=control,
-                             sentences=sentences, calibration=calibration, trials=trials,
-                             selection_trials=selection_trials, pairs=pairs,
-                             confidence=finite("--confidence", confidence, low=0.0), mlm=mlm, seed=seed,
-                             force=force, log=lambda line: msg.print(line, highlight=False, soft_wrap=True))
-    records = _show(paths, as_json, msg, headline)
-    caught = sum(rec.metrics["violation"].mean > 0 for rec in records)
-    if control is None and caught:
-        msg.print("a lower bound exceeds DP-MLM's claimed epsilon (see VIOLATION above)", highlight=False)
-        raise typer.Exit(1)
-    if control is not None:
-        msg.print(f"negative control {control}: caught at {caught} of {len(records)} epsilons"
-                  + ("" if caught == len(records) else " (NOT CAUGHT at the others)"), highlight=False)
-        if caught < len(records):
             raise typer.Exit(1)
 
 

@@ -14,7 +14,7 @@ import typer
 
 from veil import __version__
 from veil.cli import (adversarial, attack, audit, bench, corpora, dpsgd, encode, federated, lm, models, models_transfer,
-                      obfuscate, parse, redact, redaction, registries, report, rewrite, sentdp, texthide)
+                      obfuscate, parse, redact, redaction, registries, report, sentdp, texthide)
 
 __all__ = ["app", "COMMAND_MODULES"]
 
@@ -37,9 +37,9 @@ def _root(
 
 
 #: the command modules; commands: encode, demo, report, bench, obfuscate, redact; groups: corpora, defenses, attacks,
-#: texthide, attack, sentdp, audit, adversarial, parse, models, federated, redaction, dpsgd, lm, rewrite
+#: texthide, attack, sentdp, audit, adversarial, parse, models, federated, redaction, dpsgd, lm
 COMMAND_MODULES = (encode, report, bench, obfuscate, redact, corpora, registries, texthide, attack, sentdp, audit, adversarial,
-                   parse, models, models_transfer, federated, redaction, dpsgd, lm, rewrite)
+                   parse, models, models_transfer, federated, redaction, dpsgd, lm)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

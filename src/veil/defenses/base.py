@@ -268,7 +268,6 @@ _REGISTRY = LazyRegistry("defense", {
     "deepcandidate": "veil.defenses.sentdp:DeepCandidate",
     "truncation": "veil.defenses.truncation:Truncation",
     "metric-dp": "veil.defenses.metric_dp:WordMetricDP",
-    "dp-mlm": "veil.defenses.rewriting.dp_mlm:DPMLM",
     "multidetask": "veil.defenses.adversarial.objectives:MultiDetasking",
     "grl": "veil.defenses.adversarial.objectives:GradientReversal",
     "generation": "veil.defenses.adversarial.objectives:AdversarialGeneration",
@@ -290,7 +289,6 @@ _REGISTRY = LazyRegistry("defense", {
     "dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:HalfNoise",
     "dpsgd-broken-no-clip": "veil.defenses.dpsgd.controls:NoClip",
     "lm-dpsgd-broken-half-noise": "veil.defenses.dpsgd.controls:LMHalfNoise",
-    "dp-mlm-broken-greedy": "veil.defenses.rewriting.controls:Greedy",
 })
 
 

@@ -11,7 +11,6 @@ from veil.report import generation as _generation  # noqa: E402,F401  (registers
 from veil.report import parsing as _parsing  # noqa: E402,F401  (registers its renderer)
 from veil.report import redaction as _redaction  # noqa: E402,F401  (registers its renderer)
 from veil.report import retrieval as _retrieval  # noqa: E402,F401  (registers its renderer)
-from veil.report import rewriting as _rewriting  # noqa: E402,F401  (registers its renderer)
 from veil.report import sentdp as _sentdp  # noqa: E402,F401  (registers its renderer)
 from veil.report import texthide as _texthide  # noqa: E402,F401  (registers its renderer)
 from veil.report import texthide_attacks as _texthide_attacks  # noqa: E402,F401  (registers its renderer)

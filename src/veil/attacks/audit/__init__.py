@@ -10,9 +10,7 @@
 * :mod:`.one_run`: the one-run lower bound of Steinke, Nasr and Jagielski (2023) from canary guesses,
   and :mod:`.canaries`: the Dirac canaries and white-box / black-box scores with which ``veil audit
   dpsgd`` audits DP-SGD in one training run (the controls it must catch live in
-  :mod:`veil.defenses.dpsgd.controls`);
-* :mod:`.rewriting`: that game's pairs for DP-MLM, per word piece (``veil audit dp-mlm``; its control lives in
-  :mod:`veil.defenses.rewriting.controls`).
+  :mod:`veil.defenses.dpsgd.controls`).
 
 The deliberately broken mechanisms the audits must catch live with the mechanism they break, in
 :mod:`veil.defenses.sentdp.controls`; they are re-exported here because this is where they were
